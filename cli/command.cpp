@@ -1,0 +1,91 @@
+#include "cli/command.hpp"
+
+#include <map>
+
+#include "hardware/config_error.hpp"
+
+namespace cli {
+
+std::multimap<int, CommandSetup>& registry();
+
+bool register_command(int order, CommandSetup setup) {
+  registry().emplace(order, std::move(setup));
+  return true;
+}
+
+void bad_flag(const std::string& flag, const std::string& what) { throw hardware::ConfigError(flag, "", what); }
+
+void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
+  f.cmd = cmd;
+  cmd->add_option("--model", f.model, "model name (slicetune list) or YAML file")->capture_default_str();
+  cmd->add_option("--cluster", f.cluster, "cluster name (slicetune list) or YAML file")->capture_default_str();
+  cmd->add_option("--nodes", f.nodes, "number of nodes (default: the cluster file's)");
+  if (!with_plan) return;
+  cmd->add_option("--plan", f.plan, "plan YAML file (flags below override it)");
+  cmd->add_option("--tp", f.tp, "tensor-parallel size (default 1)");
+  cmd->add_option("--dp", f.dp, "data-parallel size (default GPUs / tp)");
+  cmd->add_option("--micro-batch", f.micro_batch, "sequences per micro-batch (default 1)");
+  cmd->add_option("--global-batch", f.global_batch, "sequences per step (default micro_batch x dp)");
+  cmd->add_option("--seq-len", f.seq_len, "sequence length (default the model's)");
+  cmd->add_option("--dtype", f.dtype, "bf16 (default) | fp16 | fp8 | fp32");
+  cmd->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism");
+  cmd->add_option("--strategy", f.strategy, "none (Megatron, default) | domino");
+  cmd->add_option("--row-slices", f.row_slices, "domino row slices (default 2 with domino)");
+  cmd->add_option("--row-axis", f.row_axis, "batch (default) | sequence");
+  cmd->add_option("--col-slices", f.col_slices, "domino column chunks of out-proj / FC2 (default 1)");
+  cmd->add_option("--dp-bucket-mb", f.dp_bucket_mb, "data-parallel gradient bucket size in MB (default 25)");
+  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+}
+
+sim::TargetInput TargetFlags::input() const {
+  sim::TargetInput in;
+  in.model = model;
+  in.cluster = cluster;
+  if (cmd->count("--nodes")) in.nodes = nodes;
+  if (!cmd->get_option_no_throw("--plan")) return in;
+  in.plan_file = plan;
+  auto& p = in.flags;
+  auto positive = [&](const char* flag, int v, std::optional<int>& dst) {
+    if (!cmd->count(flag)) return;
+    if (v <= 0) bad_flag(flag, "expected a positive integer");
+    dst = v;
+  };
+  positive("--tp", tp, p.tp);
+  positive("--dp", dp, p.dp);
+  positive("--micro-batch", micro_batch, p.micro_batch);
+  positive("--global-batch", global_batch, p.global_batch);
+  positive("--row-slices", row_slices, p.row_slices);
+  positive("--col-slices", col_slices, p.col_slices);
+  if (cmd->count("--seq-len")) {
+    if (seq_len <= 0) bad_flag("--seq-len", "expected a positive integer");
+    p.seq_len = seq_len;
+  }
+  if (cmd->count("--dtype")) {
+    hardware::DType t;
+    if (!hardware::parse_dtype(dtype, t)) bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + dtype + "'");
+    p.dtype = t;
+  }
+  if (cmd->count("--sequence-parallel")) p.sequence_parallel = sequence_parallel;
+  if (cmd->count("--strategy")) {
+    if (strategy == "none") p.strategy = sim::Strategy::none;
+    else if (strategy == "domino") p.strategy = sim::Strategy::domino;
+    else bad_flag("--strategy", "expected none | domino, got '" + strategy + "'");
+  }
+  if (cmd->count("--row-axis")) {
+    if (row_axis == "batch") p.row_axis = sim::RowAxis::batch;
+    else if (row_axis == "sequence") p.row_axis = sim::RowAxis::sequence;
+    else bad_flag("--row-axis", "expected batch | sequence, got '" + row_axis + "'");
+  }
+  if (cmd->count("--dp-bucket-mb")) {
+    if (!(dp_bucket_mb > 0)) bad_flag("--dp-bucket-mb", "expected a positive number of MB");
+    p.dp_bucket_mb = dp_bucket_mb;
+  }
+  if (cmd->count("--stack")) {
+    hardware::Stack s;
+    if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + stack + "'");
+    p.stack = s;
+  }
+  return in;
+}
+
+}  // namespace cli

@@ -1,0 +1,37 @@
+// defines: cli::register_command (each cli/*.cpp adds its subcommand), TargetFlags, add_target_flags,
+//          fail (one-line errors)
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "sim/target.hpp"
+
+namespace cli {
+
+/// @brief Adds one subcommand (with its callback) to the app. `order` sorts `slicetune --help`.
+using CommandSetup = std::function<void(CLI::App& app)>;
+bool register_command(int order, CommandSetup setup);
+
+/// @brief The flags every command that takes a plan shares (simulate, tune, run, validate).
+struct TargetFlags {
+  std::string model = "gpt3-13b";
+  std::string cluster = "dgx-h100";
+  int nodes = 0;
+  std::string plan;
+  int tp = 0, dp = 0, micro_batch = 0, global_batch = 0, row_slices = 0, col_slices = 0;
+  long long seq_len = 0;
+  std::string dtype, strategy, row_axis, stack;
+  bool sequence_parallel = false;
+  double dp_bucket_mb = 0;
+  CLI::App* cmd = nullptr;
+
+  /// Converts what was given on the command line into a TargetInput (unset flags stay unset).
+  sim::TargetInput input() const;
+};
+void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
+
+/// @brief Throws hardware::ConfigError for a bad flag value.
+[[noreturn]] void bad_flag(const std::string& flag, const std::string& what);
+
+}  // namespace cli

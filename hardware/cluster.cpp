@@ -1,0 +1,138 @@
+#include "hardware/cluster.hpp"
+
+#include <fmt/format.h>
+
+#include "hardware/config_error.hpp"
+#include "hardware/embedded_configs.hpp"
+
+namespace hardware {
+
+std::string_view to_string(GpuArch a) {
+  switch (a) {
+    case GpuArch::ampere: return "ampere";
+    case GpuArch::hopper: return "hopper";
+    case GpuArch::blackwell: return "blackwell";
+    case GpuArch::cpu: return "cpu";
+  }
+  return "?";
+}
+
+std::string_view to_string(Stack s) {
+  switch (s) {
+    case Stack::eager: return "eager";
+    case Stack::cpp: return "cpp";
+    case Stack::cuda_graphs: return "cuda_graphs";
+  }
+  return "?";
+}
+
+bool parse_stack(std::string_view s, Stack& out) {
+  if (s == "eager") out = Stack::eager;
+  else if (s == "cpp") out = Stack::cpp;
+  else if (s == "cuda_graphs") out = Stack::cuda_graphs;
+  else return false;
+  return true;
+}
+
+namespace {
+
+GpuSpec read_gpu(ConfigReader r) {
+  GpuSpec g;
+  g.name = r.str("name");
+  auto arch = r.choice("arch", {"ampere", "hopper", "blackwell", "cpu"});
+  g.arch = arch == "ampere" ? GpuArch::ampere
+           : arch == "hopper" ? GpuArch::hopper
+           : arch == "blackwell" ? GpuArch::blackwell
+                                 : GpuArch::cpu;
+  auto peak = r.child("peak_tflops");
+  for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8}) {
+    // A GPU without a dtype (A100 has no fp8) says 0; plans in that dtype are then refused.
+    double v = peak.number(std::string(to_string(t)));
+    if (v < 0) peak.fail(std::string(to_string(t)), "expected a number >= 0 (TFLOP/s, dense)");
+    g.peak_flops_per_s[static_cast<int>(t)] = v * 1e12;
+  }
+  peak.finish();
+  g.hbm_bytes_per_s = r.positive("hbm_gb_per_s") * 1e9;
+  g.hbm_capacity_bytes = r.positive("hbm_gb") * 1e9;
+  g.sm_count = static_cast<int>(r.positive_integer("sms"));
+  g.gemm_efficiency = r.positive("gemm_efficiency");
+  if (g.gemm_efficiency > 1) r.fail("gemm_efficiency", "expected a fraction in (0, 1]");
+  g.memory_efficiency = r.positive("memory_efficiency");
+  if (g.memory_efficiency > 1) r.fail("memory_efficiency", "expected a fraction in (0, 1]");
+  g.kernel_latency = Duration::from_us(r.number("kernel_latency_us"));
+  r.finish();
+  return g;
+}
+
+NodeFabric read_node(ConfigReader r) {
+  NodeFabric n;
+  n.gpus_per_node = static_cast<int>(r.positive_integer("gpus"));
+  n.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
+  n.nvlink_links = static_cast<int>(r.positive_integer("nvlink_links"));
+  n.nvswitch = r.boolean("nvswitch");
+  n.nvls = r.boolean("nvls");
+  r.finish();
+  return n;
+}
+
+NetworkSpec read_network(ConfigReader r) {
+  NetworkSpec n;
+  n.nics_per_node = static_cast<int>(r.positive_integer("nics_per_node"));
+  n.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
+  n.latency = Duration::from_us(r.positive("latency_us"));
+  auto topo = r.choice("topology", {"rail_optimized", "fat_tree"});
+  n.topology = topo == "rail_optimized" ? Topology::rail_optimized : Topology::fat_tree;
+  n.oversubscription = r.positive("oversubscription");
+  if (n.oversubscription < 1) r.fail("oversubscription", "expected a ratio >= 1 (1 = non-blocking)");
+  r.finish();
+  return n;
+}
+
+HostSpec read_host(ConfigReader r) {
+  HostSpec h;
+  auto launch = r.child("launch_us");
+  for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
+    double v = launch.number(std::string(to_string(s)));
+    if (v < 0) launch.fail(std::string(to_string(s)), "expected microseconds >= 0");
+    h.launch[static_cast<int>(s)] = Duration::from_us(v);
+  }
+  launch.finish();
+  r.finish();
+  return h;
+}
+
+InterferenceSpec read_interference(ConfigReader r) {
+  InterferenceSpec i;
+  i.sm_contention = r.boolean("sm_contention");
+  i.hbm_amplification = r.number("hbm_amplification");
+  if (i.hbm_amplification < 0) r.fail("hbm_amplification", "expected a number >= 0");
+  i.comm_slowdown = r.number("comm_slowdown");
+  if (i.comm_slowdown < 0 || i.comm_slowdown >= 1) r.fail("comm_slowdown", "expected a fraction in [0, 1)");
+  r.finish();
+  return i;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source) {
+  ConfigReader r(parse_yaml(yaml_text, source), source);
+  ClusterSpec c;
+  c.source = source;
+  c.name = r.str("name");
+  c.gpu = read_gpu(r.child("gpu"));
+  c.node = read_node(r.child("node"));
+  c.network = read_network(r.child("network"));
+  c.host = read_host(r.child("host"));
+  c.interference = read_interference(r.child("interference"));
+  c.nodes = static_cast<int>(r.integer_or("nodes", 1));
+  if (c.nodes <= 0) r.fail("nodes", "expected a positive integer");
+  r.finish();
+  return c;
+}
+
+ClusterSpec load_cluster(const std::string& name_or_path) {
+  auto cfg = resolve_config("clusters", name_or_path);
+  return parse_cluster(cfg.text, cfg.source);
+}
+
+}  // namespace hardware

@@ -1,0 +1,89 @@
+// defines: hardware::GpuSpec, NodeFabric, NetworkSpec, HostSpec, InterferenceSpec, ClusterSpec,
+//          load_cluster (YAML -> ClusterSpec; units converted here, once)
+#pragma once
+#include <array>
+#include <string>
+
+#include "hardware/units.hpp"
+
+namespace hardware {
+
+enum class GpuArch : std::uint8_t { ampere, hopper, blackwell, cpu };
+std::string_view to_string(GpuArch a);
+
+/// @brief One accelerator. All rates in SI base units (FLOP/s, bytes/s).
+struct GpuSpec {
+  std::string name;
+  GpuArch arch = GpuArch::hopper;
+  std::array<double, 4> peak_flops_per_s{};  ///< dense peak, indexed by DType (fp32, bf16, fp16, fp8)
+  double hbm_bytes_per_s = 0;
+  double hbm_capacity_bytes = 0;
+  int sm_count = 0;
+  double gemm_efficiency = 0.8;   ///< best-shape fraction of peak a cuBLAS-like GEMM reaches
+  double memory_efficiency = 0.8; ///< fraction of HBM bandwidth element-wise kernels reach
+  Duration kernel_latency{};      ///< fixed GPU-side cost of any kernel (launch to first instruction)
+
+  double peak_flops(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
+};
+
+/// @brief The fabric inside one node. A node is one NVLink domain (72 GPUs on GB200 NVL72).
+struct NodeFabric {
+  int gpus_per_node = 8;
+  double nvlink_bytes_per_s = 0;  ///< per GPU, one direction (H100: 18 links x 25 GB/s = 450 GB/s)
+  int nvlink_links = 0;           ///< NVLink links per GPU
+  bool nvswitch = true;
+  bool nvls = false;              ///< NVLink SHARP (in-switch reduction) available
+};
+
+enum class Topology : std::uint8_t { rail_optimized, fat_tree };
+
+/// @brief The fabric between nodes.
+struct NetworkSpec {
+  int nics_per_node = 8;
+  double nic_bytes_per_s = 0;   ///< per NIC, one direction
+  Duration latency{};           ///< one hop, end to end
+  Topology topology = Topology::rail_optimized;
+  double oversubscription = 1.0;  ///< spine oversubscription ratio (1 = non-blocking)
+};
+
+/// @brief How the software stack issues kernels: host time per kernel launch.
+enum class Stack : std::uint8_t { eager, cpp, cuda_graphs };
+std::string_view to_string(Stack s);
+bool parse_stack(std::string_view s, Stack& out);
+
+struct HostSpec {
+  std::array<Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
+  Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
+};
+
+/// @brief How communication and computation slow each other when they overlap.
+struct InterferenceSpec {
+  /// Compute slows by (SMs taken by the collective / SM count) ...
+  bool sm_contention = true;
+  /// ... plus hbm_amplification x (collective wire bytes/s) / (HBM bytes/s): NCCL moves each wire byte
+  /// through HBM several times (read, reduce, write).
+  double hbm_amplification = 2.5;
+  /// A collective slows by this fraction while a compute kernel runs beside it.
+  double comm_slowdown = 0.05;
+};
+
+/// @brief A whole cluster: `nodes` identical nodes.
+struct ClusterSpec {
+  std::string name;
+  std::string source;  ///< file or "embedded:clusters/NAME"
+  GpuSpec gpu;
+  NodeFabric node;
+  NetworkSpec network;
+  HostSpec host;
+  InterferenceSpec interference;
+  int nodes = 1;
+
+  int total_gpus() const { return nodes * node.gpus_per_node; }
+};
+
+/// @brief Loads NAME (embedded configs/clusters/NAME.yaml) or a path to a YAML file.
+/// Throws ConfigError naming the file and key on any problem; unknown keys are refused.
+ClusterSpec load_cluster(const std::string& name_or_path);
+ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source);
+
+}  // namespace hardware

@@ -1,0 +1,58 @@
+// defines: hardware::CostModel (the interface the engine prices tasks through),
+//          ComputeCost, CollectiveCost, LinkClass
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+
+#include "hardware/cluster.hpp"
+#include "hardware/ops.hpp"
+
+namespace hardware {
+
+/// @brief What a compute kernel costs when it runs alone.
+struct ComputeCost {
+  Duration time;
+  double hbm_bytes = 0;  ///< HBM traffic; hbm_bytes / time / HBM bandwidth = how memory-bound it is
+};
+
+/// @brief The link classes a transfer can cross, from one GPU's point of view.
+enum class LinkClass : std::uint8_t { nvlink, nic };
+inline constexpr int kLinkClasses = 2;
+
+/// @brief What a collective costs when it runs alone, and what it occupies while it runs.
+struct CollectiveCost {
+  Duration latency;   ///< fixed part (protocol and hop latencies), no bandwidth used
+  Duration transfer;  ///< bandwidth part at solo speed
+  /// Bytes this GPU sends over each link class during `transfer` (flow-level link sharing).
+  std::array<double, kLinkClasses> wire_bytes{};
+  std::string algo = "ring";    ///< ring | tree | nvls | nvls_tree | pat | hierarchical ...
+  std::string proto = "simple"; ///< ll | ll128 | simple
+  int channels = 1;
+  int sms = 1;                  ///< SMs the collective's CTAs occupy (taken from compute)
+
+  Duration total() const { return latency + transfer; }
+};
+
+/// @brief Prices the operations of a step graph on one cluster. Implementations: analytic (the
+/// embedded default) and profiled (measured tables). Thread-safe for concurrent const calls.
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual ComputeCost gemm(const GemmOp& op) const = 0;
+  virtual ComputeCost attention(const AttentionOp& op) const = 0;
+  virtual ComputeCost elementwise(const ElementwiseOp& op) const = 0;
+  virtual ComputeCost optimizer(const OptimizerOp& op) const = 0;
+  virtual CollectiveCost collective(const CollectiveOp& op) const = 0;
+  virtual const ClusterSpec& cluster() const = 0;
+  /// Short description for reports ("analytic", "profiled: p.yaml").
+  virtual std::string describe() const = 0;
+  /// Capacity in bytes/s of one GPU's share of a link class (link-sharing constraints).
+  double link_capacity(LinkClass l) const;
+};
+
+/// @brief The built-in analytic model: roofline GEMMs with tile and wave quantization, bandwidth-bound
+/// element-wise kernels, flash-style attention, NCCL-priced collectives. Never returns null.
+std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster);
+
+}  // namespace hardware

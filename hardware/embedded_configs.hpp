@@ -1,0 +1,28 @@
+// defines: hardware::embedded_configs, resolve_config (name-or-path -> YAML text and source)
+#pragma once
+#include <string>
+#include <vector>
+
+namespace hardware {
+
+struct EmbeddedConfig {
+  const char* key;   ///< "models/gpt3-13b", "clusters/dgx-h100"
+  const char* text;  ///< the YAML file as it was at build time
+};
+
+/// @brief Every YAML file under configs/, embedded at build time (cmake/embed_configs.cmake).
+const std::vector<EmbeddedConfig>& embedded_configs();
+
+struct ConfigText {
+  std::string text;
+  std::string source;  ///< the path, or "configs/<kind>/<name>.yaml (embedded)"
+};
+
+/// @brief A name (looked up among the embedded configs of `kind`, e.g. "models") or a path to a
+/// file (anything containing '/' or ending in .yaml). Unknown names list what exists.
+ConfigText resolve_config(const std::string& kind, const std::string& name_or_path);
+
+/// @brief Names of the embedded configs of one kind, sorted.
+std::vector<std::string> embedded_names(const std::string& kind);
+
+}  // namespace hardware

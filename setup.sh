@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# slicetune set-up: installs what is missing (Debian 12 packages), builds, then runs.
+#   ./setup.sh run     build and run the main job on the embedded default
+#   ./setup.sh test    build and run the whole test suite
+#   ./setup.sh build   build only
+# Idempotent: packages already present are not reinstalled; the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")"
+mode=${1:-run}
+shift || true
+
+packages=(build-essential cmake ninja-build pkg-config libboost-graph-dev libcli11-dev libyaml-cpp-dev libfmt-dev
+          doctest-dev nlohmann-json3-dev libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${SLICETUNE_BUILD_DIR:-build}
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+fi
+jobs=$(nproc)
+cmake --build "$build" -j "$jobs" >&2
+
+case "$mode" in
+  run)   exec "$build/slicetune" tune "$@" ;;
+  test)  cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  build) ;;
+  *) echo "usage: ./setup.sh run|test|build" >&2; exit 2 ;;
+esac

@@ -1,0 +1,54 @@
+#include "sim/model.hpp"
+
+#include <fmt/format.h>
+
+#include "hardware/config_error.hpp"
+#include "hardware/embedded_configs.hpp"
+
+namespace sim {
+
+std::int64_t ModelSpec::params(std::int64_t seq) const {
+  std::int64_t p = vocab * hidden + position_params(seq) + layers * layer_params() + norm_params();
+  if (!tied_embeddings) p += vocab * hidden;
+  return p;
+}
+
+double ModelSpec::training_flops(std::int64_t sequences, std::int64_t seq) const {
+  const double tokens = static_cast<double>(sequences) * seq;
+  const double pairs = 0.5 * static_cast<double>(seq) * static_cast<double>(seq + 1);  // causal
+  const double attn_fwd = 4.0 * pairs * static_cast<double>(head_dim()) * heads * sequences * layers;
+  return 6.0 * static_cast<double>(matmul_params()) * tokens + 3.0 * attn_fwd;
+}
+
+ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
+  hardware::ConfigReader r(hardware::parse_yaml(yaml_text, source), source);
+  ModelSpec m;
+  m.source = source;
+  m.name = r.str("name");
+  m.layers = static_cast<int>(r.positive_integer("layers"));
+  m.hidden = r.positive_integer("hidden");
+  m.heads = static_cast<int>(r.positive_integer("heads"));
+  m.kv_heads = static_cast<int>(r.integer_or("kv_heads", m.heads));
+  m.ffn_hidden = r.positive_integer("ffn_hidden");
+  m.vocab = r.positive_integer("vocab");
+  m.seq_len = r.positive_integer("seq_len");
+  m.norm = r.choice("norm", {"layernorm", "rmsnorm"}) == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
+  m.activation = r.choice("activation", {"gelu", "swiglu"}) == "gelu" ? Activation::gelu : Activation::swiglu;
+  m.position = r.choice("position", {"learned", "rope"}) == "learned" ? Position::learned : Position::rope;
+  m.tied_embeddings = r.boolean("tied_embeddings");
+  if (m.hidden % m.heads != 0)
+    r.fail("heads", fmt::format("hidden={} is not divisible by heads={}", m.hidden, m.heads));
+  if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)
+    r.fail("kv_heads", fmt::format("heads={} is not divisible by kv_heads={}", m.heads, m.kv_heads));
+  if (m.position == Position::rope && m.head_dim() % 2 != 0)
+    r.fail("position", fmt::format("rope needs an even head_dim, got {}", m.head_dim()));
+  r.finish();
+  return m;
+}
+
+ModelSpec load_model(const std::string& name_or_path) {
+  auto cfg = hardware::resolve_config("models", name_or_path);
+  return parse_model(cfg.text, cfg.source);
+}
+
+}  // namespace sim

@@ -1,0 +1,168 @@
+#include "sim/plan.hpp"
+
+#include <fmt/format.h>
+
+#include "hardware/config_error.hpp"
+
+namespace sim {
+
+std::string_view to_string(Strategy s) { return s == Strategy::none ? "none" : "domino"; }
+std::string_view to_string(RowAxis a) { return a == RowAxis::batch ? "batch" : "sequence"; }
+
+std::string_view to_string(Infeasibility r) {
+  switch (r) {
+    case Infeasibility::tp_heads: return "tp does not divide heads";
+    case Infeasibility::tp_kv_heads: return "tp does not divide kv_heads";
+    case Infeasibility::tp_ffn: return "tp does not divide ffn_hidden";
+    case Infeasibility::tp_vocab: return "tp does not divide vocab";
+    case Infeasibility::tp_node: return "tp exceeds the NVLink domain";
+    case Infeasibility::gpus: return "tp x dp x pp != GPUs";
+    case Infeasibility::global_batch: return "global_batch not a multiple of micro_batch x dp";
+    case Infeasibility::row_slices_batch: return "micro_batch not divisible by row_slices";
+    case Infeasibility::row_slices_sequence: return "seq_len not divisible by row_slices";
+    case Infeasibility::col_slices: return "hidden not divisible by col_slices";
+    case Infeasibility::dtype: return "dtype not supported by the GPU";
+    case Infeasibility::memory: return "memory over GPU capacity";
+    case Infeasibility::pp: return "pipeline parallelism not supported yet";
+  }
+  return "?";
+}
+
+void PlanInput::merge(const PlanInput& o) {
+  auto take = [](auto& dst, const auto& src) { if (src) dst = src; };
+  take(tp, o.tp); take(dp, o.dp); take(micro_batch, o.micro_batch); take(global_batch, o.global_batch);
+  take(row_slices, o.row_slices); take(col_slices, o.col_slices); take(seq_len, o.seq_len);
+  take(dtype, o.dtype); take(sequence_parallel, o.sequence_parallel); take(strategy, o.strategy);
+  take(row_axis, o.row_axis); take(dp_bucket_mb, o.dp_bucket_mb); take(stack, o.stack);
+}
+
+std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+  auto bad = [](Infeasibility r, std::string key, std::string msg) {
+    return std::optional<PlanProblem>(PlanProblem{r, std::move(msg), std::move(key)});
+  };
+  if (p.pp != 1) return bad(Infeasibility::pp, "pp", fmt::format("pp={} but only pp=1 is supported", p.pp));
+  if (m.heads % p.tp) return bad(Infeasibility::tp_heads, "tp", fmt::format("heads={} is not divisible by tp={}", m.heads, p.tp));
+  if (m.kv_heads % p.tp) return bad(Infeasibility::tp_kv_heads, "tp", fmt::format("kv_heads={} is not divisible by tp={}", m.kv_heads, p.tp));
+  if (m.ffn_hidden % p.tp) return bad(Infeasibility::tp_ffn, "tp", fmt::format("ffn_hidden={} is not divisible by tp={}", m.ffn_hidden, p.tp));
+  if (m.vocab % p.tp) return bad(Infeasibility::tp_vocab, "tp", fmt::format("vocab={} is not divisible by tp={}", m.vocab, p.tp));
+  if (p.tp > c.node.gpus_per_node && p.tp % c.node.gpus_per_node != 0)
+    return bad(Infeasibility::tp_node, "tp", fmt::format("tp={} spans nodes of {} GPUs unevenly", p.tp, c.node.gpus_per_node));
+  if (p.gpus() != c.total_gpus())
+    return bad(Infeasibility::gpus, "dp", fmt::format("tp x dp x pp = {} x {} x {} = {} but the cluster has {} GPUs ({} nodes x {})",
+                                                      p.tp, p.dp, p.pp, p.gpus(), c.total_gpus(), c.nodes, c.node.gpus_per_node));
+  if (p.micro_batch <= 0 || p.global_batch % (p.micro_batch * p.dp) != 0)
+    return bad(Infeasibility::global_batch, "global_batch",
+               fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
+  if (p.row_slices < 1) return bad(Infeasibility::row_slices_batch, "row_slices", "row_slices must be >= 1");
+  if (p.col_slices < 1) return bad(Infeasibility::col_slices, "col_slices", "col_slices must be >= 1");
+  if (p.strategy == Strategy::none && (p.row_slices != 1 || p.col_slices != 1))
+    return bad(Infeasibility::row_slices_batch, "strategy",
+               fmt::format("row_slices={} col_slices={} need strategy domino", p.row_slices, p.col_slices));
+  if (p.row_axis == RowAxis::batch && p.micro_batch % p.row_slices)
+    return bad(Infeasibility::row_slices_batch, "row_slices",
+               fmt::format("micro_batch={} is not divisible by row_slices={} (row_axis batch)", p.micro_batch, p.row_slices));
+  if (p.row_axis == RowAxis::sequence && p.seq_len % p.row_slices)
+    return bad(Infeasibility::row_slices_sequence, "row_slices",
+               fmt::format("seq_len={} is not divisible by row_slices={} (row_axis sequence)", p.seq_len, p.row_slices));
+  if (p.sequence_parallel) {
+    const std::int64_t rows = p.row_axis == RowAxis::batch ? p.seq_len * (p.micro_batch / p.row_slices)
+                                                          : (p.seq_len / p.row_slices) * p.micro_batch;
+    if (rows % p.tp)
+      return bad(Infeasibility::row_slices_sequence, "sequence_parallel",
+                 fmt::format("a slice's {} tokens are not divisible by tp={}", rows, p.tp));
+  }
+  if (m.hidden % p.col_slices)
+    return bad(Infeasibility::col_slices, "col_slices", fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices));
+  if (c.gpu.peak_flops(p.dtype) <= 0)
+    return bad(Infeasibility::dtype, "dtype", fmt::format("{} has no {} support", c.gpu.name, hardware::to_string(p.dtype)));
+  return std::nullopt;
+}
+
+Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
+  Plan p;
+  p.tp = in.tp.value_or(1);
+  if (p.tp <= 0) throw hardware::ConfigError(source, "tp", "expected a positive integer");
+  if (in.dp) {
+    p.dp = *in.dp;
+    if (p.dp <= 0) throw hardware::ConfigError(source, "dp", "expected a positive integer");
+  } else {
+    if (c.total_gpus() % p.tp)
+      throw hardware::ConfigError(source, "tp", fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
+    p.dp = c.total_gpus() / p.tp;
+  }
+  p.micro_batch = in.micro_batch.value_or(1);
+  if (p.micro_batch <= 0) throw hardware::ConfigError(source, "micro_batch", "expected a positive integer");
+  p.global_batch = in.global_batch.value_or(p.micro_batch * p.dp);
+  p.seq_len = in.seq_len.value_or(m.seq_len);
+  if (p.seq_len <= 0) throw hardware::ConfigError(source, "seq_len", "expected a positive integer");
+  p.dtype = in.dtype.value_or(hardware::DType::bf16);
+  p.sequence_parallel = in.sequence_parallel.value_or(false);
+  p.strategy = in.strategy.value_or(Strategy::none);
+  p.row_slices = in.row_slices.value_or(p.strategy == Strategy::domino ? 2 : 1);
+  p.row_axis = in.row_axis.value_or(RowAxis::batch);
+  p.col_slices = in.col_slices.value_or(1);
+  p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
+  if (!(p.dp_bucket_mb > 0)) throw hardware::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
+  p.stack = in.stack.value_or(hardware::Stack::eager);
+  if (auto problem = check_plan(m, c, p)) throw hardware::ConfigError(source, problem->key, problem->message);
+  return p;
+}
+
+PlanInput parse_plan_input(const std::string& yaml_text, const std::string& source) {
+  hardware::ConfigReader r(hardware::parse_yaml(yaml_text, source), source);
+  PlanInput in;
+  auto opt_int = [&](const char* key, std::optional<int>& dst) {
+    if (r.has(key)) dst = static_cast<int>(r.positive_integer(key));
+  };
+  opt_int("tp", in.tp);
+  opt_int("dp", in.dp);
+  opt_int("micro_batch", in.micro_batch);
+  opt_int("global_batch", in.global_batch);
+  opt_int("row_slices", in.row_slices);
+  opt_int("col_slices", in.col_slices);
+  if (r.has("pp") && r.positive_integer("pp") != 1) r.fail("pp", "only pp: 1 is supported");
+  if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len");
+  if (r.has("dtype")) {
+    hardware::DType t;
+    hardware::parse_dtype(r.choice("dtype", {"bf16", "fp16", "fp8", "fp32"}), t);
+    in.dtype = t;
+  }
+  if (r.has("sequence_parallel")) in.sequence_parallel = r.boolean("sequence_parallel");
+  if (r.has("strategy")) in.strategy = r.choice("strategy", {"none", "domino"}) == "none" ? Strategy::none : Strategy::domino;
+  if (r.has("row_axis")) in.row_axis = r.choice("row_axis", {"batch", "sequence"}) == "batch" ? RowAxis::batch : RowAxis::sequence;
+  if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb");
+  if (r.has("stack")) {
+    hardware::Stack s;
+    hardware::parse_stack(r.choice("stack", {"eager", "cpp", "cuda_graphs"}), s);
+    in.stack = s;
+  }
+  r.finish();
+  return in;
+}
+
+PlanInput load_plan_input(const std::string& path) {
+  return parse_plan_input(hardware::read_text_file(path), path);
+}
+
+std::string plan_to_yaml(const Plan& p, const std::string& comment) {
+  std::string out;
+  if (!comment.empty()) out += "# " + comment + "\n";
+  out += fmt::format(
+      "tp: {}\ndp: {}\npp: {}\nmicro_batch: {}\nglobal_batch: {}\nseq_len: {}\ndtype: {}\nsequence_parallel: {}\n"
+      "strategy: {}\nrow_slices: {}\nrow_axis: {}\ncol_slices: {}\ndp_bucket_mb: {}\nstack: {}\n",
+      p.tp, p.dp, p.pp, p.micro_batch, p.global_batch, p.seq_len, hardware::to_string(p.dtype),
+      p.sequence_parallel ? "true" : "false", to_string(p.strategy), p.row_slices, to_string(p.row_axis),
+      p.col_slices, p.dp_bucket_mb, hardware::to_string(p.stack));
+  return out;
+}
+
+std::string describe(const Plan& p) {
+  std::string s = fmt::format("tp{} dp{} mb{}{}", p.tp, p.dp, p.micro_batch, p.sequence_parallel ? " sp" : "");
+  if (p.strategy == Strategy::domino)
+    s += fmt::format(" domino {}x{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "");
+  else
+    s += " megatron";
+  return s;
+}
+
+}  // namespace sim

@@ -1,0 +1,90 @@
+// defines: sim::Plan (a resolved parallelism + slicing plan), PlanInput (what the user gave),
+//          Infeasibility, check_plan, resolve_plan, load_plan_input, plan_to_yaml
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "hardware/cluster.hpp"
+#include "hardware/units.hpp"
+#include "sim/model.hpp"
+
+namespace sim {
+
+enum class Strategy : std::uint8_t { none, domino };
+enum class RowAxis : std::uint8_t { batch, sequence };
+std::string_view to_string(Strategy s);
+std::string_view to_string(RowAxis a);
+
+/// @brief A fully resolved plan: every field has a value and the plan is feasible for its model
+/// and cluster (resolve_plan checked it).
+struct Plan {
+  int tp = 1;
+  int dp = 1;
+  int pp = 1;  ///< pipeline stages (1 until pipeline parallelism lands)
+  int micro_batch = 1;
+  int global_batch = 1;
+  std::int64_t seq_len = 0;
+  hardware::DType dtype = hardware::DType::bf16;
+  bool sequence_parallel = false;
+  Strategy strategy = Strategy::none;
+  int row_slices = 1;
+  RowAxis row_axis = RowAxis::batch;
+  int col_slices = 1;
+  double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
+  hardware::Stack stack = hardware::Stack::eager;
+
+  int grad_accum_steps() const { return global_batch / (micro_batch * dp); }
+  int gpus() const { return tp * dp * pp; }
+  bool operator==(const Plan&) const = default;
+};
+
+/// @brief What the user gave (YAML file and/or flags); unset fields are resolved by resolve_plan.
+struct PlanInput {
+  std::optional<int> tp, dp, micro_batch, global_batch, row_slices, col_slices;
+  std::optional<std::int64_t> seq_len;
+  std::optional<hardware::DType> dtype;
+  std::optional<bool> sequence_parallel;
+  std::optional<Strategy> strategy;
+  std::optional<RowAxis> row_axis;
+  std::optional<double> dp_bucket_mb;
+  std::optional<hardware::Stack> stack;
+
+  /// Fields set in `over` replace those here (flags over a plan file).
+  void merge(const PlanInput& over);
+};
+
+/// @brief Why a plan cannot run. The tuner counts refused plans by this.
+enum class Infeasibility : std::uint8_t {
+  tp_heads, tp_kv_heads, tp_ffn, tp_vocab, tp_node, gpus, global_batch, row_slices_batch,
+  row_slices_sequence, col_slices, dtype, memory, pp,
+};
+inline constexpr int kInfeasibilityKinds = 13;
+std::string_view to_string(Infeasibility r);
+
+struct PlanProblem {
+  Infeasibility reason;
+  std::string message;  ///< e.g. "heads=40 is not divisible by tp=16"
+  std::string key;      ///< the plan key to change
+};
+
+/// @brief Divisibility and shape checks (not memory; see estimate_memory). Cheap: the tuner calls it
+/// for every candidate.
+std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
+
+/// @brief Fills unset fields (dp = GPUs / tp, global_batch = micro_batch x dp, seq_len = the
+/// model's, row_slices = 2 for domino and 1 otherwise, ...) and checks the result; throws
+/// hardware::ConfigError naming `source`, the key and the reason when infeasible.
+Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in,
+                  const std::string& source = "plan");
+
+/// @brief Reads a plan YAML file (keys as in Plan); unknown keys are refused.
+PlanInput load_plan_input(const std::string& path);
+PlanInput parse_plan_input(const std::string& yaml_text, const std::string& source);
+
+/// @brief The plan as YAML that load_plan_input reads back to the same Plan.
+std::string plan_to_yaml(const Plan& p, const std::string& comment = "");
+/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1(batch)".
+std::string describe(const Plan& p);
+
+}  // namespace sim

@@ -1,0 +1,78 @@
+#include "sim/report_json.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/table.hpp"
+
+namespace sim {
+
+nlohmann::json plan_json(const Plan& p) {
+  return {{"tp", p.tp},
+          {"dp", p.dp},
+          {"pp", p.pp},
+          {"micro_batch", p.micro_batch},
+          {"global_batch", p.global_batch},
+          {"grad_accum_steps", p.grad_accum_steps()},
+          {"seq_len", p.seq_len},
+          {"dtype", hardware::to_string(p.dtype)},
+          {"sequence_parallel", p.sequence_parallel},
+          {"strategy", to_string(p.strategy)},
+          {"row_slices", p.row_slices},
+          {"row_axis", to_string(p.row_axis)},
+          {"col_slices", p.col_slices},
+          {"dp_bucket_mb", p.dp_bucket_mb},
+          {"stack", hardware::to_string(p.stack)}};
+}
+
+nlohmann::json report_json(const Target& t, const StepReport& r, const std::string& cost_model) {
+  return {{"model", t.model.name},
+          {"cluster", t.cluster.name},
+          {"nodes", t.cluster.nodes},
+          {"gpus", t.cluster.total_gpus()},
+          {"cost_model", cost_model},
+          {"plan", plan_json(t.plan)},
+          {"step_time_ms", r.step_time.ms()},
+          {"micro_batch_time_ms", r.micro_batch_time.ms()},
+          {"compute_ms", r.compute.ms()},
+          {"tp_comm_ms", r.tp_comm.ms()},
+          {"dp_comm_ms", r.dp_comm.ms()},
+          {"exposed_comm_ms", r.exposed_comm.ms()},
+          {"idle_ms", r.idle.ms()},
+          {"mfu", r.mfu},
+          {"tokens_per_s", r.tokens_per_s},
+          {"model_flops", r.model_flops},
+          {"memory_gb", r.memory.total() / 1e9},
+          {"memory",
+           {{"weights_gb", r.memory.weights / 1e9},
+            {"gradients_gb", r.memory.gradients / 1e9},
+            {"optimizer_gb", r.memory.optimizer / 1e9},
+            {"activations_gb", r.memory.activations / 1e9},
+            {"capacity_gb", t.cluster.gpu.hbm_capacity_bytes / 1e9}}},
+          {"tasks", r.tasks}};
+}
+
+std::string report_table(const Target& t, const StepReport& r) {
+  Table tab({"quantity", "value", "unit"}, {});
+  auto ms = [](hardware::Duration d) { return fmt::format("{:.3f}", d.ms()); };
+  const double step = r.step_time.ms();
+  auto pct = [step](hardware::Duration d) { return step > 0 ? fmt::format("{:.1f}", 100.0 * d.ms() / step) : std::string("0"); };
+  tab.row({"step time", ms(r.step_time), "ms"});
+  tab.row({"micro-batch time", ms(r.micro_batch_time), "ms"});
+  tab.row({"compute (busy)", ms(r.compute), "ms"});
+  tab.row({"TP communication", ms(r.tp_comm), "ms"});
+  tab.row({"DP communication", ms(r.dp_comm), "ms"});
+  tab.row({"exposed communication", ms(r.exposed_comm), "ms"});
+  tab.row({"exposed communication share", pct(r.exposed_comm), "% of step"});
+  tab.row({"idle (launch-bound / waiting)", ms(r.idle), "ms"});
+  tab.row({"throughput", fmt::format("{:.0f}", r.tokens_per_s), "tokens/s"});
+  tab.row({"MFU", fmt::format("{:.1f}", 100.0 * r.mfu), "%"});
+  tab.row({"model FLOPs per step", fmt::format("{:.4g}", r.model_flops), "FLOP"});
+  tab.row({"memory per GPU", fmt::format("{:.1f}", r.memory.total() / 1e9), "GB"});
+  tab.row({"  weights + grads + optimizer", fmt::format("{:.1f}", (r.memory.weights + r.memory.gradients + r.memory.optimizer) / 1e9), "GB"});
+  tab.row({"  activations", fmt::format("{:.1f}", r.memory.activations / 1e9), "GB"});
+  tab.row({"GPU capacity", fmt::format("{:.0f}", t.cluster.gpu.hbm_capacity_bytes / 1e9), "GB"});
+  tab.row({"tasks per rank graph", fmt::format("{}", r.tasks), ""});
+  return tab.str();
+}
+
+}  // namespace sim

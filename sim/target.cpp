@@ -1,0 +1,26 @@
+#include "sim/target.hpp"
+
+#include "hardware/config_error.hpp"
+
+namespace sim {
+
+Target resolve_target(const TargetInput& in) {
+  Target t;
+  t.model = load_model(in.model);
+  t.cluster = hardware::load_cluster(in.cluster);
+  if (in.nodes) {
+    if (*in.nodes <= 0) throw hardware::ConfigError("--nodes", "", "expected a positive number of nodes");
+    t.cluster.nodes = *in.nodes;
+  }
+  PlanInput pi;
+  t.plan_source = "flags";
+  if (!in.plan_file.empty()) {
+    pi = load_plan_input(in.plan_file);
+    t.plan_source = in.plan_file;
+  }
+  pi.merge(in.flags);
+  t.plan = resolve_plan(t.model, t.cluster, pi, t.plan_source);
+  return t;
+}
+
+}  // namespace sim

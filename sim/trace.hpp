@@ -1,0 +1,28 @@
+// defines: sim::ChromeTrace (Chrome trace-event JSON: opens in Perfetto and chrome://tracing)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+
+namespace sim {
+
+/// @brief Collects timelines as processes (one per rank and source: "predicted rank 0",
+/// "measured rank 0") with one track per stream, then writes them as one JSON file.
+/// Task names carry layer / phase / op / slice / chunk; args carry the tags.
+class ChromeTrace {
+ public:
+  /// Adds one rank's timeline under process `label`; times in the trace are microseconds.
+  ChromeTrace& add(const std::string& label, const StepGraph& graph, const std::vector<TaskTiming>& timing);
+  /// Adds every timeline of a report ("<prefix> rank N").
+  ChromeTrace& add(const std::string& prefix, const StepReport& report);
+  std::string json() const;
+  /// Writes atomically.
+  void write(const std::string& path) const;
+
+ private:
+  std::vector<std::string> events_;
+  int next_pid_ = 1;
+};
+
+}  // namespace sim
