@@ -1,0 +1,61 @@
+// Benchmark (not a test): step graphs built and simulated per second, one thread.
+// Default workload: gpt3-13b on one dgx-h100, tp 8, micro-batch 16, seq 1024, domino 4 x 2.
+//   bench_simulate [--seconds S] [--model M] [--cluster C] [--row-slices R] [--col-slices C]
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "hardware/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/target.hpp"
+
+int main(int argc, char** argv) {
+  double seconds = 3.0;
+  sim::TargetInput in{.model = "gpt3-13b", .cluster = "dgx-h100"};
+  in.flags.tp = 8;
+  in.flags.micro_batch = 16;
+  in.flags.seq_len = 1024;
+  in.flags.strategy = sim::Strategy::domino;
+  in.flags.row_slices = 4;
+  in.flags.col_slices = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--seconds") seconds = std::atof(argv[i + 1]);
+    else if (k == "--model") in.model = argv[i + 1];
+    else if (k == "--cluster") in.cluster = argv[i + 1];
+    else if (k == "--row-slices") in.flags.row_slices = std::atoi(argv[i + 1]);
+    else if (k == "--col-slices") in.flags.col_slices = std::atoi(argv[i + 1]);
+    else {
+      fmt::print(stderr, "usage: bench_simulate [--seconds S] [--model M] [--cluster C] [--row-slices R] [--col-slices C]\n");
+      return 2;
+    }
+  }
+  const sim::Target t = sim::resolve_target(in);
+  auto cost = hardware::make_analytic_cost_model(t.cluster);
+  sim::Engine engine(*cost);
+  using clock = std::chrono::steady_clock;
+  // warm-up
+  double sink = engine.simulate(sim::build_step_graph(t.model, t.cluster, t.plan)).step_time.ms();
+  std::size_t n = 0, tasks = 0;
+  double build_s = 0, sim_s = 0;
+  const auto t0 = clock::now();
+  while (std::chrono::duration<double>(clock::now() - t0).count() < seconds) {
+    const auto a = clock::now();
+    sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
+    const auto b = clock::now();
+    sink += engine.simulate(g).step_time.ms();
+    const auto c = clock::now();
+    build_s += std::chrono::duration<double>(b - a).count();
+    sim_s += std::chrono::duration<double>(c - b).count();
+    tasks = g.size();
+    ++n;
+  }
+  const double total = build_s + sim_s;
+  fmt::print("bench_simulate: {} on {}, {} ({} tasks per graph)\n", t.model.name, t.cluster.name, sim::describe(t.plan), tasks);
+  fmt::print("{:>12} {:>14} {:>14} {:>16}\n", "iterations", "build (us)", "simulate (us)", "graphs/s (1 core)");
+  fmt::print("{:>12} {:>14.1f} {:>14.1f} {:>16.0f}\n", n, 1e6 * build_s / n, 1e6 * sim_s / n, n / total);
+  return sink > 0 ? 0 : 1;
+}
