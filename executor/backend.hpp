@@ -23,8 +23,8 @@
 //    clock on CPU, CUDA events on GPU), filled by end_micro_batch.
 //
 // What each task computes is fixed by (Task::op, Task::phase) and its operands
-// (StepGraph::inputs / outputs); executor/reference.md... is docs/executor.md ("Kernel contract"),
-// which both backends implement. The CPU kernels live in executor/cpu/kernels.hpp and are the
+// (StepGraph::inputs / outputs), as docs/executor.md ("Kernel contract") describes; both
+// backends implement that contract. The CPU kernels live in executor/cpu/kernels.hpp and are the
 // reference implementation.
 #pragma once
 #include <cstdint>
