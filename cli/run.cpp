@@ -29,7 +29,8 @@ void run_run(const RunFlags& f) {
   executor::BackendKind kind;
   if (!executor::parse_backend_kind(f.backend, kind)) cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
   if (f.steps < 1) cli::bad_flag("--steps", "expected a positive number of steps");
-  if (f.warmup < 0 || f.warmup >= f.steps) cli::bad_flag("--warmup", fmt::format("expected 0 <= warmup < steps = {}", f.steps));
+  const int warmup = f.target.cmd->count("--warmup") ? f.warmup : std::min(f.warmup, f.steps - 1);
+  if (warmup < 0 || warmup >= f.steps) cli::bad_flag("--warmup", fmt::format("expected 0 <= warmup < steps = {}", f.steps));
   if (f.threads < 1) cli::bad_flag("--threads", "expected a positive number of threads");
   if (!(f.lr > 0)) cli::bad_flag("--lr", "expected a positive learning rate");
   executor::MpiSession mpi;
@@ -37,7 +38,7 @@ void run_run(const RunFlags& f) {
   const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi.rank());
   auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp,
                                                .device = -1, .cpu_threads = f.threads});
-  executor::RunOptions o{.steps = f.steps, .warmup = f.warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}};
+  executor::RunOptions o{.steps = f.steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}};
   if (!f.quiet)
     o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, f.steps, ms, loss); };
   const executor::RunResult r = executor::train(g, *backend, o, !f.dump_grads.empty());
@@ -84,7 +85,7 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
   cli::add_target_flags(cmd, flags->target);
   cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "training steps, warm-up included")->capture_default_str();
-  cmd->add_option("--warmup", flags->warmup, "first steps left out of the step-time statistics")->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup, "first steps left out of the step-time statistics (default 2, fewer when steps <= 2)")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "seed of the weights and the synthetic tokens")->capture_default_str();
   cmd->add_option("--lr", flags->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--threads", flags->threads, "cpu: OpenBLAS threads per rank")->capture_default_str();

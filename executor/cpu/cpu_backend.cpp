@@ -236,13 +236,27 @@ class CpuBackend final : public Backend {
     auto in = g_->inputs(t), out = g_->outputs(t);
     if (c.kind != hardware::CollectiveKind::all_reduce)
       throw std::runtime_error(fmt::format("cpu backend: {} is not supported", hardware::to_string(c.kind)));
+    std::vector<MPI_Request> requests;
+    requests.reserve(out.size());
     if (task.op == Op::loss_comm) {  // vocab-parallel cross-entropy statistics: log-sum-exp merge
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, f(out[0]), static_cast<int>(g_->tensors[out[0]].rows), stats_type_, stats_op_, comm));
-      return;
+      requests.emplace_back();
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(out[0]), static_cast<int>(g_->tensors[out[0]].rows), stats_type_, stats_op_, comm,
+                               &requests.back()));
+    } else {
+      for (auto id : out) {  // in place: inputs == outputs (one tensor, or a DP bucket)
+        requests.emplace_back();
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(id), static_cast<int>(data_[id].size()), MPI_FLOAT, MPI_SUM, comm, &requests.back()));
+      }
     }
-    for (auto id : out)  // in place: inputs == outputs (one tensor, or a DP bucket)
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, f(id), static_cast<int>(data_[id].size()), MPI_FLOAT, MPI_SUM, comm));
     (void)in;
+    // Progress by polling and yield the core between polls: with as many ranks as cores, a
+    // blocking (busy-polling) MPI call would keep the compute thread of this rank off its core.
+    for (;;) {
+      int complete = 0;
+      MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &complete, MPI_STATUSES_IGNORE));
+      if (complete) return;
+      std::this_thread::yield();
+    }
   }
 
   void run_compute(std::uint32_t t);
