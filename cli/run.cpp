@@ -1,4 +1,5 @@
 // slicetune run: real training steps of a plan's step graph on a backend (CPU: OpenBLAS + MPI).
+#ifdef SLICETUNE_HAVE_EXECUTOR
 #include <fmt/format.h>
 
 #include <iostream>
@@ -98,3 +99,16 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
 });
 
 }  // namespace
+
+#else  // built without MPI or OpenBLAS: the command exists and says so
+#include "cli/command.hpp"
+#include "hardware/config_error.hpp"
+
+namespace {
+const bool registered = cli::register_command(40, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  cmd->allow_extras();
+  cmd->callback([] { throw hardware::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
+});
+}  // namespace
+#endif

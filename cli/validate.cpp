@@ -1,4 +1,5 @@
 // slicetune validate: predicted (simulator) vs measured (executor) per step and per task class.
+#ifdef SLICETUNE_HAVE_EXECUTOR
 #include <fmt/format.h>
 
 #include <iostream>
@@ -98,3 +99,16 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
 });
 
 }  // namespace
+
+#else  // built without MPI or OpenBLAS: the command exists and says so
+#include "cli/command.hpp"
+#include "hardware/config_error.hpp"
+
+namespace {
+const bool registered = cli::register_command(45, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
+  cmd->allow_extras();
+  cmd->callback([] { throw hardware::ConfigError("validate", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
+});
+}  // namespace
+#endif

@@ -249,13 +249,14 @@ class CpuBackend final : public Backend {
       }
     }
     (void)in;
-    // Progress by polling and yield the core between polls: with as many ranks as cores, a
-    // blocking (busy-polling) MPI call would keep the compute thread of this rank off its core.
-    for (;;) {
+    // Progress by polling, sleeping between polls (backing off from 2 to 50 us): with as many
+    // ranks as cores, a blocking (busy-polling) MPI call would keep this rank's compute thread
+    // off its core while the collective waits for the peer.
+    for (int us = 2;; us = std::min(50, us * 2)) {
       int complete = 0;
       MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &complete, MPI_STATUSES_IGNORE));
       if (complete) return;
-      std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
     }
   }
 

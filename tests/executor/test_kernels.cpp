@@ -2,6 +2,7 @@
 // Objective J = sum(r . forward(x)) for a fixed random r, so dJ/dx is the backward of dout = r.
 // fp32 forward, step 1e-2 on O(1) inputs: the difference quotient is good to ~1e-3 relative, so
 // the gradients must agree to 1e-2 as whole tensors (a wrong term is off by O(1)).
+#ifdef SLICETUNE_HAVE_EXECUTOR  // built only with MPI and OpenBLAS
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -143,3 +144,4 @@ TEST_CASE("vocab-parallel cross-entropy: merged statistics equal the whole vocab
           return l;
         })) < 1e-2);
 }
+#endif

@@ -1,6 +1,7 @@
 // End-to-end tests of `slicetune run` on the CPU backend: each launches
 // `mpirun --allow-run-as-root --oversubscribe -np N slicetune run ...` (CI runs as root), with a
 // timeout, and compares the first step's loss and full weight gradients between plans.
+#ifdef SLICETUNE_HAVE_EXECUTOR  // built only with MPI and OpenBLAS
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -151,3 +152,4 @@ TEST_CASE("bad input: one-line errors naming the flag") {
   CHECK(slurp("executor_bad_cuda.log").find("built without the CUDA backend") != std::string::npos);
 #endif
 }
+#endif
