@@ -31,6 +31,11 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
     throw hardware::ConfigError("--tp", "", fmt::format("tp={} does not divide the {} MPI ranks (mpirun -np)", tp, world));
   if (!pi.dp && tp > 0) pi.dp = world / tp;
   if (!pi.dtype && t.cluster.gpu.arch == hardware::GpuArch::cpu) pi.dtype = hardware::DType::fp32;
+  if (!pi.micro_batch && pi.row_axis.value_or(sim::RowAxis::batch) == sim::RowAxis::batch) {
+    // one sequence per row slice: the smallest micro-batch a batch-axis Domino plan can slice
+    const bool domino = pi.strategy.value_or(sim::Strategy::none) == sim::Strategy::domino;
+    pi.micro_batch = pi.row_slices.value_or(domino ? 2 : 1);
+  }
   t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
   if (t.plan.gpus() != world)
     throw hardware::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp = {} x {} = {} ranks, got {}", t.plan.tp, t.plan.dp,
