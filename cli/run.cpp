@@ -61,8 +61,7 @@ void run_run(const RunFlags& f) {
     std::cout << j.dump(1) << "\n";
     return;
   }
-  fmt::print("slicetune run: {} on {} ({}), {} MPI rank{}\n", t.model.name, backend->describe(), t.cluster.name, mpi.size(),
-             mpi.size() > 1 ? "s" : "");
+  fmt::print("slicetune run: {} on {}, cluster {}\n", t.model.name, backend->describe(), t.cluster.name);
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}\n\n", t.plan_source, sim::describe(t.plan), t.plan.global_batch,
              t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len, hardware::to_string(t.plan.dtype));
   sim::Table table({"quantity", "value", "unit"}, {"", "", ""});
