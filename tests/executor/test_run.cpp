@@ -85,12 +85,15 @@ TEST_CASE("tiny: domino row slices, column chunks and both train exactly like th
   check_same(ref, run_dump("tiny_both", 1, "tiny", "--micro-batch 4 --strategy domino --row-slices 2 --col-slices 2"));
 }
 
-TEST_CASE("tiny: tp 2 (none and domino), dp 2 and gradient accumulation give the same as tp 1") {
+TEST_CASE("tiny: tp 2 (none and domino), dp 2, tp 2 x dp 2 and gradient accumulation give the same as tp 1") {
   const Dump ref = run_dump("tiny_tp1", 1, "tiny", "--micro-batch 4");
   check_same(ref, run_dump("tiny_tp2", 2, "tiny", "--micro-batch 4 --tp 2"));
   check_same(ref, run_dump("tiny_tp2_domino", 2, "tiny", "--micro-batch 4 --tp 2 --strategy domino --row-slices 2 --col-slices 2"));
   check_same(ref, run_dump("tiny_dp2", 2, "tiny", "--micro-batch 2 --global-batch 4 --tp 1"));
   check_same(ref, run_dump("tiny_accum", 1, "tiny", "--micro-batch 1 --global-batch 4"));
+  // 4 ranks: TP and DP streams at once, DP gradients in several 0.05 MB buckets
+  check_same(ref, run_dump("tiny_tp2_dp2", 4, "tiny",
+                           "--micro-batch 2 --global-batch 4 --tp 2 --strategy domino --row-slices 2 --dp-bucket-mb 0.05"));
 }
 
 TEST_CASE("tiny-llama (RMSNorm, SwiGLU, RoPE, GQA, untied head): sequence-axis domino at tp 2 equals tp 1 unsliced") {
