@@ -116,8 +116,6 @@ class CpuBackend final : public Backend {
   void prepare(const sim::StepGraph& g, const TrainingOptions& t) override {
     if (g.plan.dtype != hardware::DType::fp32)
       throw hardware::ConfigError("--dtype", "", fmt::format("the cpu backend runs fp32 only, got {}", hardware::to_string(g.plan.dtype)));
-    if (g.plan.sequence_parallel)
-      throw hardware::ConfigError("--sequence-parallel", "", "the cpu backend does not run sequence parallelism yet");
     g_ = &g;
     t_ = t;
     data_.resize(g.tensors.size());
@@ -234,11 +232,19 @@ class CpuBackend final : public Backend {
     const auto& c = std::get<hardware::CollectiveOp>(task.kind);
     const MPI_Comm comm = task.group == sim::CommGroup::tp ? tp_comm_ : dp_comm_;
     auto in = g_->inputs(t), out = g_->outputs(t);
-    if (c.kind != hardware::CollectiveKind::all_reduce)
-      throw std::runtime_error(fmt::format("cpu backend: {} is not supported", hardware::to_string(c.kind)));
     std::vector<MPI_Request> requests;
     requests.reserve(out.size());
-    if (task.op == Op::loss_comm) {  // vocab-parallel cross-entropy statistics: log-sum-exp merge
+    if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
+      requests.emplace_back();
+      const int n = static_cast<int>(data_[in[0]].size());
+      MPI_CHECK(MPI_Iallgather(f(in[0]), n, MPI_FLOAT, f(out[0]), n, MPI_FLOAT, comm, &requests.back()));
+    } else if (c.kind == hardware::CollectiveKind::reduce_scatter) {  // sum, rank r keeps row block r
+      requests.emplace_back();
+      const int n = static_cast<int>(data_[out[0]].size());
+      MPI_CHECK(MPI_Ireduce_scatter_block(f(in[0]), f(out[0]), n, MPI_FLOAT, MPI_SUM, comm, &requests.back()));
+    } else if (c.kind != hardware::CollectiveKind::all_reduce) {
+      throw std::runtime_error(fmt::format("cpu backend: {} is not supported", hardware::to_string(c.kind)));
+    } else if (task.op == Op::loss_comm) {  // vocab-parallel cross-entropy statistics: log-sum-exp merge
       requests.emplace_back();
       MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(out[0]), static_cast<int>(g_->tensors[out[0]].rows), stats_type_, stats_op_, comm,
                                &requests.back()));
@@ -248,7 +254,6 @@ class CpuBackend final : public Backend {
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(id), static_cast<int>(data_[id].size()), MPI_FLOAT, MPI_SUM, comm, &requests.back()));
       }
     }
-    (void)in;
     // Progress by polling, sleeping between polls (backing off from 2 to 50 us): with as many
     // ranks as cores, a blocking (busy-polling) MPI call would keep this rank's compute thread
     // off its core while the collective waits for the peer.

@@ -85,12 +85,14 @@ TEST_CASE("tiny: domino row slices, column chunks and both train exactly like th
   check_same(ref, run_dump("tiny_both", 1, "tiny", "--micro-batch 4 --strategy domino --row-slices 2 --col-slices 2"));
 }
 
-TEST_CASE("tiny: tp 2 (none and domino), dp 2, tp 2 x dp 2 and gradient accumulation give the same as tp 1") {
+TEST_CASE("tiny: tp 2 (none, domino, sequence parallel), dp 2, tp 2 x dp 2 and gradient accumulation give the same as tp 1") {
   const Dump ref = run_dump("tiny_tp1", 1, "tiny", "--micro-batch 4");
   check_same(ref, run_dump("tiny_tp2", 2, "tiny", "--micro-batch 4 --tp 2"));
   check_same(ref, run_dump("tiny_tp2_domino", 2, "tiny", "--micro-batch 4 --tp 2 --strategy domino --row-slices 2 --col-slices 2"));
   check_same(ref, run_dump("tiny_dp2", 2, "tiny", "--micro-batch 2 --global-batch 4 --tp 1"));
   check_same(ref, run_dump("tiny_accum", 1, "tiny", "--micro-batch 1 --global-batch 4"));
+  // Megatron sequence parallelism: AllGather / ReduceScatter, norm-weight gradients summed over TP
+  check_same(ref, run_dump("tiny_tp2_sp", 2, "tiny", "--micro-batch 4 --tp 2 --sequence-parallel"));
   // 4 ranks: TP and DP streams at once, DP gradients in several 0.05 MB buckets
   check_same(ref, run_dump("tiny_tp2_dp2", 4, "tiny",
                            "--micro-batch 2 --global-batch 4 --tp 2 --strategy domino --row-slices 2 --dp-bucket-mb 0.05"));
@@ -100,6 +102,8 @@ TEST_CASE("tiny-llama (RMSNorm, SwiGLU, RoPE, GQA, untied head): sequence-axis d
   const Dump ref = run_dump("llama_ref", 1, "tiny-llama", "--micro-batch 2");
   CHECK(ref.grads.size() == 15);  // embedding, 2 layers x 6, final norm, untied LM head (RoPE: no position weight)
   check_same(ref, run_dump("llama_seq", 2, "tiny-llama", "--micro-batch 2 --tp 2 --strategy domino --row-slices 2 --row-axis sequence --col-slices 2"));
+  check_same(ref, run_dump("llama_seq_sp", 2, "tiny-llama",
+                           "--micro-batch 2 --tp 2 --sequence-parallel --strategy domino --row-slices 2 --row-axis sequence --col-slices 2"));
   check_same(ref, run_dump("llama_seq4", 1, "tiny-llama", "--micro-batch 2 --strategy domino --row-slices 4 --row-axis sequence"));
 }
 
