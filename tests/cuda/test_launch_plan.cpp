@@ -1,7 +1,7 @@
 // The CUDA backend's StepGraph -> launch list translation (host-only: runs without a GPU).
 #include <doctest/doctest.h>
 
-#ifdef SLICETUNE_HAS_CUDA_BACKEND
+#ifdef SLICETUNE_HAVE_CUDA_BACKEND
 #include <map>
 #include <set>
 
@@ -220,4 +220,4 @@ TEST_CASE("attention scratch: sizes in closed form") {
   CHECK(l.p - l.s == 32768);
 }
 
-#endif  // SLICETUNE_HAS_CUDA_BACKEND
+#endif  // SLICETUNE_HAVE_CUDA_BACKEND
