@@ -151,7 +151,8 @@ std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const si
     return fmt::format("row_axis=sequence with row_slices={} is not supported by the CUDA backend (expected row_axis=batch)",
                        plan.row_slices);
   if (plan.pp != 1) return fmt::format("pp={} is not supported by the CUDA backend (expected 1)", plan.pp);
-  if (model.head_dim() > 1024) return fmt::format("head_dim={} exceeds the CUDA attention kernels' 1024", model.head_dim());
+  if (plan.col_slices > 8) return fmt::format("col_slices={} is more than the CUDA residual kernel's 8 chunks", plan.col_slices);
+  if (model.head_dim() % 2) return fmt::format("head_dim={} is odd; the CUDA attention kernels rotate pairs", model.head_dim());
   return std::nullopt;
 }
 

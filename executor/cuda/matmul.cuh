@@ -61,6 +61,12 @@ inline PreparedGemm prepare_gemm(cublasLtHandle_t lt, const GemmCall& g, hardwar
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                                                     sizeof(workspace_bytes)));
+  // The heuristic assumes 256-byte aligned operands; a column chunk of B starts at b_offset
+  // elements, so tell it the real alignment of cuBLAS's A (our B). Everything else is 256-aligned.
+  const std::uint64_t b_bytes = static_cast<std::uint64_t>(g.b_offset) * static_cast<std::uint64_t>(hardware::dtype_bytes(ab));
+  std::uint32_t align = 256;
+  while (align > 1 && b_bytes % align != 0) align /= 2;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof(align)));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.x, p.y, p.c, p.c, pref, 1, &heur, &found));
