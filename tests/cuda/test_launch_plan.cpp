@@ -202,6 +202,12 @@ TEST_CASE("plan checks: what the CUDA backend refuses, in one line naming the ke
   why = executor::cuda::check_cuda_plan(m, p);
   REQUIRE(why);
   CHECK(why->find("row_axis=sequence") != std::string::npos);
+  p.row_axis = sim::RowAxis::batch;
+  CHECK_FALSE(executor::cuda::check_cuda_plan(m, p).has_value());
+  p.col_slices = 16;  // the residual kernel takes at most 8 column chunks
+  why = executor::cuda::check_cuda_plan(m, p);
+  REQUIRE(why);
+  CHECK(why->find("col_slices=16") != std::string::npos);
   // and plan_launches refuses such a graph with a ConfigError rather than running it wrongly
   auto in = plan(1, 1, 2, sim::Strategy::domino, 2, 1);
   in.row_axis = sim::RowAxis::sequence;
