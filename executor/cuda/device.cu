@@ -160,6 +160,11 @@ class GpuDevice final : public Device {
         const auto w = setup.init_weight(static_cast<sim::TensorId>(i));
         const auto bytes = host_encode(w, ti.dtype);
         CUDA_CHECK(cudaMemcpy(ptr(static_cast<sim::TensorId>(i)), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+        if (ti.dtype != hardware::DType::fp32) {  // AdamW's fp32 master copy starts from the same values
+          float* master = static_cast<float*>(alloc(w.size() * sizeof(float)));
+          CUDA_CHECK(cudaMemcpy(master, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+          masters_[static_cast<sim::TensorId>(i)] = master;
+        }
       }
       if (ti.role == sim::TensorRole::input && ti.op == Op::embedding)
         positions_[static_cast<sim::TensorId>(i)] = static_cast<int*>(alloc(static_cast<std::size_t>(ti.rows) * sizeof(int)));
@@ -176,13 +181,7 @@ class GpuDevice final : public Device {
         p.v = static_cast<float*>(alloc(bytes));
         CUDA_CHECK(cudaMemset(p.m, 0, bytes));
         CUDA_CHECK(cudaMemset(p.v, 0, bytes));
-        if (w.dtype == hardware::DType::fp32) {
-          p.master = static_cast<float*>(ptr(out[k]));
-        } else {
-          p.master = static_cast<float*>(alloc(bytes));
-          const auto init = setup.init_weight(out[k]);
-          CUDA_CHECK(cudaMemcpy(p.master, init.data(), bytes, cudaMemcpyHostToDevice));
-        }
+        p.master = w.dtype == hardware::DType::fp32 ? static_cast<float*>(ptr(out[k])) : masters_.at(out[k]);
         params_.push_back(p);
       }
     }
@@ -345,6 +344,7 @@ class GpuDevice final : public Device {
   void* cast_scratch_ = nullptr;
   float* stats_max_ = nullptr;
   std::map<sim::TensorId, int*> positions_;
+  std::map<sim::TensorId, float*> masters_;  // fp32 master weights of bf16 / fp16 runs
   std::map<std::size_t, std::vector<std::int32_t>> staging_, staging_pos_;
   std::vector<Param> params_;
   int opt_step_ = 0;
