@@ -64,14 +64,44 @@ class AnalyticCostModel final : public CostModel {
     return {Duration::from_s(e.seconds), op.bytes()};
   }
 
-  // Flash-style attention: compute-bound at a fraction of GEMM efficiency, tiles of 128 queries.
   ComputeCost attention(const AttentionOp& op) const override {
+    return cluster_.host.attention == AttentionKernel::flash ? flash_attention(op) : unfused_attention(op);
+  }
+
+  // Flash-style attention: compute-bound at a fraction of GEMM efficiency, tiles of 128 queries.
+  ComputeCost flash_attention(const AttentionOp& op) const {
     const auto& g = cluster_.gpu;
     const double eff = op.backward ? 0.55 : 0.65;
     const double flops = op.executed_flops();
     const double compute = flops / (g.peak_flops(op.dtype) * g.gemm_eff(op.dtype) * eff);
     const double mem = op.bytes() / (g.hbm_bytes_per_s * g.memory_efficiency);
     return {Duration::from_s(std::max(compute, mem)) + g.kernel_latency, op.bytes()};
+  }
+
+  // Megatron's unfused core attention: batched GEMMs over (batch x heads) and memory-bound passes
+  // over the full s_q x s_kv score matrix (the causal mask is applied, not skipped).
+  // Forward: S = Q K^T; fused scale-mask-softmax (read S, write P); dropout (read P, write P' and
+  // a 1-byte mask); O = P' V. Backward: dV = P'^T dO, dP' = dO V^T, dropout backward (read
+  // dP', mask; write dP), softmax backward (read P, dP; write dS), dQ = dS K, dK = dS^T Q.
+  ComputeCost unfused_attention(const AttentionOp& op) const {
+    const auto& g = cluster_.gpu;
+    const std::int64_t bh = op.batch * op.heads, sq = op.s_q, sk = op.s_kv, d = op.head_dim;
+    auto gemm_s = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+      return estimate_gemm(g, GemmOp{.m = m, .n = n, .k = k, .dtype = op.dtype, .batch = bh}).seconds;
+    };
+    const double elems = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
+    const double e = dtype_bytes(op.dtype);
+    double s = 0, pass_bytes = 0;
+    if (!op.backward) {
+      s = gemm_s(sq, sk, d) + gemm_s(sq, d, sk);
+      pass_bytes = elems * (2 * e) + elems * (2 * e + 1);
+    } else {
+      s = gemm_s(sk, d, sq) + gemm_s(sq, sk, d) + gemm_s(sq, d, sk) + gemm_s(sk, d, sq);
+      pass_bytes = elems * (2 * e + 1) + elems * (3 * e);
+    }
+    const double passes = 2;  // kernels besides the GEMMs
+    s += pass_bytes / (g.hbm_bytes_per_s * g.memory_efficiency) + passes * g.kernel_latency.s();
+    return {Duration::from_s(s), pass_bytes + op.bytes()};
   }
 
   ComputeCost elementwise(const ElementwiseOp& op) const override {

@@ -106,6 +106,14 @@ HostSpec read_host(ConfigReader r) {
     h.launch[static_cast<int>(s)] = Duration::from_us(v);
   }
   launch.finish();
+  auto over = r.child("op_overhead_us");
+  for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
+    double v = over.number(std::string(to_string(s)));
+    if (v < 0) over.fail(std::string(to_string(s)), "expected microseconds >= 0");
+    h.op_overhead[static_cast<int>(s)] = Duration::from_us(v);
+  }
+  over.finish();
+  h.attention = r.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash : AttentionKernel::unfused;
   r.finish();
   return h;
 }

@@ -55,8 +55,17 @@ enum class Stack : std::uint8_t { eager, cpp, cuda_graphs };
 std::string_view to_string(Stack s);
 bool parse_stack(std::string_view s, Stack& out);
 
+/// @brief The attention kernel the modelled framework runs: fused flash attention, or Megatron's
+/// unfused core attention (batched GEMMs + softmax / dropout passes over the score matrix).
+enum class AttentionKernel : std::uint8_t { flash, unfused };
+
 struct HostSpec {
   std::array<Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
+  AttentionKernel attention = AttentionKernel::flash;
+  /// Per Stack: GPU time each task costs beyond its named kernel(s) - the casts, copies, bias and
+  /// autograd-accumulate kernels an eager framework runs around every op, and the gaps between them.
+  std::array<Duration, 3> op_overhead{};
+  Duration op_overhead_for(Stack s) const { return op_overhead[static_cast<int>(s)]; }
   Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
 };
 

@@ -159,11 +159,13 @@ class Simulation {
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());
       if (timeline_) rs.timing.assign(n, TaskTiming{});
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
+      const std::int64_t op_overhead = cl.host.op_overhead_for(g.plan.stack).ps;
       std::int64_t host = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
         if (t.once_per_step && !include_once) continue;
         rs.cost[i] = table.get(t.kind);
+        if (!rs.cost[i].collective) rs.cost[i].first_ps += op_overhead;
         host += launch * t.launches;
         rs.issue_ps[i] = host;
         rs.queue[static_cast<int>(t.stream)].push_back(static_cast<std::uint32_t>(i));
