@@ -57,11 +57,19 @@ class FixedCost final : public hardware::CostModel {
   hardware::ComputeCost attention(const hardware::AttentionOp&) const override { return {Duration::from_us(100), 0.0}; }
   hardware::ComputeCost elementwise(const hardware::ElementwiseOp&) const override { return {Duration::from_us(100), 0.0}; }
   hardware::ComputeCost optimizer(const hardware::OptimizerOp&) const override { return {Duration::from_us(100), 0.0}; }
-  hardware::CollectiveCost collective(const hardware::CollectiveOp&) const override {
+  hardware::CollectiveCost collective(const hardware::CollectiveOp& op) const override {
     hardware::CollectiveCost k;
     k.latency = Duration::from_ps(0);
     k.transfer = Duration::from_us(100);
-    k.wire_bytes[0] = link_capacity(hardware::LinkClass::nvlink) * 100e-6;
+    const double nv = link_capacity(hardware::LinkClass::nvlink) * 100e-6, nic = link_capacity(hardware::LinkClass::nic) * 100e-6;
+    if (op.kind == hardware::CollectiveKind::reduce_scatter) {
+      k.wire_bytes[1] = nic;  // crosses only the NICs, filling this GPU's share of them
+    } else if (op.nodes > 1) {
+      k.wire_bytes[0] = 0.5 * nv;  // hierarchical: half the port's worth on NVLink ...
+      k.wire_bytes[1] = nic;       // ... and the NIC share full
+    } else {
+      k.wire_bytes[0] = nv;  // fills the NVLink port
+    }
     k.sms = 10;
     return k;
   }
@@ -91,9 +99,9 @@ sim::StepGraph independent(std::vector<sim::Task> tasks) {
   return g;
 }
 
-sim::Task collective_on(sim::Stream s) {
+sim::Task collective_on(sim::Stream s, hardware::CollectiveKind kind = hardware::CollectiveKind::all_reduce, int nodes = 1) {
   sim::Task t;
-  t.kind = hardware::CollectiveOp{.kind = hardware::CollectiveKind::all_reduce, .bytes = 1 << 20, .ranks = 8, .nodes = 1};
+  t.kind = hardware::CollectiveOp{.kind = kind, .bytes = 1 << 20, .ranks = 8 * nodes, .nodes = nodes};
   t.stream = s;
   t.group = s == sim::Stream::tp_comm ? sim::CommGroup::tp : sim::CommGroup::dp;
   return t;
@@ -129,4 +137,22 @@ TEST_CASE("interference: a memory-bound kernel loses HBM bandwidth to NCCL's tra
   hardware::InterferenceSpec spec{.sm_contention = true, .hbm_amplification = 2.5, .comm_slowdown = 0.05};
   CHECK(hardware::compute_rate_beside_comm(spec, 3350e9, 1.0, 0.1, 100e9) == doctest::Approx(1.0 / (1.0 + 2.5 * 100.0 / 3350.0)));
   CHECK(hardware::comm_rate_beside_compute(spec, 1.0) == doctest::Approx(0.95));
+}
+
+TEST_CASE("engine: a TP collective on NVLink beside a DP one on the NICs: different links, no slowdown") {
+  // The DP ReduceScatter crosses the NICs of every GPU of the node; this GPU's constraint is its
+  // share of them (nics x bandwidth / GPUs per node), which the symmetric ranks' traffic fills
+  // exactly as this one's does. Neither flow touches the other's link: both end at 100 us.
+  const FixedCost cost(quiet_cluster());
+  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm, hardware::CollectiveKind::reduce_scatter, 2)});
+  CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(100.0).epsilon(1e-6));
+}
+
+TEST_CASE("engine: a hierarchical collective (NVLink + NIC) beside an NVLink one splits the port") {
+  // Per unit of speed the TP flow uses the whole port, the DP flow half of it (and all its NIC
+  // share). Max-min: both at speed s with s (1 + 0.5) = 1 -> s = 2/3, the NIC not binding; both
+  // need 100 us of solo work, so both end at 150 us.
+  const FixedCost cost(quiet_cluster());
+  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm, hardware::CollectiveKind::all_reduce, 2)});
+  CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(150.0).epsilon(1e-6));
 }
