@@ -12,6 +12,7 @@
 #include "hardware/config_error.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/gemm_model.hpp"
+#include "hardware/interference.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
 
@@ -320,9 +321,14 @@ std::string accuracy_markdown(const AccuracyReport& r) {
       " The constants were fitted to the speedups; the share is then {:.0f} / {:.0f} / {:.0f} % (published {:.0f} / {:.0f} / {:.0f} %), growing by"
       " {:+.0f} points from 1 to 4 nodes (published {:+.0f}).\n"
       "- 13B at TP = 16 and 32 needs a head count divisible by the TP size: the share rows use 64 heads of 80 (same FLOPs and bytes).\n"
-      "- A100 rows with pp > 1 are listed but not scored until pipeline parallelism exists.\n\n",
+      "- A100 rows with pp > 1 are listed but not scored until pipeline parallelism exists.\n"
+      "- Interference (no calibration file; defaults from `reference/nccl-cost-model.md`): beside an NVLS all-reduce on H100"
+      " (16 of 132 SMs, the NVLink port full) a compute-bound GEMM takes {:+.0f} % longer and a memory-bound kernel {:+.0f} %;"
+      " published: +18.9 % on average, +40 % at most (arXiv 2507.03114).\n\n",
       kDominoMicroBatch, sh[0].predicted, sh[1].predicted, sh[2].predicted, sh[0].measured, sh[1].measured, sh[2].measured,
-      sh[2].predicted - sh[0].predicted, sh[2].measured - sh[0].measured);
+      sh[2].predicted - sh[0].predicted, sh[2].measured - sh[0].measured,
+      100 * (1 / hardware::compute_rate_beside_comm(h.interference, h.gpu.hbm_bytes_per_s, 0.0, 16.0 / h.gpu.sm_count, h.node.nvlink_bytes_per_s) - 1),
+      100 * (1 / hardware::compute_rate_beside_comm(h.interference, h.gpu.hbm_bytes_per_s, 1.0, 16.0 / h.gpu.sm_count, h.node.nvlink_bytes_per_s) - 1));
   for (const AccuracySection* s : {&r.nccl, &r.gemm, &r.domino, &r.tp_share, &r.a100}) section_md(md, *s);
   return md;
 }
