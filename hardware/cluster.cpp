@@ -55,14 +55,21 @@ GpuSpec read_gpu(ConfigReader r) {
   g.hbm_bytes_per_s = r.positive("hbm_gb_per_s") * 1e9;
   g.hbm_capacity_bytes = r.positive("hbm_gb") * 1e9;
   g.sm_count = static_cast<int>(r.positive_integer("sms"));
-  auto eff = r.child("gemm_efficiency");
-  for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8}) {
-    const std::string k(to_string(t));
-    double v = eff.number(k);
-    if (v <= 0 || v > 1) eff.fail(k, "expected a fraction in (0, 1]");
-    g.gemm_efficiency[static_cast<int>(t)] = v;
+  // one fraction for every dtype, or a mapping {fp32, bf16, fp16, fp8}
+  if (r.is_mapping("gemm_efficiency")) {
+    auto eff = r.child("gemm_efficiency");
+    for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8}) {
+      const std::string k(to_string(t));
+      double v = eff.number(k);
+      if (v <= 0 || v > 1) eff.fail(k, "expected a fraction in (0, 1]");
+      g.gemm_efficiency[static_cast<int>(t)] = v;
+    }
+    eff.finish();
+  } else {
+    const double v = r.number("gemm_efficiency");
+    if (v <= 0 || v > 1) r.fail("gemm_efficiency", "expected a fraction in (0, 1] or a mapping {fp32, bf16, fp16, fp8}");
+    g.gemm_efficiency.fill(v);
   }
-  eff.finish();
   const double tile_us = r.number("gemm_tile_overhead_us");
   if (tile_us < 0) r.fail("gemm_tile_overhead_us", "expected microseconds >= 0");
   g.gemm_tile_overhead = Duration::from_us(tile_us);

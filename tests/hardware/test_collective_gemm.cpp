@@ -73,3 +73,13 @@ TEST_CASE("cluster files: the nccl section is strict") {
   text += "  surprise: 1\n";  // an unknown key under nccl (the last section)
   CHECK_THROWS_AS(parse_cluster(text, "x.yaml"), ConfigError);
 }
+
+TEST_CASE("cluster files: gemm_efficiency is one fraction for all dtypes or one per dtype") {
+  auto text = hardware::read_text_file(std::string(SLICETUNE_SOURCE_DIR) + "/configs/clusters/dgx-h100.yaml");
+  const auto pos = text.find("  gemm_efficiency: {");
+  REQUIRE(pos != std::string::npos);
+  text.replace(pos, text.find('\n', pos) - pos, "  gemm_efficiency: 0.6");
+  const auto c = parse_cluster(text, "x.yaml");
+  CHECK(c.gpu.gemm_eff(DType::fp8) == doctest::Approx(0.6));
+  CHECK(c.gpu.gemm_eff(DType::bf16) == doctest::Approx(0.6));
+}
