@@ -6,6 +6,7 @@
 
 #include "hardware/collective_model.hpp"
 #include "hardware/cost_model.hpp"
+#include "hardware/gemm_model.hpp"
 
 namespace hardware {
 
@@ -50,58 +51,57 @@ bool parse_collective_kind(std::string_view s, CollectiveKind& out) {
   return false;
 }
 
-double CostModel::link_capacity(LinkClass l) const {
-  const auto& c = cluster();
-  switch (l) {
-    case LinkClass::nvlink: return c.node.nvlink_bytes_per_s;
-    case LinkClass::nic:
-      return c.network.nic_bytes_per_s * c.network.nics_per_node / c.node.gpus_per_node / c.network.oversubscription;
-  }
-  return 1.0;
-}
+double CostModel::link_capacity(LinkClass l) const { return hardware::link_capacity(cluster(), l); }
 
 namespace {
-
-struct Tile {
-  int m, n;
-  double efficiency;  // relative to the best tile: smaller tiles reuse less and issue more
-};
 
 class AnalyticCostModel final : public CostModel {
  public:
   explicit AnalyticCostModel(ClusterSpec c) : cluster_(std::move(c)) {}
 
-  // Roofline with tile and wave quantization: the library picks the tile that minimises time;
-  // the grid runs in ceil(tiles / SMs) waves, each as long as one tile's K-loop.
   ComputeCost gemm(const GemmOp& op) const override {
-    const auto& g = cluster_.gpu;
-    const double peak = g.peak_flops(op.dtype) * g.gemm_efficiency;
-    static constexpr std::array<Tile, 5> hopper_tiles{{{128, 256, 1.0}, {256, 128, 1.0}, {128, 128, 0.93}, {128, 64, 0.82}, {64, 64, 0.62}}};
-    static constexpr std::array<Tile, 5> ampere_tiles{{{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.95}, {128, 64, 0.85}, {64, 64, 0.65}}};
-    const auto& tiles = g.arch == GpuArch::ampere ? ampere_tiles : hopper_tiles;
-    const double per_sm = peak / g.sm_count;
-    double best = 1e300;
-    for (const auto& t : tiles) {
-      const double tiles_m = std::ceil(static_cast<double>(op.m) / t.m);
-      const double tiles_n = std::ceil(static_cast<double>(op.n) / t.n);
-      const double waves = std::ceil(tiles_m * tiles_n * op.batch / g.sm_count);
-      // small K: the prologue/epilogue of each tile is not amortised over a long K loop
-      const double k_eff = static_cast<double>(op.k) / (static_cast<double>(op.k) + 128.0);
-      const double tile_time = 2.0 * t.m * t.n * static_cast<double>(op.k) / (per_sm * t.efficiency * k_eff);
-      best = std::min(best, waves * tile_time);
-    }
-    const double mem = op.bytes() / (g.hbm_bytes_per_s * g.memory_efficiency);
-    return {Duration::from_s(std::max(best, mem)) + g.kernel_latency, op.bytes()};
+    const auto e = estimate_gemm(cluster_.gpu, op);
+    return {Duration::from_s(e.seconds), op.bytes()};
+  }
+
+  ComputeCost attention(const AttentionOp& op) const override {
+    return cluster_.host.attention == AttentionKernel::flash ? flash_attention(op) : unfused_attention(op);
   }
 
   // Flash-style attention: compute-bound at a fraction of GEMM efficiency, tiles of 128 queries.
-  ComputeCost attention(const AttentionOp& op) const override {
+  ComputeCost flash_attention(const AttentionOp& op) const {
     const auto& g = cluster_.gpu;
     const double eff = op.backward ? 0.55 : 0.65;
     const double flops = op.executed_flops();
-    const double compute = flops / (g.peak_flops(op.dtype) * g.gemm_efficiency * eff);
+    const double compute = flops / (g.peak_flops(op.dtype) * g.gemm_eff(op.dtype) * eff);
     const double mem = op.bytes() / (g.hbm_bytes_per_s * g.memory_efficiency);
     return {Duration::from_s(std::max(compute, mem)) + g.kernel_latency, op.bytes()};
+  }
+
+  // Megatron's unfused core attention: batched GEMMs over (batch x heads) and memory-bound passes
+  // over the full s_q x s_kv score matrix (the causal mask is applied, not skipped).
+  // Forward: S = Q K^T; fused scale-mask-softmax (read S, write P); dropout (read P, write P' and
+  // a 1-byte mask); O = P' V. Backward: dV = P'^T dO, dP' = dO V^T, dropout backward (read
+  // dP', mask; write dP), softmax backward (read P, dP; write dS), dQ = dS K, dK = dS^T Q.
+  ComputeCost unfused_attention(const AttentionOp& op) const {
+    const auto& g = cluster_.gpu;
+    const std::int64_t bh = op.batch * op.heads, sq = op.s_q, sk = op.s_kv, d = op.head_dim;
+    auto gemm_s = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+      return estimate_gemm(g, GemmOp{.m = m, .n = n, .k = k, .dtype = op.dtype, .batch = bh}).seconds;
+    };
+    const double elems = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
+    const double e = dtype_bytes(op.dtype);
+    double s = 0, pass_bytes = 0;
+    if (!op.backward) {
+      s = gemm_s(sq, sk, d) + gemm_s(sq, d, sk);
+      pass_bytes = elems * (2 * e) + elems * (2 * e + 1);
+    } else {
+      s = gemm_s(sk, d, sq) + gemm_s(sq, sk, d) + gemm_s(sq, d, sk) + gemm_s(sk, d, sq);
+      pass_bytes = elems * (2 * e + 1) + elems * (3 * e);
+    }
+    const double passes = 2;  // kernels besides the GEMMs
+    s += pass_bytes / (g.hbm_bytes_per_s * g.memory_efficiency) + passes * g.kernel_latency.s();
+    return {Duration::from_s(s), pass_bytes + op.bytes()};
   }
 
   ComputeCost elementwise(const ElementwiseOp& op) const override {

@@ -55,8 +55,24 @@ GpuSpec read_gpu(ConfigReader r) {
   g.hbm_bytes_per_s = r.positive("hbm_gb_per_s") * 1e9;
   g.hbm_capacity_bytes = r.positive("hbm_gb") * 1e9;
   g.sm_count = static_cast<int>(r.positive_integer("sms"));
-  g.gemm_efficiency = r.positive("gemm_efficiency");
-  if (g.gemm_efficiency > 1) r.fail("gemm_efficiency", "expected a fraction in (0, 1]");
+  // one fraction for every dtype, or a mapping {fp32, bf16, fp16, fp8}
+  if (r.is_mapping("gemm_efficiency")) {
+    auto eff = r.child("gemm_efficiency");
+    for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8}) {
+      const std::string k(to_string(t));
+      double v = eff.number(k);
+      if (v <= 0 || v > 1) eff.fail(k, "expected a fraction in (0, 1]");
+      g.gemm_efficiency[static_cast<int>(t)] = v;
+    }
+    eff.finish();
+  } else {
+    const double v = r.number("gemm_efficiency");
+    if (v <= 0 || v > 1) r.fail("gemm_efficiency", "expected a fraction in (0, 1] or a mapping {fp32, bf16, fp16, fp8}");
+    g.gemm_efficiency.fill(v);
+  }
+  const double tile_us = r.number("gemm_tile_overhead_us");
+  if (tile_us < 0) r.fail("gemm_tile_overhead_us", "expected microseconds >= 0");
+  g.gemm_tile_overhead = Duration::from_us(tile_us);
   g.memory_efficiency = r.positive("memory_efficiency");
   if (g.memory_efficiency > 1) r.fail("memory_efficiency", "expected a fraction in (0, 1]");
   g.kernel_latency = Duration::from_us(r.number("kernel_latency_us"));
@@ -97,6 +113,14 @@ HostSpec read_host(ConfigReader r) {
     h.launch[static_cast<int>(s)] = Duration::from_us(v);
   }
   launch.finish();
+  auto over = r.child("op_overhead_us");
+  for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
+    double v = over.number(std::string(to_string(s)));
+    if (v < 0) over.fail(std::string(to_string(s)), "expected microseconds >= 0");
+    h.op_overhead[static_cast<int>(s)] = Duration::from_us(v);
+  }
+  over.finish();
+  h.attention = r.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash : AttentionKernel::unfused;
   r.finish();
   return h;
 }
@@ -112,6 +136,17 @@ InterferenceSpec read_interference(ConfigReader r) {
   return i;
 }
 
+NcclSpec read_nccl(ConfigReader r) {
+  NcclSpec n;
+  n.call_overhead_us = r.number("call_overhead_us");
+  if (n.call_overhead_us < 0) r.fail("call_overhead_us", "expected microseconds >= 0");
+  n.nvls_efficiency = r.positive("nvls_efficiency");
+  if (n.nvls_efficiency > 1) r.fail("nvls_efficiency", "expected a fraction in (0, 1]");
+  n.nvls_latency_us = r.positive("nvls_latency_us");
+  r.finish();
+  return n;
+}
+
 }  // namespace
 
 ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source) {
@@ -124,6 +159,7 @@ ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& sourc
   c.network = read_network(r.child("network"));
   c.host = read_host(r.child("host"));
   c.interference = read_interference(r.child("interference"));
+  c.nccl = read_nccl(r.child("nccl"));
   c.nodes = static_cast<int>(r.integer_or("nodes", 1));
   if (c.nodes <= 0) r.fail("nodes", "expected a positive integer");
   r.finish();

@@ -19,11 +19,15 @@ struct GpuSpec {
   double hbm_bytes_per_s = 0;
   double hbm_capacity_bytes = 0;
   int sm_count = 0;
-  double gemm_efficiency = 0.8;   ///< best-shape fraction of peak a cuBLAS-like GEMM reaches
+  /// Best-shape fraction of peak a cuBLAS-like GEMM reaches, per DType (fitted: the best shape
+  /// measured, e.g. H100 bf16 794.5 / 989 TFLOP/s).
+  std::array<double, 4> gemm_efficiency{0.8, 0.8, 0.8, 0.8};
+  Duration gemm_tile_overhead{};  ///< fixed time per output tile (prologue: first K block in flight; epilogue: C store)
   double memory_efficiency = 0.8; ///< fraction of HBM bandwidth element-wise kernels reach
   Duration kernel_latency{};      ///< fixed GPU-side cost of any kernel (launch to first instruction)
 
   double peak_flops(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
+  double gemm_eff(DType t) const { return gemm_efficiency[static_cast<int>(t)]; }
 };
 
 /// @brief The fabric inside one node. A node is one NVLink domain (72 GPUs on GB200 NVL72).
@@ -51,8 +55,17 @@ enum class Stack : std::uint8_t { eager, cpp, cuda_graphs };
 std::string_view to_string(Stack s);
 bool parse_stack(std::string_view s, Stack& out);
 
+/// @brief The attention kernel the modelled framework runs: fused flash attention, or Megatron's
+/// unfused core attention (batched GEMMs + softmax / dropout passes over the score matrix).
+enum class AttentionKernel : std::uint8_t { flash, unfused };
+
 struct HostSpec {
   std::array<Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
+  AttentionKernel attention = AttentionKernel::flash;
+  /// Per Stack: GPU time each task costs beyond its named kernel(s) - the casts, copies, bias and
+  /// autograd-accumulate kernels an eager framework runs around every op, and the gaps between them.
+  std::array<Duration, 3> op_overhead{};
+  Duration op_overhead_for(Stack s) const { return op_overhead[static_cast<int>(s)]; }
   Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
 };
 
@@ -67,6 +80,17 @@ struct InterferenceSpec {
   double comm_slowdown = 0.05;
 };
 
+/// @brief What NCCL costs beyond its own tuner model: the two constants fitted to nccl-tests.
+struct NcclSpec {
+  /// Fixed time of one collective call as nccl-tests measures it (kernel launch, proxy and
+  /// cross-GPU handshakes) on top of NCCL's modelled latency.
+  double call_overhead_us = 0;
+  /// NVLS AllReduce algorithm bandwidth as a fraction of one GPU's NVLink bandwidth (one direction).
+  double nvls_efficiency = 0.6;
+  /// NVLS latency (NCCL's tuner assumes 25 us; measured curves put the knee later).
+  double nvls_latency_us = 25;
+};
+
 /// @brief A whole cluster: `nodes` identical nodes.
 struct ClusterSpec {
   std::string name;
@@ -76,6 +100,7 @@ struct ClusterSpec {
   NetworkSpec network;
   HostSpec host;
   InterferenceSpec interference;
+  NcclSpec nccl;
   int nodes = 1;
 
   int total_gpus() const { return nodes * node.gpus_per_node; }

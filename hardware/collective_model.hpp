@@ -1,17 +1,45 @@
-// defines: hardware::price_collective (NCCL-style algorithm choice and cost), bus_factor
+// defines: hardware::price_collective (NCCL-style choice of algorithm, protocol and channels, and
+//          the cost of the choice), CollectiveAlgo, CollectiveProto, CollectiveOptions, bus_factor,
+//          link_capacity
 #pragma once
+#include <optional>
+#include <string_view>
+
 #include "hardware/cluster.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/ops.hpp"
 
 namespace hardware {
 
+/// @brief NCCL's algorithms (NCCL_ALGO), plus `p2p` for AllToAll and Send/Recv (not tuned by NCCL).
+enum class CollectiveAlgo : std::uint8_t { ring, tree, nvls, nvls_tree, pat, p2p };
+/// @brief NCCL's protocols (NCCL_PROTO).
+enum class CollectiveProto : std::uint8_t { ll, ll128, simple };
+std::string_view to_string(CollectiveAlgo a);
+std::string_view to_string(CollectiveProto p);
+bool parse_collective_algo(std::string_view s, CollectiveAlgo& out);
+bool parse_collective_proto(std::string_view s, CollectiveProto& out);
+
+/// @brief Restricts the choice, as NCCL_ALGO / NCCL_PROTO do. Unset: NCCL's own choice.
+struct CollectiveOptions {
+  std::optional<CollectiveAlgo> algo;
+  std::optional<CollectiveProto> proto;
+};
+
 /// @brief nccl-tests' bus-bandwidth factor: busbw = algbw x bus_factor (2(n-1)/n for AllReduce,
 /// (n-1)/n for AllGather / ReduceScatter / AllToAll, 1 for Broadcast / Reduce / SendRecv).
 double bus_factor(CollectiveKind kind, int ranks);
 
-/// @brief Prices one collective on `cluster` the way NCCL's tuner would pick it
-/// (see shared/reference/nccl-cost-model.md), lowest modelled time over the candidate algorithms.
-CollectiveCost price_collective(const ClusterSpec& cluster, const CollectiveOp& op);
+/// @brief Bytes/s of one GPU's share of a link class: its NVLink port (one direction), or its
+/// share of the node's NICs divided by the fabric's oversubscription.
+double link_capacity(const ClusterSpec& cluster, LinkClass l);
+
+/// @brief Prices one collective on `cluster` the way NCCL's tuner picks it (see
+/// shared/reference/nccl-cost-model.md): every (algorithm, protocol) that applies is priced as
+/// latency + bytes / algorithm bandwidth, the fastest wins; channels shrink for small messages.
+/// `wire_bytes` are capacity-equivalent: the bottleneck link is exactly saturated at solo speed,
+/// so that two equal collectives on one link each get half. Returns algo "none" when nothing moves.
+/// Throws ConfigError when `options` force an algorithm that does not apply.
+CollectiveCost price_collective(const ClusterSpec& cluster, const CollectiveOp& op, const CollectiveOptions& options = {});
 
 }  // namespace hardware

@@ -125,6 +125,11 @@ std::string ConfigReader::choice_or(const std::string& key, const std::vector<st
   return has(key) ? choice(key, choices) : fallback;
 }
 
+bool ConfigReader::is_mapping(const std::string& key) const {
+  const YAML::Node n = node_[key];
+  return n && n.IsMap();
+}
+
 ConfigReader ConfigReader::child(const std::string& key) {
   YAML::Node n = node_[key];
   if (!n) fail(key, "missing (required section)");

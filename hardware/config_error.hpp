@@ -29,6 +29,8 @@ class ConfigReader {
   ConfigReader(YAML::Node node, std::string source, std::string prefix = "");
 
   bool has(const std::string& key) const;
+  /// True if `key` is present and is a mapping (a nested section) rather than a scalar.
+  bool is_mapping(const std::string& key) const;
   std::string str(const std::string& key);
   std::string str_or(const std::string& key, const std::string& fallback);
   double number(const std::string& key);

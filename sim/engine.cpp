@@ -1,5 +1,8 @@
 #include "sim/engine.hpp"
 
+#include "hardware/interference.hpp"
+#include "sim/maxmin.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -164,9 +167,7 @@ class Simulation {
     cap_[0] = cost.link_capacity(LinkClass::nvlink) * 1e-12;  // bytes per ps
     cap_[1] = cost.link_capacity(LinkClass::nic) * 1e-12;
     hbm_per_ps_ = cl.gpu.hbm_bytes_per_s * 1e-12;
-    amp_ = cl.interference.hbm_amplification;
-    sm_contention_ = cl.interference.sm_contention;
-    comm_slowdown_ = cl.interference.comm_slowdown;
+    interference_ = cl.interference;
     CostTable table(cost);
     ranks_.resize(graphs.size());
     for (std::size_t r = 0; r < graphs.size(); ++r) {
@@ -179,11 +180,13 @@ class Simulation {
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());
       if (timeline_) rs.timing.assign(n, TaskTiming{});
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
+      const std::int64_t op_overhead = cl.host.op_overhead_for(g.plan.stack).ps;
       std::int64_t host = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
         if (t.once_per_step && !include_once) continue;
         rs.cost[i] = table.get(t);
+        if (!rs.cost[i].collective) rs.cost[i].first_ps += op_overhead;
         host += launch * t.launches;
         rs.issue_ps[i] = host;
         rs.queue[static_cast<int>(t.stream)].push_back(static_cast<std::uint32_t>(i));
@@ -221,10 +224,12 @@ class Simulation {
   const hardware::CostModel& cost_;
   bool timeline_;
   std::array<double, hardware::kLinkClasses> cap_{};
-  double hbm_per_ps_ = 0, amp_ = 0, comm_slowdown_ = 0;
-  bool sm_contention_ = true;
+  double hbm_per_ps_ = 0;
+  hardware::InterferenceSpec interference_;
   std::vector<RankState> ranks_;
   std::vector<Active> active_;
+  MaxMinSystem lmm_;
+  std::vector<int> flow_var_;
 };
 
 void Simulation::start(int r, Stream s, std::int64_t now) {
@@ -255,42 +260,31 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
 }
 
 // Rates for the current set of running tasks: max-min fair sharing of each rank's links among its
-// collectives in their transfer stage, then mutual slowdown of compute and communication.
+// collectives in their transfer stage (a link is a constraint, a transfer a variable bounded by
+// its solo speed), then mutual slowdown of compute and communication.
 void Simulation::compute_rates() {
-  // max-min by progressive filling; flows are few (at most the comm streams of the ranks)
-  std::array<int, 16> flows;
+  lmm_.clear();
+  flow_var_.assign(active_.size(), -1);
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    int nf = 0;
-    for (std::size_t i = 0; i < active_.size() && nf < 16; ++i)
-      if (active_[i].rank == static_cast<int>(r) && active_[i].stage == Stage::transfer) flows[nf++] = static_cast<int>(i);
-    std::array<bool, 16> frozen{};
-    std::array<double, hardware::kLinkClasses> used{};
-    int left = nf;
-    while (left > 0) {
-      double level = 1.0;
-      int binding = -1;
+    std::array<int, hardware::kLinkClasses> link{};
+    link.fill(-1);
+    for (std::size_t i = 0; i < active_.size(); ++i) {
+      const Active& a = active_[i];
+      if (a.rank != static_cast<int>(r) || a.stage != Stage::transfer) continue;
+      const auto& wr = ranks_[r].cost[a.task].wire_rate;
+      const int v = lmm_.add_variable(1.0);
+      flow_var_[i] = v;
       for (int l = 0; l < hardware::kLinkClasses; ++l) {
-        double demand = 0;
-        for (int f = 0; f < nf; ++f)
-          if (!frozen[f]) demand += ranks_[r].cost[active_[flows[f]].task].wire_rate[l];
-        if (demand <= 0) continue;
-        const double lv = (cap_[l] - used[l]) / demand;
-        if (lv < level) {
-          level = std::max(lv, 0.0);
-          binding = l;
-        }
-      }
-      for (int f = 0; f < nf; ++f) {
-        if (frozen[f]) continue;
-        const auto& wr = ranks_[r].cost[active_[flows[f]].task].wire_rate;
-        if (binding < 0 || wr[binding] > 0) {
-          active_[flows[f]].rate = level;
-          frozen[f] = true;
-          --left;
-          for (int l = 0; l < hardware::kLinkClasses; ++l) used[l] += level * wr[l];
-        }
+        if (wr[l] <= 0) continue;
+        if (link[l] < 0) link[l] = lmm_.add_constraint(cap_[l]);
+        lmm_.expand(link[l], v, wr[l]);
       }
     }
+  }
+  if (lmm_.variables() > 0) {
+    lmm_.solve();
+    for (std::size_t i = 0; i < active_.size(); ++i)
+      if (flow_var_[i] >= 0) active_[i].rate = lmm_.value(flow_var_[i]);
   }
   // interference, per rank
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -307,21 +301,16 @@ void Simulation::compute_rates() {
       if (active_[ai].stage == Stage::transfer)
         for (int l = 0; l < hardware::kLinkClasses; ++l) comm_wire += active_[ai].rate * c.wire_rate[l];
     }
-    if (ci >= 0) {
-      double slow = 0;
-      if (comm) {
-        const double u = rs.cost[active_[ci].task].hbm_util;
-        const double hbm_pressure = amp_ * comm_wire / hbm_per_ps_;
-        slow = (1.0 - u) * (sm_contention_ ? comm_sm : 0.0) + u * hbm_pressure;
+    if (ci >= 0 && comm) {
+      const double u = rs.cost[active_[ci].task].hbm_util;
+      active_[ci].rate = hardware::compute_rate_beside_comm(interference_, hbm_per_ps_ * 1e12, u, comm_sm, comm_wire * 1e12);
+      const double f = hardware::comm_rate_beside_compute(interference_, u);
+      for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
+        const int ai = rs.running[s];
+        if (ai >= 0 && active_[ai].stage == Stage::transfer) active_[ai].rate *= f;
       }
-      active_[ci].rate = 1.0 / (1.0 + slow);
-      if (comm && comm_slowdown_ > 0) {
-        const double u = rs.cost[active_[ci].task].hbm_util;
-        for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
-          const int ai = rs.running[s];
-          if (ai >= 0 && active_[ai].stage == Stage::transfer) active_[ai].rate *= 1.0 - comm_slowdown_ * u;
-        }
-      }
+    } else if (ci >= 0) {
+      active_[ci].rate = 1.0;
     }
     for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
       const int ai = rs.running[s];

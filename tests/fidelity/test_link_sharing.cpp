@@ -1,0 +1,158 @@
+// Link sharing (max-min) and compute/communication interference, with hand-derived answers.
+#include <doctest/doctest.h>
+
+#include "hardware/cost_model.hpp"
+#include "hardware/interference.hpp"
+#include "sim/engine.hpp"
+#include "sim/maxmin.hpp"
+
+TEST_CASE("max-min: two equal flows on one link get half each") {
+  // x0 + x1 <= 1, both bounded by 1: progressive filling stops at 0.5 when the link saturates.
+  sim::MaxMinSystem s;
+  const int link = s.add_constraint(1.0);
+  const int a = s.add_variable(1.0), b = s.add_variable(1.0);
+  s.expand(link, a, 1.0);
+  s.expand(link, b, 1.0);
+  s.solve();
+  CHECK(s.value(a) == doctest::Approx(0.5));
+  CHECK(s.value(b) == doctest::Approx(0.5));
+}
+
+TEST_CASE("max-min: a flow bottlenecked elsewhere leaves the rest to the other") {
+  // a crosses link1 (capacity 1) and link2 (capacity 0.25); b crosses link1 only.
+  // Filling: link2 saturates at 0.25 (a frozen), then b grows to 1 - 0.25 = 0.75.
+  sim::MaxMinSystem s;
+  const int l1 = s.add_constraint(1.0), l2 = s.add_constraint(0.25);
+  const int a = s.add_variable(10.0), b = s.add_variable(10.0);
+  s.expand(l1, a, 1.0);
+  s.expand(l2, a, 1.0);
+  s.expand(l1, b, 1.0);
+  s.solve();
+  CHECK(s.value(a) == doctest::Approx(0.25));
+  CHECK(s.value(b) == doctest::Approx(0.75));
+}
+
+TEST_CASE("max-min: a variable's bound caps it and frees capacity for the others") {
+  // capacity 1, bounds 0.2 and 1: the first stops at 0.2, the second takes 0.8.
+  sim::MaxMinSystem s;
+  const int l = s.add_constraint(1.0);
+  const int a = s.add_variable(0.2), b = s.add_variable(1.0);
+  s.expand(l, a, 1.0);
+  s.expand(l, b, 1.0);
+  s.solve();
+  CHECK(s.value(a) == doctest::Approx(0.2));
+  CHECK(s.value(b) == doctest::Approx(0.8));
+}
+
+namespace {
+
+using hardware::Duration;
+
+/// Known costs: every GEMM 100 us compute-bound; every collective 100 us of transfer that fills
+/// this GPU's NVLink port alone, holding 10 of 100 SMs.
+class FixedCost final : public hardware::CostModel {
+ public:
+  explicit FixedCost(hardware::ClusterSpec c) : c_(std::move(c)) {}
+  hardware::ComputeCost gemm(const hardware::GemmOp&) const override { return {Duration::from_us(100), 0.0}; }
+  hardware::ComputeCost attention(const hardware::AttentionOp&) const override { return {Duration::from_us(100), 0.0}; }
+  hardware::ComputeCost elementwise(const hardware::ElementwiseOp&) const override { return {Duration::from_us(100), 0.0}; }
+  hardware::ComputeCost optimizer(const hardware::OptimizerOp&) const override { return {Duration::from_us(100), 0.0}; }
+  hardware::CollectiveCost collective(const hardware::CollectiveOp& op) const override {
+    hardware::CollectiveCost k;
+    k.latency = Duration::from_ps(0);
+    k.transfer = Duration::from_us(100);
+    const double nv = link_capacity(hardware::LinkClass::nvlink) * 100e-6, nic = link_capacity(hardware::LinkClass::nic) * 100e-6;
+    if (op.kind == hardware::CollectiveKind::reduce_scatter) {
+      k.wire_bytes[1] = nic;  // crosses only the NICs, filling this GPU's share of them
+    } else if (op.nodes > 1) {
+      k.wire_bytes[0] = 0.5 * nv;  // hierarchical: half the port's worth on NVLink ...
+      k.wire_bytes[1] = nic;       // ... and the NIC share full
+    } else {
+      k.wire_bytes[0] = nv;  // fills the NVLink port
+    }
+    k.sms = 10;
+    return k;
+  }
+  const hardware::ClusterSpec& cluster() const override { return c_; }
+  std::string describe() const override { return "fixed"; }
+
+ private:
+  hardware::ClusterSpec c_;
+};
+
+hardware::ClusterSpec quiet_cluster() {
+  auto c = hardware::load_cluster("dgx-h100");
+  c.gpu.sm_count = 100;
+  c.host.launch.fill(Duration::from_ps(0));
+  c.host.op_overhead.fill(Duration::from_ps(0));
+  return c;
+}
+
+/// A graph of independent tasks (no edges), each on its stream.
+sim::StepGraph independent(std::vector<sim::Task> tasks) {
+  sim::StepGraph g;
+  g.tasks = std::move(tasks);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;
+  g.graph = sim::StepGraph::Graph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), g.tasks.size());
+  g.in_degree.assign(g.tasks.size(), 0);
+  g.plan.stack = hardware::Stack::cpp;
+  return g;
+}
+
+sim::Task collective_on(sim::Stream s, hardware::CollectiveKind kind = hardware::CollectiveKind::all_reduce, int nodes = 1) {
+  sim::Task t;
+  t.kind = hardware::CollectiveOp{.kind = kind, .bytes = 1 << 20, .ranks = 8 * nodes, .nodes = nodes};
+  t.stream = s;
+  t.group = s == sim::Stream::tp_comm ? sim::CommGroup::tp : sim::CommGroup::dp;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("engine: two collectives on one NVLink port share it and both take twice as long") {
+  // Each alone: 100 us at the full port. Together: half the port each, so both end at 200 us.
+  const FixedCost cost(quiet_cluster());
+  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm)});
+  const auto r = sim::Engine(cost).simulate(g);
+  CHECK(r.step_time.us() == doctest::Approx(200.0).epsilon(1e-6));
+}
+
+TEST_CASE("engine: compute slowed by a concurrent collective by the formula's amount") {
+  // A compute-bound GEMM (hbm_util 0) beside a collective holding 10 % of the SMs runs at
+  // 1 / (1 + 0.1) of its speed. The collective (not slowed: the GEMM streams no HBM) ends at
+  // 100 us, when the GEMM has done 100 / 1.1 = 90.909 us of work; the last 9.091 us run alone:
+  // the GEMM ends at 109.091 us.
+  CHECK(hardware::compute_rate_beside_comm(quiet_cluster().interference, 3.35e12, 0.0, 0.1, 1e11) == doctest::Approx(1 / 1.1));
+  const FixedCost cost(quiet_cluster());
+  sim::Task gemm;
+  gemm.kind = hardware::GemmOp{.m = 1, .n = 1, .k = 1};
+  const auto g = independent({gemm, collective_on(sim::Stream::tp_comm)});
+  const auto r = sim::Engine(cost).simulate(g);
+  CHECK(r.step_time.us() == doctest::Approx(100.0 + (100.0 - 100.0 / 1.1)).epsilon(1e-6));
+}
+
+TEST_CASE("interference: a memory-bound kernel loses HBM bandwidth to NCCL's traffic") {
+  // hbm_util 1, wire 100 GB/s, amplification 2.5, HBM 3350 GB/s: slow = 2.5 x 100 / 3350 = 0.0746,
+  // speed 1 / 1.0746; the collective beside it runs at 1 - comm_slowdown (0.05) x 1 = 0.95.
+  hardware::InterferenceSpec spec{.sm_contention = true, .hbm_amplification = 2.5, .comm_slowdown = 0.05};
+  CHECK(hardware::compute_rate_beside_comm(spec, 3350e9, 1.0, 0.1, 100e9) == doctest::Approx(1.0 / (1.0 + 2.5 * 100.0 / 3350.0)));
+  CHECK(hardware::comm_rate_beside_compute(spec, 1.0) == doctest::Approx(0.95));
+}
+
+TEST_CASE("engine: a TP collective on NVLink beside a DP one on the NICs: different links, no slowdown") {
+  // The DP ReduceScatter crosses the NICs of every GPU of the node; this GPU's constraint is its
+  // share of them (nics x bandwidth / GPUs per node), which the symmetric ranks' traffic fills
+  // exactly as this one's does. Neither flow touches the other's link: both end at 100 us.
+  const FixedCost cost(quiet_cluster());
+  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm, hardware::CollectiveKind::reduce_scatter, 2)});
+  CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(100.0).epsilon(1e-6));
+}
+
+TEST_CASE("engine: a hierarchical collective (NVLink + NIC) beside an NVLink one splits the port") {
+  // Per unit of speed the TP flow uses the whole port, the DP flow half of it (and all its NIC
+  // share). Max-min: both at speed s with s (1 + 0.5) = 1 -> s = 2/3, the NIC not binding; both
+  // need 100 us of solo work, so both end at 150 us.
+  const FixedCost cost(quiet_cluster());
+  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm, hardware::CollectiveKind::all_reduce, 2)});
+  CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(150.0).epsilon(1e-6));
+}
