@@ -10,6 +10,7 @@
 #include "hardware/atomic_write.hpp"
 #include "hardware/collective_model.hpp"
 #include "hardware/config_error.hpp"
+#include "hardware/embedded_configs.hpp"
 
 namespace hardware {
 
@@ -268,7 +269,10 @@ Profile parse_profile(const std::string& text, const std::string& source) {
   return p;
 }
 
-Profile load_profile(const std::string& path) { return parse_profile(read_text_file(path), path); }
+Profile load_profile(const std::string& name_or_path) {
+  auto cfg = resolve_config("profiles", name_or_path);
+  return parse_profile(cfg.text, cfg.source);
+}
 
 std::string format_profile(const Profile& p) {
   std::string o;

@@ -116,9 +116,9 @@ struct Profile {
   std::string source;  ///< file it was loaded from ("" if built in memory)
 };
 
-/// @brief Reads a profile file. Throws ConfigError naming the file and key on any problem, and a
+/// @brief Reads a profile file (a path, or the name of one under configs/profiles/). Throws ConfigError naming the file and key on any problem, and a
 /// clear "version N, this build reads version 1" message for a file of another version.
-Profile load_profile(const std::string& path);
+Profile load_profile(const std::string& name_or_path);
 Profile parse_profile(const std::string& text, const std::string& source);
 /// @brief The profile as YAML text (deterministic: the same Profile gives the same bytes).
 std::string format_profile(const Profile& p);

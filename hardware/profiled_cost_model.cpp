@@ -136,10 +136,11 @@ class ProfiledCostModel final : public CostModel {
     CollectiveCost c = analytic_->collective(op);
     if (op.ranks <= 1) return c;
     auto it = collectives_.find({op.kind, op.ranks, op.nodes});
-    const double x = static_cast<double>(op.bytes);
+    // the backend moves elements of the dtype it computes in (CPU: fp32 for a bf16 plan)
+    const double x = static_cast<double>(op.bytes) * dtype_bytes(runs_as(op.dtype)) / dtype_bytes(op.dtype);
     if (it == collectives_.end() || !it->second.covers(x)) {
-      note(Fallback::collective, fmt::format("{} over {} ranks on {} node(s), {} bytes (measured {})", to_string(op.kind), op.ranks,
-                                             op.nodes, op.bytes, it == collectives_.end() ? "nothing for this group" : it->second.range()));
+      note(Fallback::collective, fmt::format("{} over {} ranks on {} node(s), {:g} bytes (measured {})", to_string(op.kind), op.ranks,
+                                             op.nodes, x, it == collectives_.end() ? "nothing for this group" : it->second.range()));
       return c;
     }
     const Duration total = Duration::from_us(it->second.at(x));

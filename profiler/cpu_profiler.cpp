@@ -62,7 +62,7 @@ class CpuProfiler {
   explicit CpuProfiler(const Options& o) : o_(o), out_(o.progress ? o.progress : &std::cerr) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    budget_ = o.quick ? Budget{0.004, 1, 2, 200} : Budget{0.05, 3, 5, 2000};
+    budget_ = o.quick ? Budget{0.004, 1, 2, 200} : Budget{0.03, 2, 3, 2000};
     openblas_set_num_threads(1);  // one rank per core, as the CPU executor runs
   }
 
@@ -185,7 +185,7 @@ class CpuProfiler {
 
   void elementwise(hardware::Profile& p) {
     std::vector<std::int64_t> sizes;
-    for (std::int64_t e = 256; e <= (o_.quick ? (1 << 22) : (1 << 26)); e *= 4) sizes.push_back(e);
+    for (std::int64_t e = 64; e <= (o_.quick ? (1 << 20) : (1 << 24)); e *= 4) sizes.push_back(e);
     struct Kernel {
       std::string kind;
       bool backward;
@@ -258,8 +258,8 @@ class CpuProfiler {
   }
 
   /// Seconds per collective: warm-up, timed loop, max over ranks (the slowest rank bounds it).
-  double time_collective(MPI_Comm comm, const std::function<void()>& f, double target_s) {
-    for (int i = 0; i < budget_.warmup; ++i) f();
+  double time_collective(MPI_Comm comm, const std::function<void()>& f, double target_s, bool large = false) {
+    for (int i = 0; i < (large ? 1 : budget_.warmup); ++i) f();
     MPI_CHECK(MPI_Barrier(comm));
     auto t = Clock::now();
     f();
@@ -308,7 +308,7 @@ class CpuProfiler {
       MPI_Comm_rank(comm, &grank);
       const int gnodes = std::max(1, nodes * g / size_);
       for (CollectiveKind kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
-        for (std::int64_t bytes = 1024; bytes <= max_bytes; bytes *= step) {
+        for (std::int64_t bytes = 64 * g; bytes <= max_bytes; bytes *= step) {
           const std::int64_t count = bytes / 4;
           // AllGather: the output is `bytes`; ReduceScatter: the input is `bytes`
           std::vector<float> send(static_cast<std::size_t>(kind == CollectiveKind::all_gather ? count / g : count));
@@ -319,7 +319,7 @@ class CpuProfiler {
           };
           fill();
           const double target = budget_.target_s * (o_.quick ? 1 : 2);
-          const double s = time_collective(comm, [&] { run_collective(comm, kind, send, recv, g); }, target);
+          const double s = time_collective(comm, [&] { run_collective(comm, kind, send, recv, g); }, target, bytes >= (1 << 26));
           // correctness pass on fresh data: small integers, so the float sums are exact
           fill();
           run_collective(comm, kind, send, recv, g);
