@@ -70,7 +70,12 @@ void run_tune(const TuneFlags& f) {
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
     why.emplace_back("best", tuner::explain_plan(ev, best.plan));
-    if (r.top.size() > 1) why.emplace_back("runner-up", tuner::explain_plan(ev, r.top[1].plan));
+    // the runner-up: the best plan with another layout (not only another bucket size)
+    for (std::size_t i = 1; i < r.top.size(); ++i)
+      if (sim::describe(r.top[i].plan) != sim::describe(best.plan) || i + 1 == r.top.size()) {
+        why.emplace_back("runner-up", tuner::explain_plan(ev, r.top[i].plan));
+        break;
+      }
     if (r.baseline && r.baseline->index != best.index) why.emplace_back("baseline", tuner::explain_plan(ev, r.baseline->plan));
   }
   if (f.json) {
@@ -93,11 +98,11 @@ void run_tune(const TuneFlags& f) {
              r.simulated_full, 100 * r.max_screen_error);
   fmt::print("{}\n", tuner::ranking_table(r, cluster));
   if (r.baseline)
-    fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", sim::describe(p),
-               r.baseline->report.step_time.s() / best.report.step_time.s(), sim::describe(r.baseline->plan));
+    fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", tuner::plan_label(p),
+               r.baseline->report.step_time.s() / best.report.step_time.s(), tuner::plan_label(r.baseline->plan));
   if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
   if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
-  if (!why.empty()) fmt::print("\nwhy it wins (last micro-batch of the step, per transformer layer unless stated):\n{}", tuner::explain_table(why));
+  if (!why.empty()) fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step):\n{}", tuner::explain_table(why));
 }
 
 const bool registered = cli::register_command(20, [](CLI::App& app) {

@@ -15,7 +15,9 @@ LayerCost LayerBreakdown::mean_layer() const {
     m.compute += layers[i].compute;
     m.exposed_comm += layers[i].exposed_comm;
     m.gemm_lost += layers[i].gemm_lost;
+    m.interference += layers[i].interference;
   }
+  m.interference = Duration::from_ps(m.interference.ps / n);
   m.compute = Duration::from_ps(m.compute.ps / n);
   m.exposed_comm = Duration::from_ps(m.exposed_comm.ps / n);
   m.gemm_lost = Duration::from_ps(m.gemm_lost.ps / n);
@@ -32,6 +34,17 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
     if (const auto* op = std::get_if<hardware::GemmOp>(&t.kind)) out[t.layer + 1] += cost.gemm(*op).time.ps;
   }
   return out;
+}
+
+Duration solo_time(const hardware::CostModel& c, const sim::TaskKind& k) {
+  return std::visit([&](const auto& op) -> Duration {
+    using T = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
+    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
+    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
+    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
+    else return c.collective(op).total();
+  }, k);
 }
 
 }  // namespace
@@ -53,7 +66,9 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
     if (t.stream != sim::Stream::compute) continue;
     if (tl[i].end <= tl[i].start) continue;
     busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
-    b.layers[t.layer + 1].compute += tl[i].end - tl[i].start;
+    auto& slot = t.once_per_step ? b.once : b.layers[t.layer + 1];
+    slot.compute += tl[i].end - tl[i].start;
+    slot.interference += tl[i].end - tl[i].start - solo_time(ev.cost(), t.kind);
   }
   std::sort(busy.begin(), busy.end());
   // exposed: the part of each collective not covered by compute; overlapping collectives are
@@ -71,7 +86,7 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
     auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(s, std::int64_t{0}));
     if (it != busy.begin()) --it;
     for (; it != busy.end() && it->first < e; ++it) exposed -= std::max<std::int64_t>(0, std::min(e, it->second) - std::max(s, it->first));
-    b.layers[g.tasks[i].layer + 1].exposed_comm += Duration::from_ps(exposed);
+    (g.tasks[i].once_per_step ? b.once : b.layers[g.tasks[i].layer + 1]).exposed_comm += Duration::from_ps(exposed);
   }
   // GEMM efficiency lost to slicing
   sim::Plan whole = p;

@@ -14,12 +14,14 @@ struct LayerCost {
   Duration compute;       ///< compute-stream busy time of the layer's tasks (interference included)
   Duration exposed_comm;  ///< the layer's collectives while the compute stream is idle
   Duration gemm_lost;     ///< its GEMMs' solo time minus that of the same GEMMs unsliced (tile/wave quantization, launches)
+  Duration interference;  ///< compute minus the solo time of its kernels: slowed by collectives running beside them
 };
 
 struct LayerBreakdown {
   sim::Plan plan;
   Duration step_time;
-  std::vector<LayerCost> layers;  ///< [0] is layer -1 (outside layers), then layers 0..L-1
+  std::vector<LayerCost> layers;  ///< [0] is layer -1 (outside layers), then layers 0..L-1; once-per-step tasks excluded
+  LayerCost once;                 ///< once per step: DP gradient reduction and optimizer
   /// Mean over the transformer layers.
   LayerCost mean_layer() const;
 };

@@ -7,6 +7,12 @@
 
 namespace tuner {
 
+std::string plan_label(const sim::Plan& p) {
+  std::string s = sim::describe(p);
+  if (p.dp > 1) s += fmt::format(" b{:g}", p.dp_bucket_mb);
+  return s;
+}
+
 namespace {
 
 std::string ms(Duration d) { return fmt::format("{:.2f}", d.ms()); }
@@ -14,7 +20,7 @@ std::string ms(Duration d) { return fmt::format("{:.2f}", d.ms()); }
 nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
   const auto& r = p.report;
   nlohmann::json j = {{"plan", sim::plan_json(p.plan)},
-                      {"describe", sim::describe(p.plan)},
+                      {"describe", plan_label(p.plan)},
                       {"step_time_ms", r.step_time.ms()},
                       {"estimated_step_time_ms", p.estimate.step_time.ms()},
                       {"lower_bound_ms", p.estimate.lower_bound.ms()},
@@ -39,7 +45,7 @@ std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c)
   const RankedPlan* base = r.baseline ? &*r.baseline : nullptr;
   auto row = [&](const std::string& rank, const RankedPlan& p) {
     const auto& s = p.report;
-    t.row({rank, sim::describe(p.plan), ms(s.step_time), fmt::format("{:.0f}", s.tokens_per_s), fmt::format("{:.1f}", 100 * s.mfu),
+    t.row({rank, plan_label(p.plan), ms(s.step_time), fmt::format("{:.0f}", s.tokens_per_s), fmt::format("{:.1f}", 100 * s.mfu),
            ms(s.exposed_comm), fmt::format("{:.1f}", s.memory.total() / 1e9),
            base ? fmt::format("{:.3f}", base->report.step_time.s() / s.step_time.s()) : "-"});
   };
@@ -51,30 +57,35 @@ std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c)
 
 std::string refusal_table(const SearchResult& r) {
   sim::Table t({"refused", "plans", "example", "why"}, {"", "", "", ""});
-  for (const auto& f : r.refusals) t.row({std::string(sim::to_string(f.reason)), fmt::format("{}", f.count), sim::describe(f.example), f.message});
+  for (const auto& f : r.refusals) t.row({std::string(sim::to_string(f.reason)), fmt::format("{}", f.count), plan_label(f.example), f.message});
   return t.str();
 }
 
 std::string explain_table(const std::vector<std::pair<std::string, LayerBreakdown>>& plans) {
-  std::vector<std::string> header{"per micro-batch"}, units{""};
+  std::vector<std::string> header{"per step"}, units{""};
   for (const auto& [name, b] : plans) {
     header.push_back(name);
     units.push_back("ms");
   }
   sim::Table t(header, units);
-  auto add = [&](const std::string& label, auto get) {
+  // per-micro-batch figures times the micro-batches of a step, so plans with different
+  // micro-batch sizes compare per step
+  auto add = [&](const std::string& label, auto get, bool scale = true) {
     std::vector<std::string> row{label};
-    for (const auto& [name, b] : plans) row.push_back(fmt::format("{:.3f}", get(b).ms()));
+    for (const auto& [name, b] : plans) row.push_back(fmt::format("{:.1f}", get(b).ms() * (scale ? b.plan.grad_accum_steps() : 1)));
     t.row(row);
   };
-  add("layer: compute (mean of layers)", [](const LayerBreakdown& b) { return b.mean_layer().compute; });
-  add("layer: exposed communication", [](const LayerBreakdown& b) { return b.mean_layer().exposed_comm; });
-  add("layer: sliced-GEMM efficiency lost", [](const LayerBreakdown& b) { return b.mean_layer().gemm_lost; });
+  add("per layer: compute (mean of layers)", [](const LayerBreakdown& b) { return b.mean_layer().compute; });
+  add("per layer: exposed communication", [](const LayerBreakdown& b) { return b.mean_layer().exposed_comm; });
+  add("per layer: sliced-GEMM efficiency lost", [](const LayerBreakdown& b) { return b.mean_layer().gemm_lost; });
+  add("per layer: compute slowed by overlapping comm", [](const LayerBreakdown& b) { return b.mean_layer().interference; });
   add("first layer: exposed communication", [](const LayerBreakdown& b) { return b.layers.size() > 1 ? b.layers[1].exposed_comm : Duration{}; });
   add("last layer: exposed communication", [](const LayerBreakdown& b) { return b.layers.back().exposed_comm; });
   add("outside layers: compute", [](const LayerBreakdown& b) { return b.layers[0].compute; });
   add("outside layers: exposed communication", [](const LayerBreakdown& b) { return b.layers[0].exposed_comm; });
-  add("whole step (all micro-batches)", [](const LayerBreakdown& b) { return b.step_time; });
+  add("once per step: optimizer compute", [](const LayerBreakdown& b) { return b.once.compute; }, false);
+  add("once per step: exposed DP communication", [](const LayerBreakdown& b) { return b.once.exposed_comm; }, false);
+  add("whole step", [](const LayerBreakdown& b) { return b.step_time; }, false);
   return t.str();
 }
 
@@ -90,7 +101,7 @@ nlohmann::json search_json(const SearchResult& r, const hardware::ClusterSpec& c
   j["speedup"] = base && !r.top.empty() ? base->report.step_time.s() / r.top[0].report.step_time.s() : 0.0;
   nlohmann::json refused = nlohmann::json::array();
   for (const auto& f : r.refusals)
-    refused.push_back({{"reason", sim::to_string(f.reason)}, {"plans", f.count}, {"example", sim::describe(f.example)}, {"message", f.message}});
+    refused.push_back({{"reason", sim::to_string(f.reason)}, {"plans", f.count}, {"example", plan_label(f.example)}, {"message", f.message}});
   j["search"] = {{"considered", r.considered},
                  {"infeasible", r.infeasible},
                  {"pruned", r.pruned},
@@ -110,8 +121,10 @@ nlohmann::json explain_json(const std::vector<std::pair<std::string, LayerBreakd
   for (const auto& [name, b] : plans) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : b.layers)
-      layers.push_back({{"layer", l.layer}, {"compute_ms", l.compute.ms()}, {"exposed_comm_ms", l.exposed_comm.ms()}, {"gemm_lost_ms", l.gemm_lost.ms()}});
-    out.push_back({{"name", name}, {"plan", sim::describe(b.plan)}, {"step_time_ms", b.step_time.ms()}, {"layers", layers}});
+      layers.push_back({{"layer", l.layer}, {"compute_ms", l.compute.ms()}, {"exposed_comm_ms", l.exposed_comm.ms()}, {"gemm_lost_ms", l.gemm_lost.ms()}, {"interference_ms", l.interference.ms()}});
+    out.push_back({{"name", name}, {"plan", plan_label(b.plan)}, {"step_time_ms", b.step_time.ms()}, {"micro_batches", b.plan.grad_accum_steps()},
+                   {"once_per_step", {{"compute_ms", b.once.compute.ms()}, {"exposed_comm_ms", b.once.exposed_comm.ms()}}},
+                   {"layers_per_micro_batch", layers}});
   }
   return out;
 }

@@ -9,6 +9,9 @@
 
 namespace tuner {
 
+/// @brief sim::describe plus the DP bucket size where there is a DP reduction: "tp4 dp2 mb2 domino 2x1 b25".
+std::string plan_label(const sim::Plan& p);
+
 /// @brief Top-K plans and the baseline: plan, step time, tokens/s, MFU, exposed communication,
 /// memory, speedup over the baseline.
 std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c);
