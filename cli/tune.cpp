@@ -23,7 +23,7 @@ struct TuneFlags {
 void run_tune(const TuneFlags& f) {
   const sim::TargetInput in = f.target.input();
   const sim::ModelSpec model = sim::load_model(in.model);
-  hardware::ClusterSpec cluster = hardware::load_cluster(in.cluster);
+  hardware::ClusterSpec cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
   if (in.nodes) {
     if (*in.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
     cluster.nodes = *in.nodes;
@@ -44,7 +44,7 @@ void run_tune(const TuneFlags& f) {
   if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
   if (f.threads < 0) cli::bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
 
-  auto cost = hardware::make_analytic_cost_model(cluster);
+  auto cost = f.target.cost_model(cluster);
   tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
   bool shown = false;
   opt.progress = [&shown](const tuner::Progress& p) {

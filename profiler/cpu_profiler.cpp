@@ -17,7 +17,7 @@
 
 #include "hardware/collective_model.hpp"
 #include "hardware/config_error.hpp"
-#include "profiler/cpu_kernels.hpp"
+#include "executor/cpu/kernels.hpp"
 #include "profiler/profiler.hpp"
 
 extern "C" {
@@ -39,6 +39,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using hardware::CollectiveKind;
 using hardware::DType;
+namespace ex = executor::cpu;
 
 bool g_we_initialised_mpi = false;
 
@@ -132,9 +133,9 @@ class CpuProfiler {
     for (const auto& [m, n, k] : shapes) {
       auto a = random(static_cast<std::size_t>(m * k), 1), b = random(static_cast<std::size_t>(k * n), 2);
       std::vector<float> c(static_cast<std::size_t>(m * n));
-      const double s = time_compute([&] { cpu::gemm_f32(a.data(), b.data(), c.data(), m, n, k); });
+      const double s = time_compute([&] { ex::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n); });
       // correctness: a few entries against a direct dot product
-      cpu::gemm_f32(a.data(), b.data(), c.data(), m, n, k);
+      ex::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
       for (std::int64_t probe : {std::int64_t{0}, m * n / 2, m * n - 1}) {
         const std::int64_t i = probe / n, j = probe % n;
         double ref = 0;
@@ -154,72 +155,82 @@ class CpuProfiler {
     for (std::int64_t d : {16, 64, 128})
       for (auto s : seqs) shapes.insert({1, 2, s, d});
     for (const auto& a : o_.attention_shapes)
-      if (a.s_q == a.s_kv && a.q_offset == 0 && a.causal) shapes.insert({a.batch, a.heads, a.s_q, a.head_dim});
+      if (a.s_q == a.s_kv && a.q_offset == 0 && a.causal && a.heads == a.kv_heads) shapes.insert({a.batch, a.heads, a.s_q, a.head_dim});
     for (const auto& [batch, heads, s, d] : shapes) {
-      const auto n = static_cast<std::size_t>(s * heads * d);
-      auto q = random(n, 3), k = random(n, 4), v = random(n, 5), dout = random(n, 6);
-      std::vector<float> out(n), dq(n), dk(n), dv(n), prob(static_cast<std::size_t>(heads * s * s)), dp(static_cast<std::size_t>(s * s));
-      auto fwd = [&] {
-        for (std::int64_t b = 0; b < batch; ++b) cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), prob.data(), s, heads, d);
-      };
-      auto bwd = [&] {
-        for (std::int64_t b = 0; b < batch; ++b)
-          cpu::attention_backward(q.data(), k.data(), v.data(), prob.data(), dout.data(), dq.data(), dk.data(), dv.data(), dp.data(), s,
-                                  heads, d);
-      };
+      // the executor's layout: one QKV tensor (batch * s, [Q heads x D | K | V])
+      const std::int64_t rows = batch * s, cols = 3 * heads * d;
+      auto qkv = random(static_cast<std::size_t>(rows * cols), 3), dctx = random(static_cast<std::size_t>(rows * heads * d), 6);
+      std::vector<float> ctx(static_cast<std::size_t>(rows * heads * d)), dqkv(qkv.size());
+      const ex::AttentionShape shape{.batch = batch, .heads = heads, .kv_heads = heads, .head_dim = d, .s_q = s, .q_offset = 0,
+                                     .kv_block = s, .rope = false};
+      const float* in[1] = {qkv.data()};
+      float* din[1] = {dqkv.data()};
+      auto fwd = [&] { ex::attention_forward(shape, in, ctx.data()); };
+      auto bwd = [&] { ex::attention_backward(shape, in, ctx.data(), dctx.data(), din); };
       const double tf = time_compute(fwd);
       const double tb = time_compute(bwd);
-      // correctness: causal softmax rows sum to 1, and row 0 of the output is V's row 0 (it sees only key 0)
+      // correctness: the first query of each sequence sees only key 0, so its output is V's row 0
       fwd();
-      for (std::int64_t i = 0; i < s; i += std::max<std::int64_t>(1, s / 4)) {
-        double sum = 0;
-        for (std::int64_t j = 0; j < s; ++j) sum += prob[i * s + j];
-        if (std::abs(sum - 1.0) > 1e-4) throw std::runtime_error(fmt::format("profile: attention softmax row {} sums to {}", i, sum));
+      for (std::int64_t c = 0; c < heads * d; ++c) {
+        const float v0 = qkv[static_cast<std::size_t>(2 * heads * d + c)];
+        if (std::abs(ctx[static_cast<std::size_t>(c)] - v0) > 1e-5f)
+          throw std::runtime_error(fmt::format("profile: attention output row 0 column {} is {}, expected V's {}", c, ctx[c], v0));
       }
-      for (std::int64_t c = 0; c < heads * d; ++c)
-        if (std::abs(out[c] - v[c]) > 1e-5) throw std::runtime_error("profile: attention output row 0 is not V row 0");
       p.attention.push_back({.dtype = DType::fp32, .backward = false, .batch = batch, .heads = heads, .s = s, .head_dim = d, .us = round_sig(tf * 1e6)});
       p.attention.push_back({.dtype = DType::fp32, .backward = true, .batch = batch, .heads = heads, .s = s, .head_dim = d, .us = round_sig(tb * 1e6)});
     }
   }
 
+  /// The executor's element-wise kernels (executor/cpu/kernels.hpp; residual, accumulate and concat
+  /// are plain loops in its backend, reproduced here), over `elements` output elements.
   void elementwise(hardware::Profile& p) {
     std::vector<std::int64_t> sizes;
     for (std::int64_t e = 64; e <= (o_.quick ? (1 << 20) : (1 << 24)); e *= 4) sizes.push_back(e);
     struct Kernel {
       std::string kind;
       bool backward;
-      std::function<void(std::int64_t elements)> run;
+      std::function<void()> run;
     };
-    std::vector<float> x, y, z, w, gamma, beta, mean, rstd, dg, db;
-    std::vector<std::int32_t> targets;
-    auto prepare = [&](std::int64_t e) {
-      x = random(static_cast<std::size_t>(e), 7);
-      y = random(static_cast<std::size_t>(e), 8);
-      z.assign(static_cast<std::size_t>(e), 0.0f);
-      w.assign(static_cast<std::size_t>(e), 0.0f);
-      const std::int64_t cols = std::min<std::int64_t>(e, 1024), rows = e / cols;
-      gamma.assign(static_cast<std::size_t>(cols), 1.0f);
-      beta.assign(static_cast<std::size_t>(cols), 0.0f);
-      dg.assign(static_cast<std::size_t>(cols), 0.0f);
-      db.assign(static_cast<std::size_t>(cols), 0.0f);
-      mean.assign(static_cast<std::size_t>(rows), 0.0f);
-      rstd.assign(static_cast<std::size_t>(rows), 0.0f);
-      targets.assign(static_cast<std::size_t>(rows), 0);
-      for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>((r * 7) % static_cast<std::size_t>(cols));
-      return std::pair{rows, cols};
-    };
+    std::vector<float> x, y, z, w, dw, stats, loss, pos_grad;
+    std::vector<std::int32_t> ids;
     std::int64_t rows = 0, cols = 0;
+    auto prepare = [&](std::int64_t e) {
+      cols = std::min<std::int64_t>(e, 256);
+      rows = e / cols;
+      const auto n = static_cast<std::size_t>(rows * cols);
+      x = random(n, 7);
+      y = random(n, 8);
+      z.assign(n, 0.0f);
+      w.assign(static_cast<std::size_t>(2 * cols), 1.0f);
+      dw.assign(w.size(), 0.0f);
+      stats.assign(static_cast<std::size_t>(3 * rows), 0.0f);
+      loss.assign(static_cast<std::size_t>(rows), 0.0f);
+      pos_grad.assign(n, 0.0f);
+      ids.assign(static_cast<std::size_t>(rows), 0);
+      // token ids and positions: valid rows of the (rows, cols) tables and valid vocab columns
+      for (std::size_t r = 0; r < ids.size(); ++r) ids[r] = static_cast<std::int32_t>((r * 7) % static_cast<std::size_t>(std::min(rows, cols)));
+    };
     const std::vector<Kernel> kernels{
-        {"stream", false, [&](std::int64_t e) { cpu::accumulate(x.data(), z.data(), e); }},
-        {"layernorm", false, [&](std::int64_t) { cpu::layernorm_forward(x.data(), gamma.data(), beta.data(), z.data(), mean.data(), rstd.data(), rows, cols); }},
-        {"layernorm", true, [&](std::int64_t) { cpu::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(), y.data(), z.data(), dg.data(), db.data(), rows, cols); }},
-        {"gelu", false, [&](std::int64_t e) { cpu::gelu_forward(x.data(), z.data(), e); }},
-        {"gelu", true, [&](std::int64_t e) { cpu::gelu_backward(x.data(), y.data(), z.data(), e); }},
-        {"residual", false, [&](std::int64_t e) { cpu::add(x.data(), y.data(), z.data(), e); }},
-        {"accumulate", false, [&](std::int64_t e) { cpu::accumulate(x.data(), z.data(), e); }},
-        {"concat", false, [&](std::int64_t e) { cpu::copy(x.data(), z.data(), e); }},
-        {"cross_entropy", false, [&](std::int64_t) { cpu::cross_entropy_forward(x.data(), targets.data(), z.data(), rows, cols); }},
+        {"stream", false, [&] { for (std::int64_t i = 0; i < rows * cols; ++i) z[i] += x[i]; }},
+        {"layernorm", false, [&] { ex::norm_forward(false, x.data(), w.data(), z.data(), rows, cols); }},
+        {"layernorm", true, [&] { ex::norm_backward(false, y.data(), x.data(), w.data(), nullptr, z.data(), dw.data(), rows, cols); }},
+        {"rmsnorm", false, [&] { ex::norm_forward(true, x.data(), w.data(), z.data(), rows, cols); }},
+        {"rmsnorm", true, [&] { ex::norm_backward(true, y.data(), x.data(), w.data(), nullptr, z.data(), dw.data(), rows, cols); }},
+        {"gelu", false, [&] { ex::gelu_forward(x.data(), z.data(), rows * cols); }},
+        {"gelu", true, [&] { ex::gelu_backward(x.data(), y.data(), z.data(), rows * cols); }},
+        {"swiglu", false, [&] { ex::swiglu_forward(x.data(), z.data(), rows, cols / 2); }},
+        {"swiglu", true, [&] { ex::swiglu_backward(x.data(), y.data(), z.data(), rows, cols / 2); }},
+        {"residual", false, [&] { for (std::int64_t i = 0; i < rows * cols; ++i) z[i] = x[i] + y[i]; }},
+        {"accumulate", false, [&] { for (std::int64_t i = 0; i < rows * cols; ++i) z[i] += x[i]; }},
+        {"concat", false, [&] { std::copy(x.begin(), x.end(), z.begin()); }},
+        // the graph's two cross-entropy tasks (local statistics, then loss and gradient) share the kind;
+        // their table is the mean of the two kernels, so the step's sum is right
+        {"cross_entropy", false, [&] {
+           ex::cross_entropy_stats(x.data(), ids.data(), 0, cols, stats.data(), rows);
+           ex::cross_entropy_backward(x.data(), stats.data(), ids.data(), 0, cols, 1.0f, z.data(), loss.data(), rows);
+         }},
+        {"embedding", false, [&] { ex::embedding_forward(ids.data(), ids.data(), x.data(), x.data(), 0, rows, z.data(), rows, cols); }},
+        {"embedding", true, [&] { ex::embedding_backward(ids.data(), ids.data(), y.data(), z.data(), pos_grad.data(), 0, rows, rows, cols); }},
     };
     std::set<std::tuple<std::string, bool, std::int64_t>> todo;
     for (const auto& k : kernels)
@@ -229,20 +240,20 @@ class CpuProfiler {
         if (k.kind == hardware::to_string(op.kind) && k.backward == op.backward) todo.insert({k.kind, k.backward, op.elements});
     for (const auto& [kind, backward, e] : todo) {
       if (e < 16) continue;
-      std::tie(rows, cols) = prepare(e);
-      const std::int64_t elements = rows * cols;
+      prepare(e);
       const auto& k = *std::find_if(kernels.begin(), kernels.end(), [&](const Kernel& k) { return k.kind == kind && k.backward == backward; });
-      const double s = time_compute([&] { k.run(elements); });
-      p.elementwise.push_back({.kind = kind, .backward = backward, .elements = elements, .us = round_sig(s * 1e6)});
+      double s = time_compute(k.run);
+      if (kind == "cross_entropy") s /= 2;
+      p.elementwise.push_back({.kind = kind, .backward = backward, .elements = rows * cols, .us = round_sig(s * 1e6)});
     }
-    // correctness: residual add and LayerNorm statistics on the last size
-    cpu::add(x.data(), y.data(), z.data(), rows * cols);
+    // correctness: residual add, and LayerNorm output rows with mean 0 (weight 1, bias 1 -> mean 1)
+    kernels[9].run();
     for (std::int64_t i = 0; i < rows * cols; i += 97)
       if (z[i] != x[i] + y[i]) throw std::runtime_error("profile: residual add is wrong");
-    cpu::layernorm_forward(x.data(), gamma.data(), beta.data(), z.data(), mean.data(), rstd.data(), rows, cols);
+    kernels[1].run();
     double m = 0;
     for (std::int64_t c = 0; c < cols; ++c) m += z[c];
-    if (std::abs(m / cols) > 1e-4) throw std::runtime_error("profile: LayerNorm output row does not have mean 0");
+    if (std::abs(m / cols - 1.0) > 1e-4) throw std::runtime_error(fmt::format("profile: LayerNorm row mean is {}, expected 1 (bias 1)", m / cols));
   }
 
   void optimizer(hardware::Profile& p) {
@@ -252,7 +263,7 @@ class CpuProfiler {
       auto w = random(static_cast<std::size_t>(n), 9), g = random(static_cast<std::size_t>(n), 10);
       std::vector<float> m(static_cast<std::size_t>(n)), v(static_cast<std::size_t>(n));
       int t = 0;
-      const double s = time_compute([&] { cpu::adamw_step(w.data(), g.data(), m.data(), v.data(), n, ++t, 1e-4f); });
+      const double s = time_compute([&] { ex::adamw(ex::AdamW{}, ++t, w.data(), g.data(), m.data(), v.data(), n, true); });
       p.optimizer.push_back({.params = n, .us = round_sig(s * 1e6)});
     }
   }
@@ -355,7 +366,7 @@ class CpuProfiler {
     std::vector<float> send(static_cast<std::size_t>(bytes / 4), 1.0f), recv(send.size());
     MPI_Comm comm;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-    auto gemm = [&] { cpu::gemm_f32(a.data(), b.data(), c.data(), n, n, n); };
+    auto gemm = [&] { ex::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
     auto coll = [&] { run_collective(comm, CollectiveKind::all_reduce, send, recv, size_); };
     const double gemm_alone = time_compute(gemm);
     const double coll_alone = time_collective(comm, coll, budget_.target_s * 4);
