@@ -277,7 +277,7 @@ Profile load_profile(const std::string& name_or_path) {
 std::string format_profile(const Profile& p) {
   std::string o;
   o += "# slicetune profile: measured costs of one machine, written by `slicetune profile` (docs/profiler.md).\n";
-  o += "# Times are the mean per call after warm-up, averaged over ranks; us = microseconds.\n";
+  o += "# Times are the median per call after warm-up (compute: mean over ranks; collectives: max); us = microseconds.\n";
   o += fmt::format("version: {}\n", p.version);
   o += "info:\n";
   o += "  backend: " + scalar(p.info.backend) + "\n";

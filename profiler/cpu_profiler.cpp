@@ -63,7 +63,7 @@ class CpuProfiler {
   explicit CpuProfiler(const Options& o) : o_(o), out_(o.progress ? o.progress : &std::cerr) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    budget_ = o.quick ? Budget{0.004, 1, 2, 200} : Budget{0.03, 2, 3, 2000};
+    budget_ = o.quick ? Budget{0.004, 1, 5, 200} : Budget{0.03, 2, 5, 2000};
     openblas_set_num_threads(1);  // one rank per core, as the CPU executor runs
   }
 
@@ -96,8 +96,22 @@ class CpuProfiler {
     if (rank_ == 0) *out_ << fmt::format("profile: {} done ({:.1f} s)\n", what, seconds_since(t0)) << std::flush;
   }
 
-  /// Mean seconds per call of f: warm-up, iteration count agreed across ranks (so ranks run side by
-  /// side as in a real step), timed loop, mean over ranks.
+  /// Median seconds of `iters` calls of f, each timed on its own. The median, not the mean: on a
+  /// shared machine a descheduled call costs milliseconds and would dominate a mean, and the
+  /// executor reports per-task medians too.
+  static double median_call(const std::function<void()>& f, int iters) {
+    std::vector<double> t(static_cast<std::size_t>(iters));
+    for (auto& x : t) {
+      const auto t0 = Clock::now();
+      f();
+      x = seconds_since(t0);
+    }
+    std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
+    return t[static_cast<std::size_t>(iters / 2)];
+  }
+
+  /// Seconds per call of f: warm-up, iteration count agreed across ranks (so ranks run side by
+  /// side as in a real step), timed calls, median per rank, mean over ranks.
   double time_compute(const std::function<void()>& f) {
     for (int i = 0; i < budget_.warmup; ++i) f();
     auto t = Clock::now();
@@ -106,11 +120,9 @@ class CpuProfiler {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     const int iters = std::clamp(static_cast<int>(budget_.target_s / one), budget_.min_iters, budget_.max_iters);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    t = Clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    double mean = seconds_since(t) / iters;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    return mean / size_;
+    double med = median_call(f, iters);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return med / size_;
   }
 
   static std::vector<float> random(std::size_t n, unsigned seed) {
@@ -268,7 +280,7 @@ class CpuProfiler {
     }
   }
 
-  /// Seconds per collective: warm-up, timed loop, max over ranks (the slowest rank bounds it).
+  /// Seconds per collective: warm-up, timed calls, median per rank, max over ranks (the slowest rank bounds it).
   double time_collective(MPI_Comm comm, const std::function<void()>& f, double target_s, bool large = false) {
     for (int i = 0; i < (large ? 1 : budget_.warmup); ++i) f();
     MPI_CHECK(MPI_Barrier(comm));
@@ -278,11 +290,9 @@ class CpuProfiler {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, comm));
     const int iters = std::clamp(static_cast<int>(target_s / std::max(one, 1e-8)), budget_.min_iters, budget_.max_iters);
     MPI_CHECK(MPI_Barrier(comm));
-    t = Clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    double mean = seconds_since(t) / iters;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_MAX, comm));
-    return mean;
+    double med = median_call(f, iters);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_MAX, comm));
+    return med;
   }
 
   /// Runs collective `kind` over `bytes` (nccl-tests counting) on `comm` once.
