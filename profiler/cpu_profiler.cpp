@@ -18,6 +18,7 @@
 #include "hardware/collective_model.hpp"
 #include "hardware/config_error.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "profiler/cuda_profiler.hpp"
 #include "profiler/profiler.hpp"
 
 extern "C" {
