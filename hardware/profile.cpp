@@ -263,6 +263,11 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     m.launch_us = h.number("launch_us");
     if (m.launch_us < 0) h.fail("launch_us", "expected microseconds >= 0");
     m.method = h.str("method");
+    if (h.has("collective_handoff_us")) {
+      m.collective_handoff_us = h.number("collective_handoff_us");
+      if (*m.collective_handoff_us < 0) h.fail("collective_handoff_us", "expected microseconds >= 0");
+      m.handoff_method = h.str("handoff_method");
+    }
     h.finish();
     p.host = m;
   }
@@ -353,6 +358,10 @@ std::string format_profile(const Profile& p) {
     o += "host:  # host time to issue one task on this backend (replaces the cluster's host.launch_us)\n";
     o += fmt::format("  launch_us: {}\n", num(p.host->launch_us));
     o += "  method: " + quoted(p.host->method) + "\n";
+    if (p.host->collective_handoff_us) {
+      o += fmt::format("  collective_handoff_us: {}\n", num(*p.host->collective_handoff_us));
+      o += "  handoff_method: " + quoted(p.host->handoff_method) + "\n";
+    }
   }
   return o;
 }

@@ -88,6 +88,10 @@ struct InterferenceMeasurement {
 struct HostMeasurement {
   double launch_us = 0;
   std::string method;  ///< what was timed
+  /// CPU backend: time a collective's consumer loses to the thread hand-offs around it (compute
+  /// thread -> communication thread -> compute thread), beyond the collective itself.
+  std::optional<double> collective_handoff_us;
+  std::string handoff_method;
 };
 
 /// @brief A whole profile: provenance, the machine as a cluster (the analytic fallback's parameters),

@@ -66,6 +66,7 @@ class ProfiledCostModel final : public CostModel {
   ProfiledCostModel(const ClusterSpec& cluster, Profile p, std::ostream* notes)
       : cluster_(apply_profile_overrides(cluster, p)), analytic_(make_analytic_cost_model(cluster_)), profile_(std::move(p)),
         notes_(notes ? notes : &std::cerr) {
+    if (profile_.host && profile_.host->collective_handoff_us) handoff_ = Duration::from_us(*profile_.host->collective_handoff_us);
     for (const auto& g : profile_.gemm) gemm_exact_[{g.dtype, g.m, g.n, g.k}] = g.us;
     for (const auto& a : profile_.attention) {
       AttentionOp op{.batch = a.batch, .heads = a.heads, .kv_heads = a.heads, .s_q = a.s, .s_kv = a.s, .head_dim = a.head_dim,
@@ -145,7 +146,7 @@ class ProfiledCostModel final : public CostModel {
     }
     const Duration total = Duration::from_us(it->second.at(x));
     const Duration latency = std::min(total, Duration::from_us(it->second.pts.front().second));
-    c.latency = latency;
+    c.latency = latency + handoff_;  // the consumer sees completion only after the thread hand-offs
     c.transfer = total - latency;
     return c;
   }
@@ -204,6 +205,7 @@ class ProfiledCostModel final : public CostModel {
   std::unique_ptr<CostModel> analytic_;
   Profile profile_;
   std::ostream* notes_;
+  Duration handoff_{};
   std::map<std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>, double> gemm_exact_;
   std::map<std::tuple<DType, bool, std::int64_t>, Curve> attention_;
   std::map<std::pair<std::string, bool>, Curve> elementwise_;

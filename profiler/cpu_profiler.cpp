@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -447,6 +449,66 @@ class CpuProfiler {
         .launch_us = round_sig(s * 1e6),
         .method = "per task: two steady_clock reads, an indirect call and an MPI_Iprobe progress poll (stand-in for the CPU "
                   "executor's dispatch loop)"};
+    if (size_ >= 2) {
+      p.host->collective_handoff_us = round_sig(handoff_seconds() * 1e6);
+      p.host->handoff_method = "a 4 KB AllReduce issued to a communication thread (mutex + condition variable queue), its "
+                               "completion awaited with an atomic wait, as the CPU executor does; minus the same AllReduce "
+                               "called directly; median";
+    }
+  }
+
+  /// Round trip through a communication thread the way the CPU executor runs collectives, minus the
+  /// collective alone: what each collective costs its consumer in thread hand-offs.
+  double handoff_seconds() {
+    std::vector<float> send(1024, 1.0f), recv(1024);
+    MPI_Comm comm;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    auto coll = [&] { run_collective(comm, CollectiveKind::all_reduce, send, recv, size_); };
+    const int iters = o_.quick ? 50 : 400;
+    const double direct = time_collective(comm, coll, budget_.target_s);
+    std::mutex mu;
+    std::condition_variable cv;
+    int queued = 0;
+    bool stop = false;
+    std::atomic<std::uint32_t> done{0};
+    std::thread worker([&] {
+      std::uint32_t n = 0;
+      for (;;) {
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return stop || queued > 0; });
+          if (queued == 0) return;
+          --queued;
+        }
+        coll();
+        done.store(++n, std::memory_order_release);
+        done.notify_all();
+      }
+    });
+    std::vector<double> t(static_cast<std::size_t>(iters));
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = Clock::now();
+      {
+        std::lock_guard lock(mu);
+        ++queued;
+      }
+      cv.notify_one();
+      std::uint32_t v;
+      while ((v = done.load(std::memory_order_acquire)) != static_cast<std::uint32_t>(i + 1)) done.wait(v, std::memory_order_acquire);
+      t[static_cast<std::size_t>(i)] = seconds_since(t0);
+    }
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    cv.notify_one();
+    worker.join();
+    MPI_Comm_free(&comm);
+    std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
+    double handoff = std::max(0.0, t[static_cast<std::size_t>(iters / 2)] - direct);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &handoff, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return handoff / size_;
   }
 
   hardware::ProfileInfo info() const {

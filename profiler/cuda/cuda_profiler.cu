@@ -78,7 +78,7 @@ class CudaProfiler {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-      throw std::runtime_error("--backend cuda: no CUDA GPU is visible on this machine");
+      throw std::runtime_error("no CUDA GPU is visible on this machine");
     MPI_Comm local;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
     MPI_Comm_rank(local, &local_rank_);
