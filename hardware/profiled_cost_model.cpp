@@ -136,6 +136,7 @@ class ProfiledCostModel final : public CostModel {
   CollectiveCost collective(const CollectiveOp& op) const override {
     CollectiveCost c = analytic_->collective(op);
     if (op.ranks <= 1) return c;
+    if (profile_.info.backend == "cpu") c.sms = cluster_.gpu.sm_count;  // the communication thread takes the rank's core
     auto it = collectives_.find({op.kind, op.ranks, op.nodes});
     // the backend moves elements of the dtype it computes in (CPU: fp32 for a bf16 plan)
     const double x = static_cast<double>(op.bytes) * dtype_bytes(runs_as(op.dtype)) / dtype_bytes(op.dtype);
@@ -227,7 +228,11 @@ ClusterSpec apply_profile_overrides(ClusterSpec c, const Profile& p) {
   if (p.interference) {
     const auto& m = *p.interference;
     c.interference.comm_slowdown = std::clamp(m.comm_slowdown(), 0.0, 0.95);
-    if (cpu) c.interference.sm_contention = false;  // no SMs: the collective's thread shares memory bandwidth and cores
+    // CPU: one rank per core, so when the measured GEMM slows by more than half beside a collective the
+    // communication thread is time-sharing the rank's core: while a collective runs, compute gets
+    // half the core (two runnable threads), which the engine's SM-contention term expresses with the
+    // collective holding the rank's one "SM" (see collective()). Otherwise it has a core of its own.
+    if (cpu) c.interference.sm_contention = m.compute_slowdown() > 0.5;
     // Engine: compute slows by u x amp x (wire bytes/s) / (HBM bytes/s), u = the GEMM's HBM utilisation.
     // Solve amp for the measured pair so the engine reproduces the measured slowdown.
     const auto base = make_analytic_cost_model(c);
