@@ -192,6 +192,22 @@ TEST_CASE("the profile's host and interference measurements replace the cluster'
   auto c = make_profiled_cost_model(load_cluster_text(), p);
   // CPU backend: every stack issues through the same loop, so all three take the measured 0.25 us.
   for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) CHECK(c->cluster().host.launch_for(s).us() == doctest::Approx(0.25));
+
+  // Interference: GEMM 100 us alone, 300 us beside the AllReduce (slowdown 2.0 > 0.5: the communication
+  // thread time-shares the rank's core); AllReduce 100 us alone, 125 us beside the GEMM: comm_slowdown
+  // = 1 - 100/125 = 0.2. A hand-off of 7 us is added to every collective's latency.
+  p.interference = InterferenceMeasurement{.gemm = {.dtype = DType::fp32, .m = 64, .n = 64, .k = 64, .us = 100},
+                                           .collective = {.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 4096, .us = 100},
+                                           .gemm_beside_us = 300,
+                                           .collective_beside_us = 125};
+  p.host->collective_handoff_us = 7;
+  p.host->handoff_method = "test";
+  auto d = make_profiled_cost_model(load_cluster_text(), p);
+  CHECK(d->cluster().interference.comm_slowdown == doctest::Approx(0.2));
+  CHECK(d->cluster().interference.sm_contention);
+  const auto ar = d->collective({.kind = CollectiveKind::all_reduce, .bytes = 2048, .ranks = 2, .nodes = 1, .dtype = DType::fp32});
+  CHECK(ar.sms == d->cluster().gpu.sm_count);
+  CHECK(ar.total().us() == doctest::Approx(8.0 + 7.0).epsilon(1e-6));  // sqrt(4 x 16) + hand-off
 }
 
 TEST_CASE("profiled simulate of the tiny model: compute busy is the sum of the tabled task costs") {
