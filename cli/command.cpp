@@ -3,6 +3,8 @@
 #include <map>
 
 #include "hardware/config_error.hpp"
+#include "hardware/profile.hpp"
+#include "hardware/profiled_cost_model.hpp"
 
 namespace cli {
 
@@ -20,6 +22,9 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   cmd->add_option("--model", f.model, "model name (slicetune list) or YAML file")->capture_default_str();
   cmd->add_option("--cluster", f.cluster, "cluster name (slicetune list) or YAML file")->capture_default_str();
   cmd->add_option("--nodes", f.nodes, "number of nodes (default: the cluster file's)");
+  cmd->add_option("--profile", f.profile,
+                  "profile file (slicetune profile): price ops from its measured tables; its machine is the cluster unless "
+                  "--cluster is given");
   if (!with_plan) return;
   cmd->add_option("--plan", f.plan, "plan YAML file (flags below override it)");
   cmd->add_option("--tp", f.tp, "tensor-parallel size (default 1)");
@@ -37,10 +42,15 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
 }
 
+std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c) const {
+  return hardware::make_cost_model(c, profile);
+}
+
 sim::TargetInput TargetFlags::input() const {
   sim::TargetInput in;
   in.model = model;
   in.cluster = cluster;
+  if (!profile.empty() && !cmd->count("--cluster")) in.cluster_spec = hardware::load_profile(profile).cluster;
   if (cmd->count("--nodes")) in.nodes = nodes;
   if (!cmd->get_option_no_throw("--plan")) return in;
   in.plan_file = plan;

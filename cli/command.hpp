@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "hardware/cost_model.hpp"
 #include "sim/target.hpp"
 
 namespace cli {
@@ -16,6 +17,7 @@ bool register_command(int order, CommandSetup setup);
 /// @brief The flags every command that takes a plan shares (simulate, tune, run, validate).
 struct TargetFlags {
   std::string model = "gpt3-13b";
+  std::string profile;  ///< --profile FILE: profiled cost model; its machine is the cluster unless --cluster is given
   std::string cluster = "dgx-h100";
   int nodes = 0;
   std::string plan;
@@ -28,6 +30,8 @@ struct TargetFlags {
 
   /// Converts what was given on the command line into a TargetInput (unset flags stay unset).
   sim::TargetInput input() const;
+  /// The cost model for a resolved target: analytic, or profiled with --profile.
+  std::unique_ptr<hardware::CostModel> cost_model(const hardware::ClusterSpec& cluster) const;
 };
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
 

@@ -20,16 +20,14 @@ namespace {
 
 struct ValidateFlags {
   cli::TargetFlags target;
-  std::string measured, profile, backend = "cpu", trace;
+  std::string measured, backend = "cpu", trace;
   int steps = 20, warmup = 2, threads = 1;
   bool json = false;
 };
 
-/// The cost model validate predicts with: analytic for the cluster, or a measured profile.
+/// The cost model validate predicts with: analytic for the cluster, or a measured profile (--profile).
 std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c) {
-  if (!f.profile.empty())  // hook: the profiler issue adds profile files and the profiled cost model
-    throw hardware::ConfigError("--profile", "", "profiled cost models are not available in this build yet (use --cluster)");
-  return hardware::make_analytic_cost_model(c);
+  return f.target.cost_model(c);
 }
 
 void run_validate(const ValidateFlags& f) {
@@ -88,7 +86,6 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
   cli::add_target_flags(cmd, flags->target);
   cmd->add_option("--measured", flags->measured, "a `slicetune run --out` / `--json` file (default: run the plan now, under mpirun)");
-  cmd->add_option("--profile", flags->profile, "predict with a measured profile instead of the cluster's analytic model");
   cmd->add_option("--backend", flags->backend, "when running: cpu | cuda")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "when running: training steps")->capture_default_str();
   cmd->add_option("--warmup", flags->warmup, "when running: warm-up steps")->capture_default_str();

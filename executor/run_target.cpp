@@ -9,7 +9,7 @@ namespace executor {
 sim::Target resolve_run_target(sim::TargetInput in, int world) {
   sim::Target t;
   t.model = sim::load_model(in.model);
-  t.cluster = hardware::load_cluster(in.cluster);
+  t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
   if (in.nodes) {
     if (*in.nodes <= 0) throw hardware::ConfigError("--nodes", "", "expected a positive number of nodes");
     t.cluster.nodes = *in.nodes;

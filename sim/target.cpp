@@ -7,7 +7,7 @@ namespace sim {
 Target resolve_target(const TargetInput& in) {
   Target t;
   t.model = load_model(in.model);
-  t.cluster = hardware::load_cluster(in.cluster);
+  t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
   if (in.nodes) {
     if (*in.nodes <= 0) throw hardware::ConfigError("--nodes", "", "expected a positive number of nodes");
     t.cluster.nodes = *in.nodes;

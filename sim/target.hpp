@@ -13,6 +13,7 @@ namespace sim {
 struct TargetInput {
   std::string model;       ///< name or path
   std::string cluster;     ///< name or path
+  std::optional<hardware::ClusterSpec> cluster_spec;  ///< given: used instead of loading `cluster` (a profile's machine)
   std::optional<int> nodes;
   std::string plan_file;   ///< empty: plan from flags only
   PlanInput flags;         ///< override the plan file

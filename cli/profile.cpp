@@ -1,0 +1,93 @@
+// slicetune profile: measure this machine's costs into a profile file (run under mpirun for collectives).
+#include <fmt/format.h>
+
+#include <set>
+
+#include "cli/command.hpp"
+#include "hardware/config_error.hpp"
+#include "hardware/profile.hpp"
+#include "profiler/profiler.hpp"
+#include "sim/step_graph.hpp"
+#include "sim/target.hpp"
+
+namespace {
+
+struct ProfileFlags {
+  std::string backend = "cpu";
+  std::string out;
+  std::string model;
+  std::vector<int> tp;
+  bool quick = false;
+};
+
+/// The exact GEMM, attention, element-wise and optimizer shapes of `model` for each tp, under no
+/// slicing and domino with 2 and 4 row slices and 1 and 2 column chunks.
+void add_model_shapes(const std::string& model, const std::vector<int>& tps, profiler::Options& o) {
+  for (int tp : tps)
+    for (auto [strategy, rows, cols] : std::vector<std::tuple<std::string, int, int>>{
+             {"none", 0, 0}, {"domino", 2, 1}, {"domino", 4, 1}, {"domino", 2, 2}, {"domino", 1, 2}}) {
+      sim::TargetInput in;
+      in.model = model;
+      in.cluster = "dgx-h100";
+      in.nodes = 1;
+      in.flags.tp = tp;
+      in.flags.dp = 1;
+      in.flags.strategy = strategy == "domino" ? sim::Strategy::domino : sim::Strategy::none;
+      if (rows) in.flags.row_slices = rows;
+      in.flags.micro_batch = std::max(1, rows);
+      if (cols) in.flags.col_slices = cols;
+      sim::Target t;
+      try {
+        t = sim::resolve_target(in);
+      } catch (const hardware::ConfigError&) {
+        continue;  // e.g. more row slices than the micro-batch has rows: not a plan the tuner asks about
+      }
+      const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
+      for (const auto& task : g.tasks) {
+        if (auto* op = std::get_if<hardware::GemmOp>(&task.kind)) o.gemm_shapes.push_back(*op);
+        else if (auto* op = std::get_if<hardware::AttentionOp>(&task.kind)) o.attention_shapes.push_back(*op);
+        else if (auto* op = std::get_if<hardware::ElementwiseOp>(&task.kind)) o.elementwise_shapes.push_back(*op);
+        else if (auto* op = std::get_if<hardware::OptimizerOp>(&task.kind)) o.optimizer_params.push_back(op->params);
+      }
+    }
+}
+
+void run_profile(const ProfileFlags& f, const std::string& command) {
+  if (f.out.empty()) cli::bad_flag("--out", "required: the profile file to write");
+  profiler::Options o{.backend = f.backend, .quick = f.quick, .command = command};
+  if (!f.model.empty()) add_model_shapes(f.model, f.tp.empty() ? std::vector<int>{1, 2} : f.tp, o);
+  hardware::Profile p;
+  try {
+    p = profiler::measure(o);
+  } catch (...) {
+    profiler::finish();
+    throw;
+  }
+  if (profiler::mpi_rank() == 0) {
+    hardware::write_profile(f.out, p);
+    fmt::print(stderr, "profile: wrote {} ({} GEMM, {} attention, {} element-wise, {} collective rows)\n", f.out, p.gemm.size(),
+               p.attention.size(), p.elementwise.size(), p.collectives.size());
+  }
+  profiler::finish();
+}
+
+const bool registered = cli::register_command(50, [](CLI::App& app) {
+  auto flags = std::make_shared<ProfileFlags>();
+  auto* cmd = app.add_subcommand("profile", "measure this machine's GEMM, attention, element-wise, collective and interference costs "
+                                            "into a profile file (run under mpirun)");
+  cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
+  cmd->add_option("--out", flags->out, "profile file to write (YAML)")->required();
+  cmd->add_option("--model", flags->model, "also measure this model's exact full and sliced shapes");
+  cmd->add_option("--tp", flags->tp, "tensor-parallel sizes for --model's shapes (default 1 2)");
+  cmd->add_flag("--quick", flags->quick, "smaller grids, fewer iterations (under a minute)");
+  cmd->callback([flags, cmd] {
+    std::string command = "slicetune profile --backend " + flags->backend + " --out " + flags->out;
+    if (!flags->model.empty()) command += " --model " + flags->model;
+    for (int t : flags->tp) command += fmt::format(" --tp {}", t);
+    if (flags->quick) command += " --quick";
+    (void)cmd;
+    run_profile(*flags, command);
+  });
+});
+
+}  // namespace

@@ -1,0 +1,126 @@
+// slicetune tune: search plans (tp, dp, micro-batch, SP, strategy, slices, buckets) for the fastest step.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "hardware/atomic_write.hpp"
+#include "hardware/config_error.hpp"
+#include "hardware/cost_model.hpp"
+#include "tuner/report.hpp"
+
+namespace {
+
+struct TuneFlags {
+  cli::TargetFlags target;
+  int global_batch = 0, top = 5, threads = 0;
+  long long seq_len = 0;
+  std::string dtype, stack, out;
+  bool json = false, exhaustive = false, no_explain = false;
+  CLI::App* cmd = nullptr;
+};
+
+void run_tune(const TuneFlags& f) {
+  const sim::TargetInput in = f.target.input();
+  const sim::ModelSpec model = sim::load_model(in.model);
+  hardware::ClusterSpec cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
+  if (in.nodes) {
+    if (*in.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
+    cluster.nodes = *in.nodes;
+  }
+  tuner::SearchSpace space;
+  if (f.cmd->count("--global-batch")) {
+    if (f.global_batch <= 0) cli::bad_flag("--global-batch", "expected a positive number of sequences");
+    space.global_batch = f.global_batch;
+  }
+  if (f.cmd->count("--seq-len")) {
+    if (f.seq_len <= 0) cli::bad_flag("--seq-len", "expected a positive integer");
+    space.seq_len = f.seq_len;
+  }
+  if (f.cmd->count("--dtype") && !hardware::parse_dtype(f.dtype, space.dtype))
+    cli::bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
+  if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, space.stack))
+    cli::bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");
+  if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
+  if (f.threads < 0) cli::bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
+
+  auto cost = f.target.cost_model(cluster);
+  tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
+  bool shown = false;
+  opt.progress = [&shown](const tuner::Progress& p) {
+    if (p.seconds < 1.0) return;
+    shown = true;
+    fmt::print(stderr, "\rslicetune tune: {}/{} feasible plans decided, {:.1f} s", p.done, p.total, p.seconds);
+  };
+  const tuner::SearchResult r = tuner::search(model, cluster, *cost, space, opt);
+  if (shown) fmt::print(stderr, "\n");
+  if (r.top.empty()) {
+    if (f.json) std::cout << tuner::search_json(r, cluster).dump(2) << "\n";
+    else fmt::print("{}", tuner::refusal_table(r));
+    throw hardware::ConfigError("tune", "", fmt::format("no feasible plan for {} on {} x {} ({} plans refused; see the table above)",
+                                                        model.name, cluster.nodes, cluster.name, r.infeasible));
+  }
+  const tuner::RankedPlan& best = r.top.front();
+  if (!f.out.empty())
+    hardware::write_file_atomically(
+        f.out, sim::plan_to_yaml(best.plan, fmt::format("slicetune tune: best plan for {} on {} ({} nodes): {:.2f} ms per step, {:.0f} tokens/s",
+                                                        model.name, cluster.name, cluster.nodes, best.report.step_time.ms(),
+                                                        best.report.tokens_per_s)));
+  std::vector<std::pair<std::string, tuner::LayerBreakdown>> why;
+  if (!f.no_explain) {
+    const tuner::Evaluator ev(model, cluster, *cost);
+    why.emplace_back("best", tuner::explain_plan(ev, best.plan));
+    // the runner-up: the best plan with another layout (not only another bucket size)
+    for (std::size_t i = 1; i < r.top.size(); ++i)
+      if (sim::describe(r.top[i].plan) != sim::describe(best.plan) || i + 1 == r.top.size()) {
+        why.emplace_back("runner-up", tuner::explain_plan(ev, r.top[i].plan));
+        break;
+      }
+    if (r.baseline && r.baseline->index != best.index) why.emplace_back("baseline", tuner::explain_plan(ev, r.baseline->plan));
+  }
+  if (f.json) {
+    auto j = tuner::search_json(r, cluster);
+    j["model"] = model.name;
+    j["cost_model"] = cost->describe();
+    j["best_plan_yaml"] = sim::plan_to_yaml(best.plan);
+    if (!f.out.empty()) j["out"] = f.out;
+    if (!why.empty()) j["explain"] = tuner::explain_json(why);
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  const auto& p = best.plan;
+  fmt::print("slicetune tune: {} on {} ({} node{} x {} GPUs), global batch {} x {} tokens, {}, stack {}, {} cost model\n", model.name,
+             cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
+             hardware::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
+  fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
+             "(reduced-layer simulation), {} simulated whole (max screening error {:.2f} %)\n\n",
+             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.pruned, r.screened,
+             r.simulated_full, 100 * r.max_screen_error);
+  fmt::print("{}\n", tuner::ranking_table(r, cluster));
+  if (r.baseline)
+    fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", tuner::plan_label(p),
+               r.baseline->report.step_time.s() / best.report.step_time.s(), tuner::plan_label(r.baseline->plan));
+  if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
+  if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
+  if (!why.empty()) fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step):\n{}", tuner::explain_table(why));
+}
+
+const bool registered = cli::register_command(20, [](CLI::App& app) {
+  auto f = std::make_shared<TuneFlags>();
+  auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100)");
+  f->cmd = cmd;
+  cli::add_target_flags(cmd, f->target, false);
+  cmd->add_option("--global-batch", f->global_batch, "sequences per step (default 8 x GPUs)");
+  cmd->add_option("--seq-len", f->seq_len, "sequence length (default the model's)");
+  cmd->add_option("--dtype", f->dtype, "bf16 (default) | fp16 | fp8 | fp32");
+  cmd->add_option("--stack", f->stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();
+  cmd->add_option("--out", f->out, "write the best plan as YAML (for simulate --plan)");
+  cmd->add_option("--threads", f->threads, "evaluation threads (default: all cores)");
+  cmd->add_flag("--exhaustive", f->exhaustive, "screen every feasible plan (no lower-bound pruning)");
+  cmd->add_flag("--no-explain", f->no_explain, "skip the per-layer explanation");
+  cmd->add_flag("--json", f->json, "print one JSON object instead of the tables");
+  cmd->callback([f] { run_tune(*f); });
+});
+
+}  // namespace

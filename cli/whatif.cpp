@@ -1,0 +1,92 @@
+// slicetune whatif: re-tune at every point of a sweep over cluster and model parameters.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "hardware/atomic_write.hpp"
+#include "hardware/config_error.hpp"
+#include "tuner/whatif.hpp"
+
+namespace {
+
+struct WhatIfFlags {
+  cli::TargetFlags target;
+  std::vector<std::string> sweeps;
+  std::string csv, plot, dtype, stack;
+  int global_batch = 0, threads = 0;
+  long long seq_len = 0;
+  bool json = false;
+  CLI::App* cmd = nullptr;
+};
+
+void run_whatif(const WhatIfFlags& f) {
+  const sim::TargetInput in = f.target.input();
+  const sim::ModelSpec model = sim::load_model(in.model);
+  hardware::ClusterSpec cluster = hardware::load_cluster(in.cluster);
+  if (in.nodes) {
+    if (*in.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
+    cluster.nodes = *in.nodes;
+  }
+  tuner::SearchSpace space;
+  if (f.cmd->count("--global-batch")) {
+    if (f.global_batch <= 0) cli::bad_flag("--global-batch", "expected a positive number of sequences");
+    space.global_batch = f.global_batch;
+  }
+  if (f.cmd->count("--seq-len")) {
+    if (f.seq_len <= 0) cli::bad_flag("--seq-len", "expected a positive integer");
+    space.seq_len = f.seq_len;
+  }
+  if (f.cmd->count("--dtype") && !hardware::parse_dtype(f.dtype, space.dtype))
+    cli::bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
+  if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, space.stack))
+    cli::bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");
+  if (f.threads < 0) cli::bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
+  std::vector<tuner::SweepAxis> axes;
+  for (const auto& s : f.sweeps) axes.push_back(tuner::parse_sweep(s));
+  if (!f.plot.empty() && (f.plot.size() < 5 || (f.plot.substr(f.plot.size() - 4) != ".png" && f.plot.substr(f.plot.size() - 4) != ".svg")))
+    cli::bad_flag("--plot", "expected a file name ending in .png or .svg, got '" + f.plot + "'");
+
+  tuner::SearchOptions opt{.threads = f.threads, .top_k = 1, .prune = true, .extra_full = 3, .progress = {}};
+  const auto points = tuner::whatif(model, cluster, space, axes, opt, [&](std::size_t i, std::size_t n) {
+    std::string what;
+    for (const auto& a : axes) what += (what.empty() ? "" : ", ") + a.key;
+    fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
+  });
+  if (!f.csv.empty()) hardware::write_file_atomically(f.csv, tuner::whatif_csv(points));
+  const std::string title = fmt::format("{} on {} ({} node{}): baseline vs tuned", model.name, cluster.name, cluster.nodes,
+                                        cluster.nodes > 1 ? "s" : "");
+  if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
+  if (f.json) {
+    nlohmann::json j = {{"model", model.name}, {"cluster", cluster.name}, {"nodes", cluster.nodes}, {"points", tuner::whatif_json(points)}};
+    if (!f.csv.empty()) j["csv"] = f.csv;
+    if (!f.plot.empty()) j["plot"] = f.plot;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  fmt::print("slicetune whatif: {} — each point re-tuned; baseline = best plan without overlap (Megatron)\n\n{}", title,
+             tuner::whatif_table(points));
+  if (!f.csv.empty()) fmt::print("\nwrote {}\n", f.csv);
+  if (!f.plot.empty()) fmt::print("{}drew {}\n", f.csv.empty() ? "\n" : "", f.plot);
+}
+
+const bool registered = cli::register_command(30, [](CLI::App& app) {
+  auto f = std::make_shared<WhatIfFlags>();
+  std::string keys;
+  for (const auto& [k, what] : tuner::sweep_keys()) keys += "\n  " + k + ": " + what;
+  auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned)");
+  f->cmd = cmd;
+  cli::add_target_flags(cmd, f->target, false);
+  cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
+  cmd->add_option("--csv", f->csv, "write the table as CSV");
+  cmd->add_option("--plot", f->plot, "draw tokens/s of baseline and tuned plan with gnuplot (FILE.png or FILE.svg)");
+  cmd->add_option("--global-batch", f->global_batch, "sequences per step (default 8 x GPUs)");
+  cmd->add_option("--seq-len", f->seq_len, "sequence length (default the model's)");
+  cmd->add_option("--dtype", f->dtype, "bf16 (default) | fp16 | fp8 | fp32");
+  cmd->add_option("--stack", f->stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cmd->add_option("--threads", f->threads, "evaluation threads (default: all cores)");
+  cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
+  cmd->callback([f] { run_whatif(*f); });
+});
+
+}  // namespace

@@ -1,0 +1,98 @@
+#include "tuner/evaluate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/step_graph.hpp"
+
+namespace tuner {
+
+std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
+  const std::int64_t h = m.hidden, tp = p.tp;
+  const std::int64_t norm = (m.norm == sim::Norm::layernorm ? 2 : 1) * h;  // not split by tp
+  std::int64_t n = m.vocab / tp * h + m.position_params(p.seq_len);
+  n += m.layers * (2 * norm + h * (m.qkv_out() / tp) + (h / tp) * h + h * (m.fc1_out() / tp) + (m.ffn_hidden / tp) * h);
+  n += norm;
+  if (!m.tied_embeddings) n += m.vocab / tp * h;
+  return n;
+}
+
+double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
+  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
+  return static_cast<double>(rank_params(m, p)) * (hardware::dtype_bytes(act) + 4.0 + 12.0);
+}
+
+Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+  using hardware::AttentionOp;
+  using hardware::GemmOp;
+  const auto& m = model_;
+  const std::int64_t h = m.hidden, tp = p.tp, C = p.col_slices;
+  const std::int64_t F = m.ffn_hidden / tp, F1 = m.fc1_out() / tp, Q = m.qkv_out() / tp, V = m.vocab / tp;
+  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
+  auto gemm = [&](std::int64_t a, std::int64_t b, std::int64_t k) {
+    return cost_.gemm(GemmOp{.m = a, .n = b, .k = k, .dtype = p.dtype}).time.ps;
+  };
+  std::int64_t layer_ps = 0, head_ps = 0;
+  for (int i = 0; i < p.row_slices; ++i) {
+    std::int64_t batch = p.micro_batch, seq = p.seq_len, off = 0;
+    if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
+    else { seq /= p.row_slices; off = i * seq; }
+    const std::int64_t T = batch * seq;
+    AttentionOp a{.batch = batch, .heads = m.heads / tp, .kv_heads = m.kv_heads / tp, .s_q = seq, .s_kv = off + seq,
+                  .head_dim = m.head_dim(), .q_offset = off, .causal = true, .backward = false, .dtype = act};
+    std::int64_t ps = gemm(T, Q, h) + cost_.attention(a).time.ps + gemm(T, F1, h);
+    ps += C * (gemm(T, h / C, h / tp) + gemm(T, h / C, F));
+    a.backward = true;
+    ps += cost_.attention(a).time.ps;
+    ps += gemm(T, F, h) + gemm(F, h, T) + gemm(T, h, F1) + gemm(h, F1, T);  // FC2, FC1 dgrad + wgrad
+    ps += gemm(T, h / tp, h) + gemm(h / tp, h, T) + gemm(T, h, Q) + gemm(h, Q, T);  // out-proj, QKV
+    layer_ps += ps;
+    head_ps += gemm(T, V, h) + gemm(T, h, V) + gemm(V, h, T);
+  }
+  const std::int64_t per_mb = layer_ps * m.layers + head_ps;
+  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(m, p)}).time.ps;
+  return Duration::from_ps(per_mb * p.grad_accum_steps() + opt);
+}
+
+sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
+  sim::StepGraph g = sim::build_step_graph(model_, cluster_, p);
+  return sim::Engine(cost_, {.timeline = timeline}).simulate(g);
+}
+
+Estimate Evaluator::estimate(const sim::Plan& p) const {
+  Estimate e;
+  e.lower_bound = compute_lower_bound(p);
+  const int L = model_.layers, L1 = short_layers_, L2 = short_layers_ + 1;
+  sim::StepReport r1, r2;
+  if (L <= L2) {
+    r2 = simulate(p);
+    r1 = r2;
+  } else {
+    sim::ModelSpec m1 = model_, m2 = model_;
+    m1.layers = L1;
+    m2.layers = L2;
+    const sim::Engine engine(cost_);
+    r1 = engine.simulate(sim::build_step_graph(m1, cluster_, p));
+    r2 = engine.simulate(sim::build_step_graph(m2, cluster_, p));
+    e.extrapolated = true;
+  }
+  const double k = e.extrapolated ? static_cast<double>(L - L2) : 0.0;  // layers added beyond L2
+  auto lin = [k](double a, double b) { return b + k * (b - a); };
+  auto dur = [&](Duration a, Duration b) { return Duration::from_ps(std::llround(std::max(0.0, lin(static_cast<double>(a.ps), static_cast<double>(b.ps))))); };
+  e.step_time = std::max(dur(r1.step_time, r2.step_time), e.lower_bound);
+  e.compute = dur(r1.compute, r2.compute);
+  e.tp_comm = dur(r1.tp_comm, r2.tp_comm);
+  e.dp_comm = dur(r1.dp_comm, r2.dp_comm);
+  e.exposed_comm = dur(r1.exposed_comm, r2.exposed_comm);
+  e.idle = dur(r1.idle, r2.idle);
+  e.model_flops = lin(r1.model_flops, r2.model_flops);
+  e.memory.weights = lin(r1.memory.weights, r2.memory.weights);
+  e.memory.gradients = lin(r1.memory.gradients, r2.memory.gradients);
+  e.memory.optimizer = lin(r1.memory.optimizer, r2.memory.optimizer);
+  e.memory.activations = lin(r1.memory.activations, r2.memory.activations);
+  e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
+  e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
+  return e;
+}
+
+}  // namespace tuner

@@ -1,0 +1,59 @@
+// defines: tuner::Evaluator (prices one plan: closed-form bounds, reduced-layer estimate, full
+//          simulation), Estimate, rank_params
+#pragma once
+#include <cstdint>
+
+#include "hardware/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/model.hpp"
+#include "sim/plan.hpp"
+
+namespace tuner {
+
+using hardware::Duration;
+
+/// @brief Parameters one rank holds (the sum of the step graph's weight tensors), closed form.
+std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
+/// @brief Weights + fp32 gradients + Adam state of one rank in bytes (estimate_memory without activations).
+double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p);
+
+/// @brief A step predicted from two simulations of the model cut to `short_layers` and
+/// `short_layers + 1` layers, extrapolated linearly to the model's layer count: the layers of a
+/// transformer have the same shapes, so each added layer adds the same steady-state time.
+/// Memory extrapolates exactly (every layer saves the same tensors).
+struct Estimate {
+  Duration step_time, compute, tp_comm, dp_comm, exposed_comm, idle;
+  Duration lower_bound;  ///< compute_lower_bound of the plan; step_time is never below it
+  double model_flops = 0, mfu = 0, tokens_per_s = 0;
+  sim::MemoryEstimate memory;
+  bool extrapolated = false;  ///< false: the model was small enough to simulate whole
+};
+
+/// @brief Prices plans of one model on one cluster. Thread-safe (const; the cost model must be).
+class Evaluator {
+ public:
+  Evaluator(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost, int short_layers = 2)
+      : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers) {}
+
+  /// A lower bound of the step time without building a graph: the solo time of the plan's GEMMs
+  /// and attention kernels (every layer, slice, column chunk, micro-batch, plus the LM head and
+  /// the optimizer) priced by the cost model. The engine never runs a compute kernel faster than
+  /// solo, and the compute stream is in order, so no simulation of the plan can beat it.
+  Duration compute_lower_bound(const sim::Plan& p) const;
+  /// Reduced-layer estimate (see Estimate).
+  Estimate estimate(const sim::Plan& p) const;
+  /// The whole model through the step graph and the engine.
+  sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
+
+  const sim::ModelSpec& model() const { return model_; }
+  const hardware::ClusterSpec& cluster() const { return cluster_; }
+  const hardware::CostModel& cost() const { return cost_; }
+
+ private:
+  const sim::ModelSpec& model_;
+  const hardware::ClusterSpec& cluster_;
+  const hardware::CostModel& cost_;
+  int short_layers_;
+};
+
+}  // namespace tuner

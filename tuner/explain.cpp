@@ -1,0 +1,102 @@
+#include "tuner/explain.hpp"
+
+#include <algorithm>
+
+#include "sim/step_graph.hpp"
+
+namespace tuner {
+
+LayerCost LayerBreakdown::mean_layer() const {
+  LayerCost m;
+  m.layer = -2;
+  const auto n = static_cast<std::int64_t>(layers.size()) - 1;
+  if (n <= 0) return m;
+  for (std::size_t i = 1; i < layers.size(); ++i) {
+    m.compute += layers[i].compute;
+    m.exposed_comm += layers[i].exposed_comm;
+    m.gemm_lost += layers[i].gemm_lost;
+    m.interference += layers[i].interference;
+  }
+  m.interference = Duration::from_ps(m.interference.ps / n);
+  m.compute = Duration::from_ps(m.compute.ps / n);
+  m.exposed_comm = Duration::from_ps(m.exposed_comm.ps / n);
+  m.gemm_lost = Duration::from_ps(m.gemm_lost.ps / n);
+  return m;
+}
+
+namespace {
+
+/// Solo GEMM time per layer slot ([0] outside layers).
+std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const hardware::CostModel& cost, int layers) {
+  std::vector<std::int64_t> out(layers + 1, 0);
+  for (const auto& t : g.tasks) {
+    if (t.once_per_step) continue;
+    if (const auto* op = std::get_if<hardware::GemmOp>(&t.kind)) out[t.layer + 1] += cost.gemm(*op).time.ps;
+  }
+  return out;
+}
+
+Duration solo_time(const hardware::CostModel& c, const sim::TaskKind& k) {
+  return std::visit([&](const auto& op) -> Duration {
+    using T = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
+    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
+    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
+    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
+    else return c.collective(op).total();
+  }, k);
+}
+
+}  // namespace
+
+LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
+  const int L = ev.model().layers;
+  const sim::StepGraph g = sim::build_step_graph(ev.model(), ev.cluster(), p);
+  const sim::StepReport r = sim::Engine(ev.cost(), {.timeline = true}).simulate(g);
+  LayerBreakdown b;
+  b.plan = p;
+  b.step_time = r.step_time;
+  b.layers.resize(L + 1);
+  for (int l = -1; l < L; ++l) b.layers[l + 1].layer = l;
+  const auto& tl = r.timelines.at(0).timing;
+  // compute intervals are disjoint and in issue order (one in-order stream)
+  std::vector<std::pair<std::int64_t, std::int64_t>> busy;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const auto& t = g.tasks[i];
+    if (t.stream != sim::Stream::compute) continue;
+    if (tl[i].end <= tl[i].start) continue;
+    busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
+    auto& slot = t.once_per_step ? b.once : b.layers[t.layer + 1];
+    slot.compute += tl[i].end - tl[i].start;
+    slot.interference += tl[i].end - tl[i].start - solo_time(ev.cost(), t.kind);
+  }
+  std::sort(busy.begin(), busy.end());
+  // exposed: the part of each collective not covered by compute; overlapping collectives are
+  // counted once (the later-starting one only for the part beyond the earlier one's end)
+  std::vector<std::size_t> comm;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g.tasks[i].stream != sim::Stream::compute && tl[i].end > tl[i].start) comm.push_back(i);
+  std::sort(comm.begin(), comm.end(), [&](std::size_t a, std::size_t c) { return tl[a].start != tl[c].start ? tl[a].start < tl[c].start : a < c; });
+  std::int64_t covered_to = 0;
+  for (std::size_t i : comm) {
+    std::int64_t s = std::max(tl[i].start.ps, covered_to), e = tl[i].end.ps;
+    if (e <= s) continue;
+    covered_to = e;
+    std::int64_t exposed = e - s;
+    auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(s, std::int64_t{0}));
+    if (it != busy.begin()) --it;
+    for (; it != busy.end() && it->first < e; ++it) exposed -= std::max<std::int64_t>(0, std::min(e, it->second) - std::max(s, it->first));
+    (g.tasks[i].once_per_step ? b.once : b.layers[g.tasks[i].layer + 1]).exposed_comm += Duration::from_ps(exposed);
+  }
+  // GEMM efficiency lost to slicing
+  sim::Plan whole = p;
+  whole.row_slices = 1;
+  whole.col_slices = 1;
+  whole.row_axis = sim::RowAxis::batch;
+  const auto sliced = gemm_time_per_layer(g, ev.cost(), L);
+  const auto unsliced = gemm_time_per_layer(sim::build_step_graph(ev.model(), ev.cluster(), whole), ev.cost(), L);
+  for (int l = 0; l <= L; ++l) b.layers[l].gemm_lost = Duration::from_ps(sliced[l] - unsliced[l]);
+  return b;
+}
+
+}  // namespace tuner

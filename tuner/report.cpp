@@ -1,0 +1,132 @@
+#include "tuner/report.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/report_json.hpp"
+#include "sim/table.hpp"
+
+namespace tuner {
+
+std::string plan_label(const sim::Plan& p) {
+  std::string s = sim::describe(p);
+  if (p.dp > 1) s += fmt::format(" b{:g}", p.dp_bucket_mb);
+  return s;
+}
+
+namespace {
+
+std::string ms(Duration d) { return fmt::format("{:.2f}", d.ms()); }
+
+nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
+  const auto& r = p.report;
+  nlohmann::json j = {{"plan", sim::plan_json(p.plan)},
+                      {"describe", plan_label(p.plan)},
+                      {"step_time_ms", r.step_time.ms()},
+                      {"estimated_step_time_ms", p.estimate.step_time.ms()},
+                      {"lower_bound_ms", p.estimate.lower_bound.ms()},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"mfu", r.mfu},
+                      {"compute_ms", r.compute.ms()},
+                      {"tp_comm_ms", r.tp_comm.ms()},
+                      {"dp_comm_ms", r.dp_comm.ms()},
+                      {"exposed_comm_ms", r.exposed_comm.ms()},
+                      {"idle_ms", r.idle.ms()},
+                      {"memory_gb", r.memory.total() / 1e9},
+                      {"activations_gb", r.memory.activations / 1e9}};
+  if (base) j["speedup"] = base->report.step_time.s() / r.step_time.s();
+  return j;
+}
+
+}  // namespace
+
+std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c) {
+  sim::Table t({"rank", "plan", "step time", "tokens/s", "MFU", "exposed comm", "memory", "speedup"},
+               {"", "", "ms", "", "%", "ms", "GB", "x baseline"});
+  const RankedPlan* base = r.baseline ? &*r.baseline : nullptr;
+  auto row = [&](const std::string& rank, const RankedPlan& p) {
+    const auto& s = p.report;
+    t.row({rank, plan_label(p.plan), ms(s.step_time), fmt::format("{:.0f}", s.tokens_per_s), fmt::format("{:.1f}", 100 * s.mfu),
+           ms(s.exposed_comm), fmt::format("{:.1f}", s.memory.total() / 1e9),
+           base ? fmt::format("{:.3f}", base->report.step_time.s() / s.step_time.s()) : "-"});
+  };
+  for (std::size_t i = 0; i < r.top.size(); ++i) row(fmt::format("{}", i + 1), r.top[i]);
+  if (base) row("baseline", *base);
+  (void)c;
+  return t.str();
+}
+
+std::string refusal_table(const SearchResult& r) {
+  sim::Table t({"refused", "plans", "example", "why"}, {"", "", "", ""});
+  for (const auto& f : r.refusals) t.row({std::string(sim::to_string(f.reason)), fmt::format("{}", f.count), plan_label(f.example), f.message});
+  return t.str();
+}
+
+std::string explain_table(const std::vector<std::pair<std::string, LayerBreakdown>>& plans) {
+  std::vector<std::string> header{"per step"}, units{""};
+  for (const auto& [name, b] : plans) {
+    header.push_back(name);
+    units.push_back("ms");
+  }
+  sim::Table t(header, units);
+  // per-micro-batch figures times the micro-batches of a step, so plans with different
+  // micro-batch sizes compare per step
+  auto add = [&](const std::string& label, auto get, bool scale = true) {
+    std::vector<std::string> row{label};
+    for (const auto& [name, b] : plans) row.push_back(fmt::format("{:.1f}", get(b).ms() * (scale ? b.plan.grad_accum_steps() : 1)));
+    t.row(row);
+  };
+  add("per layer: compute (mean of layers)", [](const LayerBreakdown& b) { return b.mean_layer().compute; });
+  add("per layer: exposed communication", [](const LayerBreakdown& b) { return b.mean_layer().exposed_comm; });
+  add("per layer: sliced-GEMM efficiency lost", [](const LayerBreakdown& b) { return b.mean_layer().gemm_lost; });
+  add("per layer: compute slowed by overlapping comm", [](const LayerBreakdown& b) { return b.mean_layer().interference; });
+  add("first layer: exposed communication", [](const LayerBreakdown& b) { return b.layers.size() > 1 ? b.layers[1].exposed_comm : Duration{}; });
+  add("last layer: exposed communication", [](const LayerBreakdown& b) { return b.layers.back().exposed_comm; });
+  add("outside layers: compute", [](const LayerBreakdown& b) { return b.layers[0].compute; });
+  add("outside layers: exposed communication", [](const LayerBreakdown& b) { return b.layers[0].exposed_comm; });
+  add("once per step: optimizer compute", [](const LayerBreakdown& b) { return b.once.compute; }, false);
+  add("once per step: exposed DP communication", [](const LayerBreakdown& b) { return b.once.exposed_comm; }, false);
+  add("whole step", [](const LayerBreakdown& b) { return b.step_time; }, false);
+  return t.str();
+}
+
+nlohmann::json search_json(const SearchResult& r, const hardware::ClusterSpec& c) {
+  const RankedPlan* base = r.baseline ? &*r.baseline : nullptr;
+  nlohmann::json j;
+  j["cluster"] = c.name;
+  j["nodes"] = c.nodes;
+  j["gpus"] = c.total_gpus();
+  j["top"] = nlohmann::json::array();
+  for (const auto& p : r.top) j["top"].push_back(ranked_json(p, base));
+  j["baseline"] = base ? ranked_json(*base, base) : nlohmann::json(nullptr);
+  j["speedup"] = base && !r.top.empty() ? base->report.step_time.s() / r.top[0].report.step_time.s() : 0.0;
+  nlohmann::json refused = nlohmann::json::array();
+  for (const auto& f : r.refusals)
+    refused.push_back({{"reason", sim::to_string(f.reason)}, {"plans", f.count}, {"example", plan_label(f.example)}, {"message", f.message}});
+  j["search"] = {{"considered", r.considered},
+                 {"infeasible", r.infeasible},
+                 {"pruned", r.pruned},
+                 {"screened", r.screened},
+                 {"simulated_full", r.simulated_full},
+                 {"seconds", r.seconds},
+                 {"threads", r.threads},
+                 {"plans_per_s", r.plans_per_second()},
+                 {"screened_per_s", r.screened_per_second()},
+                 {"max_screen_error", r.max_screen_error},
+                 {"refused", refused}};
+  return j;
+}
+
+nlohmann::json explain_json(const std::vector<std::pair<std::string, LayerBreakdown>>& plans) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [name, b] : plans) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : b.layers)
+      layers.push_back({{"layer", l.layer}, {"compute_ms", l.compute.ms()}, {"exposed_comm_ms", l.exposed_comm.ms()}, {"gemm_lost_ms", l.gemm_lost.ms()}, {"interference_ms", l.interference.ms()}});
+    out.push_back({{"name", name}, {"plan", plan_label(b.plan)}, {"step_time_ms", b.step_time.ms()}, {"micro_batches", b.plan.grad_accum_steps()},
+                   {"once_per_step", {{"compute_ms", b.once.compute.ms()}, {"exposed_comm_ms", b.once.exposed_comm.ms()}}},
+                   {"layers_per_micro_batch", layers}});
+  }
+  return out;
+}
+
+}  // namespace tuner

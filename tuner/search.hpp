@@ -1,0 +1,80 @@
+// defines: tuner::search (enumerate -> refuse infeasible -> bound -> screen -> simulate -> rank),
+//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for
+#pragma once
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/evaluate.hpp"
+#include "tuner/space.hpp"
+
+namespace tuner {
+
+/// @brief Runs fn(i) for i in [0, n) on `threads` threads (0: the machine's cores). Each i runs
+/// exactly once; callers write results into slot i, so the outcome never depends on scheduling.
+void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn);
+
+/// @brief Where a search is; passed to SearchOptions::progress after each round.
+struct Progress {
+  std::size_t done = 0, total = 0;  ///< candidates decided (screened or pruned) of those feasible
+  double seconds = 0;
+};
+
+struct SearchOptions {
+  int threads = 0;        ///< 0: std::thread::hardware_concurrency()
+  int top_k = 5;          ///< plans in the final table
+  bool prune = true;      ///< false: screen every feasible plan (exhaustive)
+  int extra_full = 3;     ///< full simulations beyond top_k, against screening error
+  std::function<void(const Progress&)> progress;
+};
+
+/// @brief A plan that was simulated whole, with its reduced-layer estimate.
+struct RankedPlan {
+  std::size_t index = 0;  ///< position in enumeration order (the tie-break)
+  sim::Plan plan;
+  Estimate estimate;
+  sim::StepReport report;
+};
+
+/// @brief The first plan refused for one reason (to show the user why).
+struct Refusal {
+  sim::Infeasibility reason;
+  std::size_t count = 0;
+  sim::Plan example;
+  std::string message;
+};
+
+struct SearchResult {
+  std::vector<RankedPlan> top;          ///< best first by full-simulation step time (ties: enumeration order)
+  std::optional<RankedPlan> baseline;   ///< the best plan without overlap (strategy none), full simulation
+  std::size_t considered = 0;           ///< plans enumerated
+  std::size_t infeasible = 0;           ///< refused: divisibility, shape or memory
+  std::size_t pruned = 0;               ///< feasible, skipped because their lower bound cannot beat the incumbents
+  std::size_t screened = 0;             ///< evaluated: reduced-layer simulations, extrapolated
+  std::size_t simulated_full = 0;       ///< whole-model simulations (the final ranking)
+  std::vector<Refusal> refusals;        ///< one per reason seen, in Infeasibility order
+  double max_screen_error = 0;          ///< max |estimate - full| / full over the fully simulated plans
+  double seconds = 0;
+  int threads = 1;
+
+  double plans_per_second() const { return seconds > 0 ? static_cast<double>(considered) / seconds : 0.0; }
+  double screened_per_second() const { return seconds > 0 ? static_cast<double>(screened) / seconds : 0.0; }
+};
+
+/// @brief Searches `space` for the fastest plan of `model` on `cluster`.
+/// 1. enumerate; 2. refuse plans that fail sim::check_plan or whose weights, gradients and
+/// optimizer state alone exceed GPU memory; 3. sort the rest by Evaluator::compute_lower_bound;
+/// 4. in rounds of 64 (fixed, so independent of the thread count), screen candidates in parallel
+/// with reduced-layer estimates, refusing those whose estimated memory exceeds the GPU's, and prune
+/// every candidate whose lower bound is >= the (top_k + extra_full)-th best estimate so far (plans
+/// without overlap are kept while they can still beat the best such estimate: they give the
+/// baseline); 5. simulate the best top_k + extra_full estimates and the three best
+/// non-overlapping ones whole and rank them by the full simulation. Deterministic: the same
+/// result, counts included, for any thread count.
+SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost,
+                    const SearchSpace& space, const SearchOptions& options = {});
+
+}  // namespace tuner
