@@ -22,6 +22,43 @@ double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
   return static_cast<double>(rank_params(m, p)) * (hardware::dtype_bytes(act) + 4.0 + 12.0);
 }
 
+MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
+  const auto key = std::make_tuple(p.tp, p.sequence_parallel, static_cast<int>(p.dtype), p.seq_len);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  }
+  sim::Plan q = p;
+  q.micro_batch = 1;
+  q.dp = 1;
+  q.global_batch = 1;
+  q.strategy = sim::Strategy::none;
+  q.row_slices = q.col_slices = 1;
+  q.row_axis = sim::RowAxis::batch;
+  sim::ModelSpec m1 = model_, m2 = model_;
+  m1.layers = 1;
+  m2.layers = 2;
+  const double a1 = sim::estimate_memory(sim::build_step_graph(m1, cluster_, q)).activations;
+  const double a2 = sim::estimate_memory(sim::build_step_graph(m2, cluster_, q)).activations;
+  const double tokens = static_cast<double>(p.seq_len);
+  const PerToken pt{(a2 - a1) / tokens, (2 * a1 - a2) / tokens};
+  std::lock_guard lock(mu_);
+  cache_.emplace(key, pt);
+  return pt;
+}
+
+sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
+  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
+  const double n = static_cast<double>(rank_params(model_, p));
+  sim::MemoryEstimate m;
+  m.weights = n * hardware::dtype_bytes(act);
+  m.gradients = 4.0 * n;
+  m.optimizer = 12.0 * n;
+  const PerToken pt = per_token(p);
+  m.activations = static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * model_.layers + pt.rest);
+  return m;
+}
+
 Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   using hardware::AttentionOp;
   using hardware::GemmOp;

@@ -2,6 +2,9 @@
 //          simulation), Estimate, rank_params
 #pragma once
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -16,6 +19,29 @@ using hardware::Duration;
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
 /// @brief Weights + fp32 gradients + Adam state of one rank in bytes (estimate_memory without activations).
 double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p);
+
+/// @brief Per-GPU memory of a plan without building its graph, equal to sim::estimate_memory of
+/// the plan's full graph. Weights, fp32 gradients and Adam state are closed form (rank_params);
+/// saved activations are token-major [tokens, width] tensors, so they are linear in the tokens of a
+/// micro-batch and in the layer count and do not depend on row slicing, row axis, column chunks,
+/// strategy or bucket size. The per-token bytes of one layer and of the rest of the model are
+/// measured once per (tp, sequence_parallel, dtype, seq_len) from graphs of one and two layers
+/// with micro-batch 1, then cached. Thread-safe.
+class MemoryModel {
+ public:
+  MemoryModel(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster) : model_(model), cluster_(cluster) {}
+  sim::MemoryEstimate estimate(const sim::Plan& p) const;
+
+ private:
+  struct PerToken {
+    double layer = 0, rest = 0;  ///< activation bytes per token of a micro-batch: one layer, outside the layers
+  };
+  PerToken per_token(const sim::Plan& p) const;
+  const sim::ModelSpec& model_;
+  const hardware::ClusterSpec& cluster_;
+  mutable std::mutex mu_;
+  mutable std::map<std::tuple<int, bool, int, std::int64_t>, PerToken> cache_;
+};
 
 /// @brief A step predicted from two simulations of the model cut to `short_layers` and
 /// `short_layers + 1` layers, extrapolated linearly to the model's layer count: the layers of a
