@@ -58,7 +58,7 @@ struct Estimate {
 /// @brief Prices plans of one model on one cluster. Thread-safe (const; the cost model must be).
 class Evaluator {
  public:
-  Evaluator(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost, int short_layers = 2)
+  Evaluator(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost, int short_layers = 1)
       : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers) {}
 
   /// A lower bound of the step time without building a graph: the solo time of the plan's GEMMs
