@@ -1,6 +1,6 @@
 // Benchmark (not a test): step graphs built and simulated per second, one thread.
 // Default workload: gpt3-13b on one dgx-h100, tp 8, micro-batch 16, seq 1024, domino 4 x 2.
-//   bench_simulate [--seconds S] [--model M] [--cluster C] [--row-slices R] [--col-slices C]
+//   bench_simulate [--seconds S | --iterations N] [--model M] [--cluster C] [--row-slices R] [--col-slices C]
 #include <fmt/format.h>
 
 #include <chrono>
@@ -14,6 +14,7 @@
 
 int main(int argc, char** argv) {
   double seconds = 3.0;
+  long max_iterations = -1;  // --iterations N: a fixed count (for instruction counting under callgrind)
   sim::TargetInput in{.model = "gpt3-13b", .cluster = "dgx-h100"};
   in.flags.tp = 8;
   in.flags.micro_batch = 16;
@@ -24,12 +25,13 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--seconds") seconds = std::atof(argv[i + 1]);
+    else if (k == "--iterations") max_iterations = std::atol(argv[i + 1]);
     else if (k == "--model") in.model = argv[i + 1];
     else if (k == "--cluster") in.cluster = argv[i + 1];
     else if (k == "--row-slices") in.flags.row_slices = std::atoi(argv[i + 1]);
     else if (k == "--col-slices") in.flags.col_slices = std::atoi(argv[i + 1]);
     else {
-      fmt::print(stderr, "usage: bench_simulate [--seconds S] [--model M] [--cluster C] [--row-slices R] [--col-slices C]\n");
+      fmt::print(stderr, "usage: bench_simulate [--seconds S | --iterations N] [--model M] [--cluster C] [--row-slices R] [--col-slices C]\n");
       return 2;
     }
   }
@@ -42,7 +44,8 @@ int main(int argc, char** argv) {
   std::size_t n = 0, tasks = 0;
   double build_s = 0, sim_s = 0;
   const auto t0 = clock::now();
-  while (std::chrono::duration<double>(clock::now() - t0).count() < seconds) {
+  while (max_iterations >= 0 ? static_cast<long>(n) < max_iterations
+                            : std::chrono::duration<double>(clock::now() - t0).count() < seconds) {
     const auto a = clock::now();
     sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
     const auto b = clock::now();

@@ -1,6 +1,7 @@
 // slicetune list: the embedded models and clusters.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -15,13 +16,15 @@ namespace {
 void run_list(bool json) {
   nlohmann::json out = {{"models", nlohmann::json::array()}, {"clusters", nlohmann::json::array()}};
   sim::Table models({"model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "norm", "activation"},
-                    {"", "", "", "", "", "", "", "B", "", ""});
-  for (const auto& name : hardware::embedded_names("models")) {
-    auto m = sim::load_model(name);
+                    {"", "", "", "", "", "", "", "", "", ""});
+  std::vector<sim::ModelSpec> specs;
+  for (const auto& name : hardware::embedded_names("models")) specs.push_back(sim::load_model(name));
+  std::stable_sort(specs.begin(), specs.end(), [](const auto& a, const auto& b) { return a.params(a.seq_len) < b.params(b.seq_len); });
+  for (const auto& m : specs) {
     const double params = static_cast<double>(m.params(m.seq_len));
     models.row({m.name, fmt::format("{}", m.layers), fmt::format("{}", m.hidden), fmt::format("{}", m.heads),
                 fmt::format("{}", m.kv_heads), fmt::format("{}", m.ffn_hidden), fmt::format("{}", m.vocab),
-                fmt::format("{:.3f}", params / 1e9), m.norm == sim::Norm::layernorm ? "layernorm" : "rmsnorm",
+                params >= 1e9 ? fmt::format("{:.2f}B", params / 1e9) : fmt::format("{:.2f}M", params / 1e6), m.norm == sim::Norm::layernorm ? "layernorm" : "rmsnorm",
                 m.activation == sim::Activation::gelu ? "gelu" : "swiglu"});
     out["models"].push_back({{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
                              {"kv_heads", m.kv_heads}, {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"params", params}});

@@ -124,7 +124,6 @@ class Builder {
     t.operand_begin = static_cast<std::uint32_t>(g_.operands.size());
     t.n_inputs = static_cast<std::uint16_t>(in.size());
     t.n_outputs = static_cast<std::uint16_t>(out.size());
-    if (t.layer < 0 && current_layer_ >= 0) t.layer = static_cast<std::int16_t>(current_layer_);
     g_.operands.insert(g_.operands.end(), in.begin(), in.end());
     g_.operands.insert(g_.operands.end(), out.begin(), out.end());
     for (TensorId x : in) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ostream>
+#include <stdexcept>
 
 namespace sim {
 
@@ -96,6 +97,20 @@ void StepGraph::write_dot(std::ostream& os) const {
   for (std::size_t i = 0; i < tasks.size(); ++i)
     for (auto v : boost::make_iterator_range(successors(i))) os << fmt::format("  t{} -> t{};\n", i, v);
   os << "}\n";
+}
+
+StepGraph StepGraph::assemble(std::vector<Task> tasks, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges,
+                              const Plan& plan) {
+  StepGraph g;
+  g.tasks = std::move(tasks);
+  g.plan = plan;
+  for (const auto& [from, to] : edges)
+    if (from >= to || to >= g.tasks.size())
+      throw std::invalid_argument(fmt::format("StepGraph::assemble: edge {} -> {} must go forward in issue order", from, to));
+  g.graph = Graph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), g.tasks.size());
+  g.in_degree.assign(g.tasks.size(), 0);
+  for (const auto& e : edges) ++g.in_degree[e.second];
+  return g;
 }
 
 }  // namespace sim

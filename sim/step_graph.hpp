@@ -47,6 +47,11 @@ struct StepGraph {
   double micro_batch_flops() const;
   /// Writes the graph in Graphviz DOT.
   void write_dot(std::ostream& os) const;
+
+  /// @brief Assembles a graph from tasks (issue order) and dependency edges (from, to) with
+  /// from < to — for hand-built graphs (tests, other ranks' graphs). Tasks carry no operands.
+  static StepGraph assemble(std::vector<Task> tasks, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges,
+                            const Plan& plan);
 };
 
 /// @brief Builds the step graph of `rank` for `plan` (resolved and feasible). Strategy none is

@@ -10,7 +10,7 @@ namespace {
 bool numeric(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == 'e' || c == ',' || c == '%' || c == 'x'))
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == 'e' || c == ',' || c == '%' || c == 'x' || c == 'K' || c == 'M' || c == 'B' || c == 'G'))
       return false;
   return std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+';
 }

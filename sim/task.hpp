@@ -61,7 +61,8 @@ enum class TensorRole : std::uint8_t {
 };
 
 /// @brief A 2-D buffer [rows, cols] of `dtype`. Activations are token-major: row = token
-/// (batch-major, then position) of the slice the tensor belongs to.
+/// (batch-major, then position) of the slice the tensor belongs to. Weights are [in, out] (Y = X W),
+/// except the embedding and the LM head, stored [vocab / tp, hidden] (logits = X W^T).
 struct TensorInfo {
   std::int64_t rows = 0, cols = 0;
   hardware::DType dtype = hardware::DType::bf16;

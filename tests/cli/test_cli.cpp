@@ -1,0 +1,129 @@
+// The slicetune binary as a user runs it: outputs, exit codes, one-line errors.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const std::string err_file = "cli_test_stderr.txt";
+  const std::string cmd = std::string(SLICETUNE_BINARY) + " " + args + " 2>" + err_file;
+  Result r{};
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("simulate prints a step time; domino 2 row slices prints a lower one") {
+  const std::string base = "simulate --model gpt3-13b --cluster dgx-h100 --tp 8 --micro-batch 16 --seq-len 1024 --json";
+  const auto m = run(base);
+  REQUIRE(m.code == 0);
+  const auto d = run(base + " --strategy domino --row-slices 2");
+  REQUIRE(d.code == 0);
+  const auto jm = nlohmann::json::parse(m.out);
+  const auto jd = nlohmann::json::parse(d.out);
+  for (const char* key : {"step_time_ms", "compute_ms", "tp_comm_ms", "dp_comm_ms", "exposed_comm_ms", "mfu", "tokens_per_s",
+                          "memory_gb", "model_flops", "plan"})
+    CHECK(jm.contains(key));
+  CHECK(jd["step_time_ms"].get<double>() < jm["step_time_ms"].get<double>());
+  CHECK(jd["plan"]["strategy"] == "domino");
+  CHECK(jd["plan"]["row_slices"] == 2);
+  // same model FLOPs whatever the slicing
+  CHECK(jd["model_flops"].get<double>() == doctest::Approx(jm["model_flops"].get<double>()));
+}
+
+TEST_CASE("the trace shows TP collectives on their own track overlapping compute") {
+  const auto r = run("simulate --model gpt3-13b --cluster dgx-h100 --tp 8 --micro-batch 16 --seq-len 1024 --strategy domino "
+                     "--row-slices 2 --trace cli_trace.json");
+  REQUIRE(r.code == 0);
+  std::ifstream in("cli_trace.json");
+  const auto j = nlohmann::json::parse(in);
+  std::vector<std::pair<double, double>> compute, comm;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double ts = e["ts"], dur = e["dur"];
+    (e["tid"] == 0 ? compute : comm).emplace_back(ts, ts + dur);
+    if (e["tid"] == 1) CHECK(e["name"].get<std::string>().find("comm") != std::string::npos);
+  }
+  REQUIRE(!comm.empty());
+  // time during which a TP collective and a compute task run at once
+  double overlap = 0, comm_total = 0;
+  for (const auto& c : comm) {
+    comm_total += c.second - c.first;
+    for (const auto& k : compute) overlap += std::max(0.0, std::min(c.second, k.second) - std::max(c.first, k.first));
+  }
+  CHECK(overlap > 0.8 * comm_total);
+}
+
+TEST_CASE("bad inputs give a one-line error and a non-zero exit") {
+  write("bad_malformed.yaml", "name: x\nlayers: [1, 2\n");
+  write("bad_unknown_key.yaml", "tp: 8\nrow_slice: 2\n");
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"simulate --model gpt5", "gpt5: unknown model"},
+      {"simulate --model bad_malformed.yaml", "bad_malformed.yaml: malformed YAML at line"},
+      {"simulate --plan bad_unknown_key.yaml", "bad_unknown_key.yaml: row_slice: unknown key"},
+      {"simulate --model gpt3-13b --nodes 2 --tp 16", "tp: heads=40 is not divisible by tp=16"},
+      {"simulate --model gpt3-13b --tp 8 --micro-batch 2 --strategy domino --row-slices 4",
+       "row_slices: micro_batch=2 is not divisible by row_slices=4"},
+      {"simulate --cluster dgx-z100", "dgx-z100: unknown cluster"},
+      {"simulate --tp 8 --strategy fastest", "--strategy: expected none | domino, got 'fastest'"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const auto r = run(c.args);
+    CHECK(r.code != 0);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("list shows the embedded models and clusters") {
+  const auto r = run("list --json");
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  std::vector<std::string> models, clusters;
+  for (const auto& m : j["models"]) models.push_back(m["name"]);
+  for (const auto& c : j["clusters"]) clusters.push_back(c["name"]);
+  for (const char* m : {"gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-30b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "tiny"})
+    CHECK(std::find(models.begin(), models.end(), m) != models.end());
+  for (const char* c : {"dgx-a100", "dgx-h100", "dgx-h200", "gb200-nvl72"})
+    CHECK(std::find(clusters.begin(), clusters.end(), c) != clusters.end());
+  // GPT-3 175B: 175 B parameters (Brown et al. 2020) — ours, without biases, within 1 %
+  for (const auto& m : j["models"])
+    if (m["name"] == "gpt3-175b") CHECK(m["params"].get<double>() == doctest::Approx(175e9).epsilon(0.01));
+}

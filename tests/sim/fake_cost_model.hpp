@@ -1,0 +1,63 @@
+// A test double for hardware::CostModel with costs chosen so that answers can be derived by hand:
+//   GEMM m x n x k   -> m microseconds; streams n bytes through HBM (1 TB/s HBM, so util = n / (m * 1e6))
+//   collective bytes -> latency op.ranks - 1 microseconds... (0 for 1 rank), transfer bytes nanoseconds
+//                       (1 byte/ns = the NVLink capacity); with nodes > 1 the wire bytes go over the NIC
+//   it occupies 10 of the GPU's 100 SMs
+#pragma once
+#include "hardware/cost_model.hpp"
+
+namespace test {
+
+inline hardware::ClusterSpec fake_cluster() {
+  hardware::ClusterSpec c;
+  c.name = "fake";
+  c.gpu.name = "fake-gpu";
+  c.gpu.sm_count = 100;
+  c.gpu.hbm_bytes_per_s = 1e12;
+  c.gpu.hbm_capacity_bytes = 80e9;
+  c.gpu.peak_flops_per_s = {1e12, 1e12, 1e12, 1e12};
+  c.node.gpus_per_node = 8;
+  c.node.nvlink_bytes_per_s = 1e9;  // 1 byte per ns
+  c.network.nics_per_node = 8;
+  c.network.nic_bytes_per_s = 1e9;
+  c.host.launch = {};
+  c.interference.sm_contention = false;
+  c.interference.hbm_amplification = 0;
+  c.interference.comm_slowdown = 0;
+  return c;
+}
+
+class FakeCostModel final : public hardware::CostModel {
+ public:
+  explicit FakeCostModel(hardware::ClusterSpec c = fake_cluster(), bool with_latency = false)
+      : c_(std::move(c)), with_latency_(with_latency) {}
+  hardware::ComputeCost gemm(const hardware::GemmOp& op) const override {
+    return {hardware::Duration::from_us(static_cast<double>(op.m)), static_cast<double>(op.n)};
+  }
+  hardware::ComputeCost attention(const hardware::AttentionOp& op) const override {
+    return {hardware::Duration::from_us(static_cast<double>(op.s_q)), 0};
+  }
+  hardware::ComputeCost elementwise(const hardware::ElementwiseOp& op) const override {
+    return {hardware::Duration::from_us(static_cast<double>(op.elements)), op.bytes};
+  }
+  hardware::ComputeCost optimizer(const hardware::OptimizerOp& op) const override {
+    return {hardware::Duration::from_us(static_cast<double>(op.params)), 0};
+  }
+  hardware::CollectiveCost collective(const hardware::CollectiveOp& op) const override {
+    hardware::CollectiveCost cc;
+    cc.latency = with_latency_ ? hardware::Duration::from_us(op.ranks - 1.0) : hardware::Duration{};
+    cc.transfer = hardware::Duration::from_ns(static_cast<double>(op.bytes));
+    cc.wire_bytes[static_cast<int>(op.nodes > 1 ? hardware::LinkClass::nic : hardware::LinkClass::nvlink)] = static_cast<double>(op.bytes);
+    cc.sms = 10;
+    cc.channels = 10;
+    return cc;
+  }
+  const hardware::ClusterSpec& cluster() const override { return c_; }
+  std::string describe() const override { return "fake"; }
+
+ private:
+  hardware::ClusterSpec c_;
+  bool with_latency_;
+};
+
+}  // namespace test

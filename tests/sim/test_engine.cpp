@@ -1,0 +1,200 @@
+// Engine tests on hand-built graphs; each expected value is derived in the comment above it.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "fake_cost_model.hpp"
+#include "sim/engine.hpp"
+
+using hardware::CollectiveKind;
+using hardware::CollectiveOp;
+using hardware::Duration;
+using hardware::GemmOp;
+using sim::Stream;
+using sim::Task;
+
+namespace {
+
+Task gemm_us(int us, std::int64_t hbm_bytes = 0) {
+  Task t;
+  t.kind = GemmOp{.m = us, .n = hbm_bytes, .k = 1};
+  t.stream = Stream::compute;
+  return t;
+}
+Task coll(std::int64_t bytes, Stream s, int nodes = 1, sim::CommGroup g = sim::CommGroup::tp) {
+  Task t;
+  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce, .bytes = bytes, .ranks = 8, .nodes = nodes};
+  t.stream = s;
+  t.group = g;
+  return t;
+}
+sim::Plan one_gpu_plan() {
+  sim::Plan p;
+  p.tp = 8;  // MFU divides by plan.gpus(); irrelevant to the timings tested here
+  return p;
+}
+double us(Duration d) { return d.us(); }
+
+}  // namespace
+
+TEST_CASE("a chain on one stream takes the sum of its tasks") {
+  // 100 + 200 + 300 us, no launch cost: 600 us.
+  auto g = sim::StepGraph::assemble({gemm_us(100), gemm_us(200), gemm_us(300)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+  test::FakeCostModel cost;
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
+  CHECK(us(r.step_time) == doctest::Approx(600.0));
+  CHECK(us(r.timelines[0].timing[2].start) == doctest::Approx(300.0));
+  CHECK(us(r.compute) == doctest::Approx(600.0));
+}
+
+TEST_CASE("tasks on one stream run in issue order even without edges") {
+  // Stream semantics: the second task waits for the first although no edge joins them: 50 + 70 us.
+  auto g = sim::StepGraph::assemble({gemm_us(50), gemm_us(70)}, {}, one_gpu_plan());
+  test::FakeCostModel cost;
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
+  CHECK(us(r.timelines[0].timing[1].start) == doctest::Approx(50.0));
+  CHECK(us(r.step_time) == doctest::Approx(120.0));
+}
+
+TEST_CASE("the host issue cost delays kernels: a launch-bound step") {
+  // 10 tasks of 1 us, each issued 12 us after the previous (eager stack): task k can start at
+  // 12 (k + 1) us, so the last (k = 9) runs from 120 to 121 us.
+  auto cl = test::fake_cluster();
+  cl.host.launch[static_cast<int>(hardware::Stack::eager)] = Duration::from_us(12);
+  test::FakeCostModel cost(cl);
+  std::vector<Task> tasks;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;
+  for (int i = 0; i < 10; ++i) {
+    tasks.push_back(gemm_us(1));
+    if (i) edges.emplace_back(i - 1, i);
+  }
+  auto g = sim::StepGraph::assemble(tasks, edges, one_gpu_plan());
+  auto r = sim::Engine(cost).simulate(g);
+  CHECK(us(r.step_time) == doctest::Approx(121.0));
+  CHECK(us(r.idle) == doctest::Approx(111.0));  // 121 us minus 10 us of compute
+}
+
+TEST_CASE("two streams overlap: a collective hides behind independent compute") {
+  // A (100 us) -> C (collective, 50,000 B at 1 B/ns = 50 us) -> D; B (100 us) after A on compute; D after B and C.
+  // No interference: A [0,100], C [100,150] beside B [100,200], D [200,300]; nothing exposed.
+  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100), gemm_us(100)};
+  auto g = sim::StepGraph::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
+  test::FakeCostModel cost;
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
+  CHECK(us(r.step_time) == doctest::Approx(300.0));
+  CHECK(us(r.exposed_comm) == doctest::Approx(0.0));
+  CHECK(us(r.tp_comm) == doctest::Approx(50.0));
+  CHECK(us(r.timelines[0].timing[1].start) == doctest::Approx(100.0));
+
+  SUBCASE("without the independent compute the collective is exposed") {
+    // A -> C -> D only: 100 + 50 + 100 = 250 us with 50 us exposed.
+    auto g2 = sim::StepGraph::assemble({gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+    auto r2 = sim::Engine(cost).simulate(g2);
+    CHECK(us(r2.step_time) == doctest::Approx(250.0));
+    CHECK(us(r2.exposed_comm) == doctest::Approx(50.0));
+  }
+}
+
+TEST_CASE("compute is slowed by a concurrent collective (SM contention)") {
+  // Same graph as above, with SM contention on: the collective occupies 10 of 100 SMs, so B (a compute-
+  // bound GEMM, HBM utilisation 0) runs at 1 / (1 + 0.1) of its speed while C runs.
+  // In [100, 150] B does 50 / 1.1 = 45.4545 us of work; the remaining 54.5454 us run alone:
+  // B ends at 204.5454 us and D at 304.5454 us.
+  auto cl = test::fake_cluster();
+  cl.interference.sm_contention = true;
+  test::FakeCostModel cost(cl);
+  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100), gemm_us(100)};
+  auto g = sim::StepGraph::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
+  CHECK(us(r.timelines[0].timing[2].end) == doctest::Approx(150.0 + (100.0 - 50.0 / 1.1)).epsilon(1e-6));
+  CHECK(us(r.step_time) == doctest::Approx(250.0 + (100.0 - 50.0 / 1.1)).epsilon(1e-6));
+
+  SUBCASE("a memory-bound kernel is slowed by the collective's HBM traffic instead") {
+    // B streams 100e6 bytes in 100 us through a 1 TB/s HBM: utilisation u = 1. The collective moves
+    // 1 byte/ns = 1 GB/s on the wire; with amplification 500 it costs 500 GB/s of HBM = half the HBM, so
+    // the slowdown is u * 0.5 and B runs at 1 / 1.5 while C runs: 50 / 1.5 = 33.333 us of work done by 150,
+    // then 66.667 us alone: B ends at 216.667 us.
+    auto cl2 = test::fake_cluster();
+    cl2.interference.hbm_amplification = 500;
+    test::FakeCostModel cost2(cl2);
+    auto tasks2 = std::vector<Task>{gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100, 100'000'000), gemm_us(100)};
+    auto g2 = sim::StepGraph::assemble(tasks2, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
+    auto r2 = sim::Engine(cost2, {.timeline = true}).simulate(g2);
+    CHECK(us(r2.timelines[0].timing[2].end) == doctest::Approx(150.0 + 100.0 - 50.0 / 1.5).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("two collectives sharing one link each get half of it") {
+  // Two collectives of 100,000 B on different streams (TP and DP), each alone would take 100 us at the
+  // full 1 B/ns NVLink. Sharing max-min fairly, each moves at 0.5 B/ns: both end at 200 us.
+  auto g = sim::StepGraph::assemble({coll(100'000, Stream::tp_comm), coll(100'000, Stream::dp_comm, 1, sim::CommGroup::dp)}, {},
+                                    one_gpu_plan());
+  test::FakeCostModel cost;
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
+  CHECK(us(r.timelines[0].timing[0].end) == doctest::Approx(200.0));
+  CHECK(us(r.timelines[0].timing[1].end) == doctest::Approx(200.0));
+
+  SUBCASE("collectives on different links do not slow each other") {
+    // The DP collective crosses nodes (NIC only): each keeps its own link, both end at 100 us.
+    auto g2 = sim::StepGraph::assemble({coll(100'000, Stream::tp_comm), coll(100'000, Stream::dp_comm, 2, sim::CommGroup::dp)}, {},
+                                       one_gpu_plan());
+    auto r2 = sim::Engine(cost, {.timeline = true}).simulate(g2);
+    CHECK(us(r2.timelines[0].timing[0].end) == doctest::Approx(100.0));
+    CHECK(us(r2.timelines[0].timing[1].end) == doctest::Approx(100.0));
+  }
+  SUBCASE("when one finishes the other gets the whole link") {
+    // 50,000 B and 100,000 B: both at half speed until the small one is done at 100 us (50,000 B each moved),
+    // then the big one has 50,000 B left at full speed: ends at 150 us.
+    auto g3 = sim::StepGraph::assemble({coll(50'000, Stream::tp_comm), coll(100'000, Stream::dp_comm, 1, sim::CommGroup::dp)}, {},
+                                       one_gpu_plan());
+    auto r3 = sim::Engine(cost, {.timeline = true}).simulate(g3);
+    CHECK(us(r3.timelines[0].timing[0].end) == doctest::Approx(100.0));
+    CHECK(us(r3.timelines[0].timing[1].end) == doctest::Approx(150.0));
+  }
+}
+
+TEST_CASE("collective latency stage uses no bandwidth") {
+  // With latency on, an 8-rank collective waits (8 - 1) = 7 us before moving its 10,000 B in 10 us: 17 us.
+  test::FakeCostModel cost(test::fake_cluster(), true);
+  auto g = sim::StepGraph::assemble({coll(10'000, Stream::tp_comm)}, {}, one_gpu_plan());
+  CHECK(us(sim::Engine(cost).simulate(g).step_time) == doctest::Approx(17.0));
+}
+
+TEST_CASE("ranks with different graphs meet at their collectives") {
+  // Rank 0: 100 us of compute then a TP collective (10,000 B = 10 us); rank 1: 300 us then the same
+  // collective. Both belong to one TP group, so the collective starts at 300 us on both: rank 0 ends at 310.
+  auto r0 = sim::StepGraph::assemble({gemm_us(100), coll(10'000, Stream::tp_comm)}, {{0, 1}}, one_gpu_plan());
+  auto r1 = sim::StepGraph::assemble({gemm_us(300), coll(10'000, Stream::tp_comm)}, {{0, 1}}, one_gpu_plan());
+  r0.rank = 0;
+  r1.rank = 1;
+  r1.dp_instance = 1;  // same TP group, different DP groups
+  test::FakeCostModel cost;
+  const sim::StepGraph* ranks[] = {&r0, &r1};
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(ranks);
+  REQUIRE(r.timelines.size() == 2);
+  CHECK(us(r.timelines[0].timing[1].start) == doctest::Approx(300.0));
+  CHECK(us(r.timelines[0].timing[1].end) == doctest::Approx(310.0));
+  CHECK(us(r.step_time) == doctest::Approx(310.0));
+
+  SUBCASE("ranks of different TP groups do not wait for each other") {
+    r1.tp_instance = 1;
+    auto rr = sim::Engine(cost, {.timeline = true}).simulate(ranks);
+    CHECK(us(rr.timelines[0].timing[1].end) == doctest::Approx(110.0));
+  }
+}
+
+TEST_CASE("gradient accumulation repeats the micro-batch and reduces once") {
+  // Micro-batch: one 100 us GEMM. Once per step: a DP collective (50 us) and an optimizer (20 us) after it.
+  // Four micro-batches: 3 x 100 + (100 + 50 + 20) = 470 us.
+  std::vector<Task> tasks{gemm_us(100), coll(50'000, Stream::dp_comm, 1, sim::CommGroup::dp), gemm_us(20)};
+  tasks[1].once_per_step = true;
+  tasks[2].once_per_step = true;
+  auto plan = one_gpu_plan();
+  plan.global_batch = 4;
+  plan.micro_batch = 1;
+  plan.dp = 1;
+  auto g = sim::StepGraph::assemble(tasks, {{0, 1}, {1, 2}}, plan);
+  test::FakeCostModel cost;
+  auto r = sim::Engine(cost).simulate(g);
+  CHECK(us(r.step_time) == doctest::Approx(470.0));
+  CHECK(us(r.micro_batch_time) == doctest::Approx(100.0));
+}
