@@ -59,7 +59,7 @@ sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
   return m;
 }
 
-Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   using hardware::AttentionOp;
   using hardware::GemmOp;
   const auto& m = model_;
@@ -89,6 +89,63 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   const std::int64_t per_mb = layer_ps * m.layers + head_ps;
   const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(m, p)}).time.ps;
   return Duration::from_ps(per_mb * p.grad_accum_steps() + opt);
+}
+
+namespace {
+
+Duration solo(const hardware::CostModel& c, const sim::TaskKind& k) {
+  return std::visit([&](const auto& op) -> Duration {
+    using T = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
+    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
+    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
+    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
+    else return c.collective(op).total();
+  }, k);
+}
+
+}  // namespace
+
+Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+  const auto key = std::make_tuple(p.tp, p.micro_batch, p.sequence_parallel, p.row_slices, static_cast<int>(p.row_slices > 1 ? p.row_axis : sim::RowAxis::batch),
+                                   p.col_slices, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack));
+  ClassBound b;
+  bool cached = false;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = bounds_.find(key); it != bounds_.end()) {
+      b = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    sim::Plan q = p;
+    q.dp = 1;
+    q.global_batch = q.micro_batch;
+    q.strategy = q.row_slices == 1 && q.col_slices == 1 ? sim::Strategy::none : sim::Strategy::domino;
+    const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
+    double c[2] = {0, 0}, h[2] = {0, 0};
+    for (int l = 1; l <= 2; ++l) {
+      sim::ModelSpec m = model_;
+      m.layers = l;
+      const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
+      for (const auto& t : g.tasks) {
+        if (t.once_per_step) continue;
+        h[l - 1] += static_cast<double>(launch * t.launches);
+        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(solo(cost_, t.kind).ps);
+      }
+    }
+    const double L = model_.layers;
+    b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
+    b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
+    std::lock_guard lock(mu_);
+    bounds_.emplace(key, b);
+  }
+  const double opt = static_cast<double>(cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps);
+  const double mb = std::max(b.compute_ps, b.host_ps);
+  const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);
+  // floor, and never below the closed-form GEMM bound (both are bounds; take the tighter)
+  return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(total * (1 - 1e-12)))), gemm_lower_bound(p));
 }
 
 sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {

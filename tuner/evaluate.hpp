@@ -61,11 +61,17 @@ class Evaluator {
   Evaluator(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost, int short_layers = 1)
       : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers) {}
 
-  /// A lower bound of the step time without building a graph: the solo time of the plan's GEMMs
-  /// and attention kernels (every layer, slice, column chunk, micro-batch, plus the LM head and
-  /// the optimizer) priced by the cost model. The engine never runs a compute kernel faster than
-  /// solo, and the compute stream is in order, so no simulation of the plan can beat it.
+  /// A lower bound of the step time. Per micro-batch, the engine can neither run the compute
+  /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
+  /// kernel before the host has issued it (launch cost x launches, in graph order). Both sums are
+  /// linear in the layer count, so they are taken from graphs of 1 and 2 layers and extrapolated,
+  /// once per plan class (tp, micro-batch, SP, row slices and axis, column chunks: strategy none
+  /// and domino 1x1 and every bucket size share the class). Bound = (accum - 1) x max(compute,
+  /// host) + max(compute + optimizer, host).
   Duration compute_lower_bound(const sim::Plan& p) const;
+  /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
+  /// only, from the layer shapes in closed form.
+  Duration gemm_lower_bound(const sim::Plan& p) const;
   /// Reduced-layer estimate (see Estimate).
   Estimate estimate(const sim::Plan& p) const;
   /// The whole model through the step graph and the engine.
@@ -80,6 +86,11 @@ class Evaluator {
   const hardware::ClusterSpec& cluster_;
   const hardware::CostModel& cost_;
   int short_layers_;
+  struct ClassBound {
+    double compute_ps = 0, host_ps = 0;  ///< one micro-batch of the whole model
+  };
+  mutable std::mutex mu_;
+  mutable std::map<std::tuple<int, int, bool, int, int, int, std::int64_t, int, int>, ClassBound> bounds_;
 };
 
 }  // namespace tuner
