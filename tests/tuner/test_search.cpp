@@ -121,7 +121,17 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   o1.threads = 1;
   tuner::SearchOptions o3 = o1;
   o3.threads = 3;
+  // progress: called after every round of 64 candidates; the last call has done == total
+  std::size_t calls = 0;
+  tuner::Progress last;
+  o1.progress = [&](const tuner::Progress& p) {
+    ++calls;
+    last = p;
+  };
   const auto a = tuner::search(m, c, *cost, s, o1);
+  CHECK(calls >= 1);
+  CHECK(last.done == last.total);
+  CHECK(last.total == a.considered - a.infeasible);
   const auto b = tuner::search(m, c, *cost, s, o3);
   CHECK(a.considered == b.considered);
   CHECK(a.infeasible == b.infeasible);
