@@ -628,6 +628,22 @@ StepGraph Builder::build() {
   grad_ready(lw_[0].d_norm1, norm_p);
   if (m_.position == Position::learned) grad_ready(d_pos_, p_.seq_len * h);
   grad_ready(d_emb_, m_.vocab / tp * h);
+  // Sequence parallelism: a TP rank's norm-weight gradients cover only its rows of the sequence;
+  // Megatron sums them over the TP group once per step before the optimizer (finalize_model_grads).
+  if (p_.sequence_parallel && p_.tp > 1) {
+    std::vector<TensorId> norms{d_fnorm_};
+    for (const auto& w : lw_) norms.insert(norms.end(), {w.d_norm1, w.d_norm2});
+    Task t;
+    t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce, .bytes = static_cast<std::int64_t>(norms.size()) * norm_p * 4,
+                          .ranks = p_.tp, .nodes = tp_nodes_, .dtype = DType::fp32};
+    t.stream = Stream::tp_comm;
+    t.op = Op::dp_reduce;
+    t.phase = Phase::dp_reduce;
+    t.group = CommGroup::tp;
+    t.once_per_step = true;
+    t.layer = -1;
+    add(std::move(t), norms, norms);
+  }
   flush_bucket();
   emit_optimizer();
 

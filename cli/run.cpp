@@ -1,0 +1,113 @@
+// slicetune run: real training steps of a plan's step graph on a backend (CPU: OpenBLAS + MPI).
+#ifdef SLICETUNE_HAVE_EXECUTOR
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "executor/backend.hpp"
+#include "executor/mpi_session.hpp"
+#include "executor/report.hpp"
+#include "executor/run.hpp"
+#include "executor/run_target.hpp"
+#include "hardware/atomic_write.hpp"
+#include "sim/table.hpp"
+#include "sim/trace.hpp"
+
+namespace {
+
+struct RunFlags {
+  cli::TargetFlags target;
+  std::string backend = "cpu";
+  int steps = 20, warmup = 2, threads = 1;
+  std::uint64_t seed = 1234;
+  double lr = 3e-3;
+  bool json = false, quiet = false;
+  std::string trace, out, dump_grads;
+};
+
+void run_run(const RunFlags& f) {
+  executor::BackendKind kind;
+  if (!executor::parse_backend_kind(f.backend, kind)) cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
+  if (f.steps < 1) cli::bad_flag("--steps", "expected a positive number of steps");
+  const int warmup = f.target.cmd->count("--warmup") ? f.warmup : std::min(f.warmup, f.steps - 1);
+  if (warmup < 0 || warmup >= f.steps) cli::bad_flag("--warmup", fmt::format("expected 0 <= warmup < steps = {}", f.steps));
+  if (f.threads < 1) cli::bad_flag("--threads", "expected a positive number of threads");
+  if (!(f.lr > 0)) cli::bad_flag("--lr", "expected a positive learning rate");
+  executor::MpiSession mpi;
+  const sim::Target t = executor::resolve_run_target(f.target.input(), mpi.size());
+  const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi.rank());
+  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp,
+                                               .device = -1, .cpu_threads = f.threads});
+  executor::RunOptions o{.steps = f.steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}};
+  if (!f.quiet)
+    o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, f.steps, ms, loss); };
+  const executor::RunResult r = executor::train(g, *backend, o, !f.dump_grads.empty());
+  if (mpi.rank() != 0) return;
+
+  const auto j = executor::run_json(t, g, r, backend->describe(), mpi.size());
+  if (!f.out.empty()) hardware::write_file_atomically(f.out, j.dump(1) + "\n");
+  if (!f.trace.empty()) {
+    sim::ChromeTrace trace;
+    for (std::size_t k = 0; k < r.timelines.size(); ++k) trace.add(fmt::format("measured rank {}", k), g, executor::to_task_timing(r.timelines[k]));
+    trace.write(f.trace);
+  }
+  if (!f.dump_grads.empty()) {
+    nlohmann::json d = {{"loss", r.loss}, {"grads", nlohmann::json::object()}};
+    for (const auto& [name, v] : r.first_step_grads) d["grads"][name] = v;
+    hardware::write_file_atomically(f.dump_grads, d.dump() + "\n");
+  }
+  if (f.json) {
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  fmt::print("slicetune run: {} on {}, cluster {}\n", t.model.name, backend->describe(), t.cluster.name);
+  fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}\n\n", t.plan_source, sim::describe(t.plan), t.plan.global_batch,
+             t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len, hardware::to_string(t.plan.dtype));
+  sim::Table table({"quantity", "value", "unit"}, {"", "", ""});
+  table.row({"steps (warm-up)", fmt::format("{} ({})", f.steps, r.warmup), ""});
+  table.row({"step time (median)", fmt::format("{:.3f}", r.step_time_ms), "ms"});
+  table.row({"step time min / max", fmt::format("{:.3f} / {:.3f}", r.step_time_min_ms, r.step_time_max_ms), "ms"});
+  table.row({"step time stdev", fmt::format("{:.3f}", r.step_time_stdev_ms), "ms"});
+  table.row({"throughput", fmt::format("{:.0f}", r.tokens_per_s), "tokens/s"});
+  table.row({"loss first -> last", fmt::format("{:.4f} -> {:.4f}", r.loss.front(), r.loss.back()), "nats"});
+  table.row({"TP comm busy", fmt::format("{:.3f}", r.overlap.comm_busy_ms), "ms"});
+  table.row({"TP comm beside compute", fmt::format("{:.3f} ({:.0f} %)", r.overlap.overlapped_ms, 100 * r.overlap.fraction()), "ms"});
+  fmt::print("{}", table.str());
+  if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
+  if (!f.out.empty()) fmt::print("measurements: {} (slicetune validate --measured {})\n", f.out, f.out);
+}
+
+const bool registered = cli::register_command(40, [](CLI::App& app) {
+  auto flags = std::make_shared<RunFlags>();
+  flags->target.cluster = "cpu-host";
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  cli::add_target_flags(cmd, flags->target);
+  cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "training steps, warm-up included")->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup, "first steps left out of the step-time statistics (default 2, fewer when steps <= 2)")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "seed of the weights and the synthetic tokens")->capture_default_str();
+  cmd->add_option("--lr", flags->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "cpu: OpenBLAS threads per rank")->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print one JSON object (rank 0) instead of the table");
+  cmd->add_flag("--quiet", flags->quiet, "no per-step progress on stderr");
+  cmd->add_option("--trace", flags->trace, "write the measured timeline (every rank, median step) as a Chrome trace");
+  cmd->add_option("--out", flags->out, "also write the --json object to this file (for validate --measured)");
+  cmd->add_option("--dump-grads", flags->dump_grads, "write the first step's full weight gradients and the losses as JSON (tests)");
+  cmd->callback([flags] { run_run(*flags); });
+});
+
+}  // namespace
+
+#else  // built without MPI or OpenBLAS: the command exists and says so
+#include "cli/command.hpp"
+#include "hardware/config_error.hpp"
+
+namespace {
+const bool registered = cli::register_command(40, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  cmd->allow_extras();
+  cmd->callback([] { throw hardware::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
+});
+}  // namespace
+#endif

@@ -1,0 +1,114 @@
+// slicetune validate: predicted (simulator) vs measured (executor) per step and per task class.
+#ifdef SLICETUNE_HAVE_EXECUTOR
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "executor/backend.hpp"
+#include "executor/mpi_session.hpp"
+#include "executor/report.hpp"
+#include "executor/run.hpp"
+#include "executor/run_target.hpp"
+#include "hardware/atomic_write.hpp"
+#include "hardware/config_error.hpp"
+#include "hardware/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/trace.hpp"
+
+namespace {
+
+struct ValidateFlags {
+  cli::TargetFlags target;
+  std::string measured, profile, backend = "cpu", trace;
+  int steps = 20, warmup = 2, threads = 1;
+  bool json = false;
+};
+
+/// The cost model validate predicts with: analytic for the cluster, or a measured profile.
+std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c) {
+  if (!f.profile.empty())  // hook: the profiler issue adds profile files and the profiled cost model
+    throw hardware::ConfigError("--profile", "", "profiled cost models are not available in this build yet (use --cluster)");
+  return hardware::make_analytic_cost_model(c);
+}
+
+void run_validate(const ValidateFlags& f) {
+  executor::MeasuredRun m;
+  sim::Target t;
+  std::string measured_from;
+  std::unique_ptr<executor::MpiSession> mpi;
+  if (!f.measured.empty()) {
+    m = executor::parse_run_json(hardware::read_text_file(f.measured), f.measured);
+    t = executor::resolve_run_target(f.target.input(), m.ranks);
+    measured_from = f.measured;
+  } else {
+    executor::BackendKind kind;
+    if (!executor::parse_backend_kind(f.backend, kind)) cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
+    if (f.steps < 1 || f.warmup < 0 || f.warmup >= f.steps) cli::bad_flag("--steps", "expected steps >= 1 and 0 <= warmup < steps");
+    mpi = std::make_unique<executor::MpiSession>();
+    t = executor::resolve_run_target(f.target.input(), mpi->size());
+    const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi->rank());
+    auto backend = executor::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp,
+                                                 .device = -1, .cpu_threads = f.threads});
+    if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", f.steps, backend->describe());
+    const auto r = executor::train(g, *backend, {.steps = f.steps, .warmup = f.warmup, .training = {}, .on_step = {}});
+    if (mpi->rank() != 0) return;
+    m = executor::parse_run_json(executor::run_json(t, g, r, backend->describe(), mpi->size()).dump(), "run");
+    measured_from = fmt::format("this run ({} steps, {} warm-up, {})", f.steps, f.warmup, backend->describe());
+  }
+
+  auto cost = cost_model_for(f, t.cluster);
+  const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, 0);
+  if (m.task_names.size() != g.size())
+    throw hardware::ConfigError(f.measured.empty() ? "run" : f.measured, "tasks",
+                                fmt::format("{} tasks measured but the plan's graph has {}: a different plan?", m.task_names.size(), g.size()));
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (m.task_names[i] != g.task_name(i))
+      throw hardware::ConfigError(f.measured.empty() ? "run" : f.measured, "tasks",
+                                  fmt::format("task {} is '{}' but the plan's graph has '{}': a different plan?", i, m.task_names[i], g.task_name(i)));
+  sim::Engine engine(*cost, {.timeline = true});
+  const sim::StepReport predicted = engine.simulate(g);
+  const auto v = executor::compare(g, predicted.timelines.at(0).timing, predicted.step_time.ms(), m.task_median_us, m.step_time_ms);
+  if (!f.trace.empty())
+    sim::ChromeTrace().add("predicted", predicted).add("measured rank 0", g, executor::to_task_timing(m.timeline)).write(f.trace);
+  if (f.json) {
+    std::cout << executor::validation_json(t, v, cost->describe(), measured_from).dump(2) << "\n";
+    return;
+  }
+  fmt::print("slicetune validate: {} on {}, {} cost model\n", t.model.name, t.cluster.name, cost->describe());
+  fmt::print("plan ({}): {}; measured: {}\n", t.plan_source, sim::describe(t.plan), measured_from);
+  fmt::print("per class: summed task durations in the step's last micro-batch; error = (predicted - measured) / measured\n\n");
+  fmt::print("{}", executor::validation_table(v));
+  if (!f.trace.empty()) fmt::print("\ntrace: {} (predicted and measured side by side; https://ui.perfetto.dev)\n", f.trace);
+}
+
+const bool registered = cli::register_command(45, [](CLI::App& app) {
+  auto flags = std::make_shared<ValidateFlags>();
+  flags->target.cluster = "cpu-host";
+  auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
+  cli::add_target_flags(cmd, flags->target);
+  cmd->add_option("--measured", flags->measured, "a `slicetune run --out` / `--json` file (default: run the plan now, under mpirun)");
+  cmd->add_option("--profile", flags->profile, "predict with a measured profile instead of the cluster's analytic model");
+  cmd->add_option("--backend", flags->backend, "when running: cpu | cuda")->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "when running: training steps")->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup, "when running: warm-up steps")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "when running on cpu: OpenBLAS threads per rank")->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
+  cmd->add_option("--trace", flags->trace, "write predicted and measured timelines side by side as a Chrome trace");
+  cmd->callback([flags] { run_validate(*flags); });
+});
+
+}  // namespace
+
+#else  // built without MPI or OpenBLAS: the command exists and says so
+#include "cli/command.hpp"
+#include "hardware/config_error.hpp"
+
+namespace {
+const bool registered = cli::register_command(45, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
+  cmd->allow_extras();
+  cmd->callback([] { throw hardware::ConfigError("validate", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
+});
+}  // namespace
+#endif

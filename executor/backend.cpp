@@ -1,0 +1,25 @@
+#include "executor/backend.hpp"
+
+#include "hardware/config_error.hpp"
+
+namespace executor {
+
+std::string_view to_string(BackendKind k) { return k == BackendKind::cpu ? "cpu" : "cuda"; }
+
+bool parse_backend_kind(std::string_view s, BackendKind& out) {
+  if (s == "cpu") out = BackendKind::cpu;
+  else if (s == "cuda") out = BackendKind::cuda;
+  else return false;
+  return true;
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
+  if (kind == BackendKind::cpu) return make_cpu_backend(options);
+#ifdef SLICETUNE_HAVE_CUDA_BACKEND
+  return make_cuda_backend(options);
+#else
+  throw hardware::ConfigError("--backend", "", "cuda: this slicetune was built without the CUDA backend (CUDA, cuBLASLt or NCCL not found)");
+#endif
+}
+
+}  // namespace executor

@@ -1,0 +1,435 @@
+// The CPU backend: the compute stream runs on the calling (interpreter) thread, each
+// communication stream on its own thread making blocking MPI calls (MPI_THREAD_MULTIPLE), so a
+// slice's collective really runs while the next slice computes. Cross-stream edges are per-task
+// completion flags (an epoch number per micro-batch, C++20 atomic wait / notify).
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "executor/backend.hpp"
+#include "executor/cpu/kernels.hpp"
+#include "executor/cpu/mpi_check.hpp"
+#include "hardware/config_error.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace executor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using sim::Op;
+using sim::Phase;
+
+/// An in-order queue served by one thread (a "stream").
+class StreamThread {
+ public:
+  using Work = std::function<void()>;
+  StreamThread() : thread_([this] { loop(); }) {}
+  ~StreamThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(Work w) {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(w));
+    }
+    cv_.notify_all();
+  }
+  /// Rethrows the first error a work item raised (after the queue drained).
+  void check() {
+    std::lock_guard lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      Work w;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        w = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        w();
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Work> queue_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts after the members above exist
+};
+
+/// MPI reduction of cross-entropy statistics triples (max, sum-exp, target logit).
+void combine_stats_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  cpu::combine_stats(static_cast<const float*>(in), static_cast<float*>(inout), *len);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& o) : o_(o) {
+    int provided = 0;
+    MPI_CHECK(MPI_Query_thread(&provided));
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw std::runtime_error("cpu backend: MPI was initialised without MPI_THREAD_MULTIPLE");
+    openblas_set_num_threads(o.cpu_threads);
+    const int tp_rank = o.world_rank % o.tp, tp_group = o.world_rank / o.tp;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_group, tp_rank, &tp_comm_));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, tp_group, &dp_comm_));
+    MPI_CHECK(MPI_Type_contiguous(3, MPI_FLOAT, &stats_type_));
+    MPI_CHECK(MPI_Type_commit(&stats_type_));
+    MPI_CHECK(MPI_Op_create(&combine_stats_op, 1, &stats_op_));
+    tp_rank_ = tp_rank;
+  }
+  ~CpuBackend() override {
+    streams_[0].reset();
+    streams_[1].reset();
+    MPI_Op_free(&stats_op_);
+    MPI_Type_free(&stats_type_);
+    MPI_Comm_free(&tp_comm_);
+    MPI_Comm_free(&dp_comm_);
+  }
+
+  std::string describe() const override {
+    return fmt::format("cpu (OpenBLAS fp32, {} thread{} per rank, {} MPI rank{})", o_.cpu_threads, o_.cpu_threads > 1 ? "s" : "",
+                       o_.world_size, o_.world_size > 1 ? "s" : "");
+  }
+
+  void prepare(const sim::StepGraph& g, const TrainingOptions& t) override {
+    if (g.plan.dtype != hardware::DType::fp32)
+      throw hardware::ConfigError("--dtype", "", fmt::format("the cpu backend runs fp32 only, got {}", hardware::to_string(g.plan.dtype)));
+    g_ = &g;
+    t_ = t;
+    data_.resize(g.tensors.size());
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      const auto& ti = g.tensors[i];
+      if (ti.role == sim::TensorRole::weight) data_[i] = init_weight(g, static_cast<sim::TensorId>(i), tp_rank_, t.seed);
+      else data_[i].assign(static_cast<std::size_t>(ti.rows * ti.cols), 0.0f);
+    }
+    ints_.resize(g.tensors.size());
+    // the optimizer's operands pair gradient i with weight i
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (g.tasks[i].op == Op::optimizer) {
+        auto in = g.inputs(i), out = g.outputs(i);
+        for (std::size_t k = 0; k < out.size(); ++k) {
+          params_.push_back({out[k], in[k], std::vector<float>(data_[out[k]].size()), std::vector<float>(data_[out[k]].size())});
+        }
+      }
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (g.tasks[i].op == Op::attention && g.tasks[i].phase == Phase::bwd_dgrad)
+        for (auto id : g.outputs(i)) zero_each_micro_batch_.push_back(id);
+    done_ = std::make_unique<std::atomic<std::uint32_t>[]>(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) done_[i].store(0);
+    clock_.assign(g.size(), {});
+    streams_[0] = std::make_unique<StreamThread>();
+    streams_[1] = std::make_unique<StreamThread>();
+  }
+
+  void begin_micro_batch(const Batch& b) override {
+    const auto& g = *g_;
+    ++epoch_;
+    std::fill(clock_.begin(), clock_.end(), TaskClock{});
+    for (auto id : zero_each_micro_batch_) std::fill(data_[id].begin(), data_[id].end(), 0.0f);
+    positions_ = b.positions;
+    // input tensors: Op::embedding ones take the slice's tokens, Op::loss ones its targets
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      const auto& ti = g.tensors[i];
+      if (ti.role != sim::TensorRole::input) continue;
+      const int s = std::max<int>(0, ti.slice);
+      const auto& src = ti.op == Op::embedding ? b.tokens.at(s) : b.targets.at(s);
+      if (static_cast<std::int64_t>(src.size()) != ti.rows)
+        throw std::logic_error(fmt::format("batch slice {} has {} rows, tensor {} {}", s, src.size(), ti.name(), ti.rows));
+      ints_[i] = src;
+    }
+    t0_ = Clock::now();
+  }
+
+  void issue(std::uint32_t t, std::span<const std::uint32_t> waits) override {
+    const auto& task = g_->tasks[t];
+    if (task.stream == sim::Stream::compute) {
+      wait_for(waits);
+      clock_[t].start_ns = now_ns();
+      run_compute(t);
+      clock_[t].end_ns = now_ns();
+      mark_done(t);
+      return;
+    }
+    std::vector<std::uint32_t> w(waits.begin(), waits.end());
+    auto& stream = streams_[task.stream == sim::Stream::tp_comm ? 0 : 1];
+    last_comm_[task.stream == sim::Stream::tp_comm ? 0 : 1] = static_cast<std::int64_t>(t);
+    stream->push([this, t, w = std::move(w)] {
+      wait_for(w);
+      clock_[t].start_ns = now_ns();
+      run_collective(t);
+      clock_[t].end_ns = now_ns();
+      mark_done(t);
+    });
+  }
+
+  void end_micro_batch(std::vector<TaskClock>& timing) override {
+    for (int s = 0; s < 2; ++s) {
+      if (last_comm_[s] >= 0) {
+        const std::uint32_t last = static_cast<std::uint32_t>(last_comm_[s]);
+        wait_for(std::span<const std::uint32_t>(&last, 1));
+      }
+      last_comm_[s] = -1;
+      streams_[s]->check();
+    }
+    timing = clock_;
+  }
+
+  double loss_sum() override {
+    double s = 0;
+    for (std::size_t i = 0; i < g_->tensors.size(); ++i) {
+      const auto& ti = g_->tensors[i];
+      if (ti.op == Op::loss && ti.role == sim::TensorRole::activation)
+        for (float v : data_[i]) s += v;
+    }
+    return s;
+  }
+
+  std::vector<float> read_tensor(sim::TensorId id) override {
+    if (g_->tensors[id].role == sim::TensorRole::input) return {ints_[id].begin(), ints_[id].end()};
+    return data_[id];
+  }
+
+ private:
+  std::int64_t now_ns() const { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count(); }
+  void wait_for(std::span<const std::uint32_t> waits) {
+    for (auto w : waits) {
+      std::uint32_t v;
+      while ((v = done_[w].load(std::memory_order_acquire)) != epoch_) done_[w].wait(v, std::memory_order_acquire);
+    }
+  }
+  void mark_done(std::uint32_t t) {
+    done_[t].store(epoch_, std::memory_order_release);
+    done_[t].notify_all();
+  }
+  float* f(sim::TensorId id) { return data_[id].data(); }
+  const std::int32_t* ints(sim::TensorId id) { return ints_[id].data(); }
+  int slice_of(const sim::Task& t) const { return std::max<int>(0, t.slice); }
+
+  void run_collective(std::uint32_t t) {
+    const auto& task = g_->tasks[t];
+    const auto& c = std::get<hardware::CollectiveOp>(task.kind);
+    const MPI_Comm comm = task.group == sim::CommGroup::tp ? tp_comm_ : dp_comm_;
+    auto in = g_->inputs(t), out = g_->outputs(t);
+    std::vector<MPI_Request> requests;
+    requests.reserve(out.size());
+    if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
+      requests.emplace_back();
+      const int n = static_cast<int>(data_[in[0]].size());
+      MPI_CHECK(MPI_Iallgather(f(in[0]), n, MPI_FLOAT, f(out[0]), n, MPI_FLOAT, comm, &requests.back()));
+    } else if (c.kind == hardware::CollectiveKind::reduce_scatter) {  // sum, rank r keeps row block r
+      requests.emplace_back();
+      const int n = static_cast<int>(data_[out[0]].size());
+      MPI_CHECK(MPI_Ireduce_scatter_block(f(in[0]), f(out[0]), n, MPI_FLOAT, MPI_SUM, comm, &requests.back()));
+    } else if (c.kind != hardware::CollectiveKind::all_reduce) {
+      throw std::runtime_error(fmt::format("cpu backend: {} is not supported", hardware::to_string(c.kind)));
+    } else if (task.op == Op::loss_comm) {  // vocab-parallel cross-entropy statistics: log-sum-exp merge
+      requests.emplace_back();
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(out[0]), static_cast<int>(g_->tensors[out[0]].rows), stats_type_, stats_op_, comm,
+                               &requests.back()));
+    } else {
+      for (auto id : out) {  // in place: inputs == outputs (one tensor, or a DP bucket)
+        requests.emplace_back();
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(id), static_cast<int>(data_[id].size()), MPI_FLOAT, MPI_SUM, comm, &requests.back()));
+      }
+    }
+    // Progress by polling, sleeping between polls (backing off from 2 to 50 us): with as many
+    // ranks as cores, a blocking (busy-polling) MPI call would keep this rank's compute thread
+    // off its core while the collective waits for the peer.
+    for (int us = 2;; us = std::min(50, us * 2)) {
+      int complete = 0;
+      MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &complete, MPI_STATUSES_IGNORE));
+      if (complete) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+  }
+
+  void run_compute(std::uint32_t t);
+
+  BackendOptions o_;
+  int tp_rank_ = 0;
+  const sim::StepGraph* g_ = nullptr;
+  TrainingOptions t_;
+  std::vector<std::vector<float>> data_;
+  std::vector<std::vector<std::int32_t>> ints_;
+  std::vector<std::vector<std::int32_t>> positions_;
+  struct Param {
+    sim::TensorId w, g;
+    std::vector<float> m, v;
+  };
+  std::vector<Param> params_;
+  int opt_step_ = 0;
+  std::vector<sim::TensorId> zero_each_micro_batch_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> done_;
+  std::uint32_t epoch_ = 0;
+  std::vector<TaskClock> clock_;
+  Clock::time_point t0_;
+  std::int64_t last_comm_[2] = {-1, -1};
+  MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL;
+  MPI_Datatype stats_type_ = MPI_DATATYPE_NULL;
+  MPI_Op stats_op_ = MPI_OP_NULL;
+  std::unique_ptr<StreamThread> streams_[2];  // tp_comm, dp_comm
+};
+
+void CpuBackend::run_compute(std::uint32_t t) {
+  const auto& g = *g_;
+  const auto& task = g.tasks[t];
+  const auto& m = g.model;
+  auto in = g.inputs(t);
+  auto out = g.outputs(t);
+  const auto& T = [&](sim::TensorId id) -> const sim::TensorInfo& { return g.tensors[id]; };
+  const bool rms = m.norm == sim::Norm::rmsnorm;
+  const std::int64_t h = m.hidden;
+  const bool fwd = task.phase == Phase::fwd;
+  using cpu::gemm;
+  switch (task.op) {
+    case Op::embedding: {
+      const std::int64_t n = T(in[0]).rows, vl = T(in[1]).rows;
+      const auto& pos = positions_.at(slice_of(task));
+      if (fwd) {
+        const float* pos_w = in.size() > 2 && tp_rank_ == 0 ? f(in[2]) : nullptr;  // positions added once per TP group
+        cpu::embedding_forward(ints(in[0]), pos.data(), f(in[1]), pos_w, tp_rank_ * vl, vl, f(out[0]), n, h);
+      } else {  // inputs {dy, tokens}, outputs {d_emb (, d_pos)}
+        const std::int64_t vloc = T(out[0]).rows;
+        cpu::embedding_backward(ints(in[1]), pos.data(), f(in[0]), f(out[0]), out.size() > 1 ? f(out[1]) : nullptr, tp_rank_ * vloc,
+                                vloc, n, h);
+      }
+      return;
+    }
+    case Op::norm1:
+    case Op::norm2:
+    case Op::final_norm:
+      if (fwd) cpu::norm_forward(rms, f(in[0]), f(in[1]), f(out[0]), T(in[0]).rows, h);
+      else  // inputs {d_out, x, w (, residual dy)}, outputs {dx, dw}
+        cpu::norm_backward(rms, f(in[0]), f(in[1]), f(in[2]), in.size() > 3 ? f(in[3]) : nullptr, f(out[0]), f(out[1]), T(in[0]).rows, h);
+      return;
+    case Op::residual1:
+    case Op::residual2: {  // out = x + [partial_0 | partial_1 | ...] (column chunks)
+      const std::int64_t n = T(out[0]).rows, chunks = static_cast<std::int64_t>(in.size()) - 1, w = h / chunks;
+      const float* x = f(in[0]);
+      float* o = f(out[0]);
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        const float* p = f(in[static_cast<std::size_t>(c + 1)]);
+        for (std::int64_t r = 0; r < n; ++r)
+          for (std::int64_t j = 0; j < w; ++j) o[r * h + c * w + j] = x[r * h + c * w + j] + p[r * w + j];
+      }
+      return;
+    }
+    case Op::qkv:
+    case Op::fc1: {
+      const auto& W = T(in[1]);
+      if (task.phase == Phase::fwd) {  // Y (N, out) = X (N, in) . W (in, out)
+        gemm(false, false, T(in[0]).rows, W.cols, W.rows, 1, f(in[0]), W.rows, f(in[1]), W.cols, 0, f(out[0]), W.cols);
+      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, out) . W^T
+        gemm(false, true, T(in[0]).rows, W.rows, W.cols, 1, f(in[0]), W.cols, f(in[1]), W.cols, 0, f(out[0]), W.rows);
+      } else {  // inputs {dY, X}: dW (in, out) += X^T . dY
+        const auto& dW = T(out[0]);
+        gemm(true, false, dW.rows, dW.cols, T(in[0]).rows, 1, f(in[1]), dW.rows, f(in[0]), dW.cols, 1, f(out[0]), dW.cols);
+      }
+      return;
+    }
+    case Op::out_proj:
+    case Op::fc2: {
+      if (task.phase == Phase::fwd) {  // Y_c (N, h/C) = X (N, in) . W[:, chunk c]
+        const auto& W = T(in[1]);
+        const std::int64_t w = T(out[0]).cols, c = std::max<int>(0, task.chunk);
+        gemm(false, false, T(in[0]).rows, w, W.rows, 1, f(in[0]), W.rows, f(in[1]) + c * w, W.cols, 0, f(out[0]), w);
+      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, h) . W^T
+        const auto& W = T(in[1]);
+        gemm(false, true, T(in[0]).rows, W.rows, W.cols, 1, f(in[0]), W.cols, f(in[1]), W.cols, 0, f(out[0]), W.rows);
+      } else {  // inputs {dY, X}: dW (in, h) += X^T . dY
+        const auto& dW = T(out[0]);
+        gemm(true, false, dW.rows, dW.cols, T(in[0]).rows, 1, f(in[1]), dW.rows, f(in[0]), dW.cols, 1, f(out[0]), dW.cols);
+      }
+      return;
+    }
+    case Op::attention: {
+      const auto& a = std::get<hardware::AttentionOp>(task.kind);
+      cpu::AttentionShape s{.batch = a.batch, .heads = a.heads, .kv_heads = a.kv_heads, .head_dim = a.head_dim, .s_q = a.s_q,
+                            .q_offset = a.q_offset, .kv_block = a.s_q, .rope = m.position == sim::Position::rope};
+      if (fwd) {
+        std::vector<const float*> kv;
+        for (auto id : in) kv.push_back(f(id));
+        cpu::attention_forward(s, kv, f(out[0]));
+      } else {  // inputs {qkv..., ctx, dctx}, outputs {dqkv...}
+        std::vector<const float*> kv;
+        for (std::size_t i = 0; i + 2 < in.size(); ++i) kv.push_back(f(in[i]));
+        std::vector<float*> dkv;
+        for (auto id : out) dkv.push_back(f(id));
+        cpu::attention_backward(s, kv, f(in[in.size() - 2]), f(in[in.size() - 1]), dkv);
+      }
+      return;
+    }
+    case Op::activation: {
+      const std::int64_t n = T(in[0]).rows;
+      if (m.activation == sim::Activation::gelu) {
+        if (fwd) cpu::gelu_forward(f(in[0]), f(out[0]), n * T(in[0]).cols);
+        else cpu::gelu_backward(f(in[0]), f(in[1]), f(out[0]), n * T(in[0]).cols);
+      } else {
+        if (fwd) cpu::swiglu_forward(f(in[0]), f(out[0]), n, T(out[0]).cols);
+        else cpu::swiglu_backward(f(in[0]), f(in[1]), f(out[0]), n, T(in[1]).cols);
+      }
+      return;
+    }
+    case Op::lm_head: {
+      const auto& W = T(in[1]);  // (V/tp, h)
+      if (fwd) {  // logits (N, V) = X (N, h) . W^T
+        gemm(false, true, T(in[0]).rows, W.rows, h, 1, f(in[0]), h, f(in[1]), h, 0, f(out[0]), W.rows);
+      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, h) = dlogits (N, V) . W
+        gemm(false, false, T(in[0]).rows, h, W.rows, 1, f(in[0]), W.rows, f(in[1]), h, 0, f(out[0]), h);
+      } else {  // inputs {dlogits, X}: dW (V, h) += dlogits^T . X
+        const auto& dW = T(out[0]);
+        gemm(true, false, dW.rows, h, T(in[0]).rows, 1, f(in[0]), dW.rows, f(in[1]), h, 1, f(out[0]), h);
+      }
+      return;
+    }
+    case Op::loss_comm: {  // local statistics of the vocab-parallel logits
+      const auto& L = T(in[0]);
+      cpu::cross_entropy_stats(f(in[0]), ints(in[1]), tp_rank_ * L.cols, L.cols, f(out[0]), L.rows);
+      return;
+    }
+    case Op::loss: {  // inputs {logits, stats, targets}, outputs {dlogits, loss}
+      const auto& L = T(in[0]);
+      const float scale = 1.0f / static_cast<float>(tokens_per_step(g.plan));
+      cpu::cross_entropy_backward(f(in[0]), f(in[1]), ints(in[2]), tp_rank_ * L.cols, L.cols, scale, f(out[0]), f(out[1]), L.rows);
+      return;
+    }
+    case Op::optimizer: {
+      ++opt_step_;
+      const cpu::AdamW o{.lr = static_cast<float>(t_.lr), .beta1 = static_cast<float>(t_.beta1), .beta2 = static_cast<float>(t_.beta2),
+                         .eps = static_cast<float>(t_.eps), .weight_decay = static_cast<float>(t_.weight_decay)};
+      for (auto& p : params_)
+        cpu::adamw(o, opt_step_, f(p.w), f(p.g), p.m.data(), p.v.data(), static_cast<std::int64_t>(p.m.size()), decays(g.tensors[p.w]));
+      return;
+    }
+    default:
+      throw std::runtime_error(fmt::format("cpu backend: no kernel for {} ({})", g.task_name(t), sim::to_string(task.op)));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) { return std::make_unique<CpuBackend>(options); }
+
+}  // namespace executor

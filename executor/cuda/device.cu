@@ -1,0 +1,493 @@
+// executor::cuda::Device: runs a StepGraph's launch list (executor/cuda/launch_plan.hpp) on one GPU per
+// process. cuBLASLt GEMMs, our kernels (executor/cuda/*.cuh) on the compute stream, NCCL collectives
+// on the TP and DP communication streams; a cross-stream edge is cudaEventRecord on the producer's
+// stream + cudaStreamWaitEvent on the consumer's, so the host never synchronises inside a
+// micro-batch. Ranks are bootstrapped through MPI: each TP / DP group's ncclUniqueId is broadcast
+// over an MPI sub-communicator, the way multi-node NCCL jobs are launched with mpirun / srun.
+#include <cstring>
+#include <map>
+
+#include "executor/cuda/adamw.cuh"
+#include "executor/cuda/attention.cuh"
+#include "executor/cuda/cross_entropy.cuh"
+#include "executor/cuda/cuda_common.cuh"
+#include "executor/cuda/device.hpp"
+#include "executor/cuda/elementwise.cuh"
+#include "executor/cuda/launch_plan.hpp"
+#include "executor/cuda/matmul.cuh"
+#include "executor/cuda/norm.cuh"
+
+namespace executor::cuda {
+namespace {
+
+/// Concatenates strings and numbers (nvcc's host pass cannot compile fmt 9; messages are simple).
+template <typename... A>
+std::string cat(const A&... a) {
+  std::string s;
+  auto add = [&](const auto& x) {
+    if constexpr (std::is_arithmetic_v<std::decay_t<decltype(x)>>) s += std::to_string(x);
+    else s += x;
+  };
+  (add(a), ...);
+  return s;
+}
+
+}  // namespace
+
+int require_cuda_devices() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error for callers that go on without CUDA
+    throw std::runtime_error(cat("no CUDA device: ", cudaGetErrorString(err),
+                                 " (the cuda backend needs an NVIDIA GPU and driver; try --backend cpu)"));
+  }
+  if (count == 0) throw std::runtime_error("no CUDA device: the CUDA runtime found 0 GPUs (try --backend cpu)");
+  return count;
+}
+
+namespace {
+
+using sim::Op;
+constexpr std::size_t kLtWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (Hopper kernels like 32 MiB)
+
+ncclDataType_t nccl_dtype(hardware::DType t) {
+  switch (t) {
+    case hardware::DType::fp32: return ncclFloat;
+    case hardware::DType::bf16: return ncclBfloat16;
+    case hardware::DType::fp16: return ncclHalf;
+    case hardware::DType::fp8: break;
+  }
+  throw std::runtime_error("cuda backend: no NCCL type for fp8");
+}
+
+float host_float(const unsigned char* p, hardware::DType t) {
+  switch (t) {
+    case hardware::DType::fp32: { float f; std::memcpy(&f, p, 4); return f; }
+    case hardware::DType::bf16: { std::uint16_t b; std::memcpy(&b, p, 2); std::uint32_t u = static_cast<std::uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+    case hardware::DType::fp16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
+    case hardware::DType::fp8: break;
+  }
+  return 0.0f;
+}
+
+/// Host fp32 -> the tensor's dtype (weights at step 0).
+std::vector<unsigned char> host_encode(const std::vector<float>& v, hardware::DType t) {
+  const int b = hardware::dtype_bytes(t);
+  std::vector<unsigned char> out(v.size() * static_cast<std::size_t>(b));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    unsigned char* p = out.data() + i * b;
+    if (t == hardware::DType::fp32) std::memcpy(p, &v[i], 4);
+    else if (t == hardware::DType::bf16) { const __nv_bfloat16 x = __float2bfloat16(v[i]); std::memcpy(p, &x, 2); }
+    else { const __half x = __float2half(v[i]); std::memcpy(p, &x, 2); }
+  }
+  return out;
+}
+
+/// One AdamW parameter: the low-precision weight the GEMMs read, its fp32 gradient, master, m, v.
+struct Param {
+  sim::TensorId weight, grad;
+  float* master = nullptr;  ///< == the weight itself in fp32 runs
+  float* m = nullptr;
+  float* v = nullptr;
+  long long count = 0;
+  bool decay = true;
+};
+
+class GpuDevice final : public Device {
+ public:
+  explicit GpuDevice(const DeviceOptions& o) : o_(o) {
+    const int count = require_cuda_devices();
+    MPI_Comm local;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, o.world_rank, MPI_INFO_NULL, &local));
+    int local_rank = 0;
+    MPI_CHECK(MPI_Comm_rank(local, &local_rank));
+    MPI_CHECK(MPI_Comm_free(&local));
+    device_ = o.device >= 0 ? o.device : local_rank % count;
+    if (device_ >= count)
+      throw std::runtime_error(cat("--device: device ", device_, " does not exist (", count, " CUDA devices)"));
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaGetDeviceProperties(&props_, device_));
+    for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&lt_));
+    CUBLAS_CHECK(cublasCreate(&blas_));
+    CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
+    tp_rank_ = o.world_rank % o.tp;
+    const int tp_group = o.world_rank / o.tp;
+    tp_comm_ = make_comm(tp_group, tp_rank_, o.tp);
+    dp_comm_ = make_comm(tp_rank_, tp_group, o.dp);
+  }
+
+  ~GpuDevice() override {
+    cudaDeviceSynchronize();  // teardown only: every stream idle before freeing what they use
+    if (tp_comm_) ncclCommDestroy(tp_comm_);
+    if (dp_comm_) ncclCommDestroy(dp_comm_);
+    gemms_.clear();
+    for (auto e : events_) cudaEventDestroy(e);
+    for (auto e : start_) cudaEventDestroy(e);
+    for (auto e : end_) cudaEventDestroy(e);
+    if (t0_) cudaEventDestroy(t0_);
+    for (void* p : allocations_) cudaFree(p);
+    cudaFree(lt_workspace_);
+    cublasDestroy(blas_);
+    cublasLtDestroy(lt_);
+    for (auto s : streams_) cudaStreamDestroy(s);
+  }
+
+  std::string describe() const override {
+    const int ranks = o_.tp * o_.dp;
+    return cat("cuda (", props_.name, ", ", props_.multiProcessorCount, " SMs, cuBLASLt + NCCL ", NCCL_VERSION_CODE, ", ", ranks,
+               " MPI rank", ranks > 1 ? "s" : "", ")");
+  }
+
+  void prepare(const sim::StepGraph& g, const LaunchPlan& plan, const DeviceSetup& setup) override {
+    g_ = &g;
+    setup_ = setup;
+    plan_ = &plan;
+    act_ = g.plan.dtype;
+    arena_ = static_cast<char*>(alloc(plan_->arena_bytes));
+    CUDA_CHECK(cudaMemset(arena_, 0, plan_->arena_bytes));  // gradients start at 0
+    attention_scratch_ = static_cast<char*>(alloc(std::max<std::uint64_t>(plan_->attention_scratch_bytes, 256)));
+    cast_scratch_ = alloc(std::max<std::uint64_t>(plan_->cast_scratch_bytes, 256));
+    std::int64_t max_rows = 1;
+    for (const auto& ti : g.tensors) max_rows = std::max(max_rows, ti.rows);
+    stats_max_ = static_cast<float*>(alloc(static_cast<std::size_t>(max_rows) * sizeof(float)));
+
+    // weights: the same step-0 values as every backend (the executor's init_weight), in the run's dtype
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      const auto& ti = g.tensors[i];
+      if (ti.role == sim::TensorRole::weight) {
+        const auto w = setup.init_weight(static_cast<sim::TensorId>(i));
+        const auto bytes = host_encode(w, ti.dtype);
+        CUDA_CHECK(cudaMemcpy(ptr(static_cast<sim::TensorId>(i)), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+        if (ti.dtype != hardware::DType::fp32) {  // AdamW's fp32 master copy starts from the same values
+          float* master = static_cast<float*>(alloc(w.size() * sizeof(float)));
+          CUDA_CHECK(cudaMemcpy(master, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+          masters_[static_cast<sim::TensorId>(i)] = master;
+        }
+      }
+      if (ti.role == sim::TensorRole::input && ti.op == Op::embedding)
+        positions_[static_cast<sim::TensorId>(i)] = static_cast<int*>(alloc(static_cast<std::size_t>(ti.rows) * sizeof(int)));
+    }
+    // AdamW state: the optimizer's operands pair gradient k with weight k
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (g.tasks[i].op != Op::optimizer) continue;
+      auto in = g.inputs(i), out = g.outputs(i);
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        const auto& w = g.tensors[out[k]];
+        Param p{.weight = out[k], .grad = in[k], .count = w.rows * w.cols, .decay = setup.decays(out[k])};
+        const std::size_t bytes = static_cast<std::size_t>(p.count) * sizeof(float);
+        p.m = static_cast<float*>(alloc(bytes));
+        p.v = static_cast<float*>(alloc(bytes));
+        CUDA_CHECK(cudaMemset(p.m, 0, bytes));
+        CUDA_CHECK(cudaMemset(p.v, 0, bytes));
+        p.master = w.dtype == hardware::DType::fp32 ? static_cast<float*>(ptr(out[k])) : masters_.at(out[k]);
+        params_.push_back(p);
+      }
+    }
+    // cuBLASLt descriptors and algorithms, once
+    gemms_.resize(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto& l = plan_->launches[i];
+      if (!l.gemm) continue;
+      const auto ab = g.tensors[l.gemm->b].dtype, c = g.tensors[l.gemm->c].dtype;
+      gemms_[i] = std::make_unique<cuda::PreparedGemm>(cuda::prepare_gemm(lt_, *l.gemm, ab, c, kLtWorkspaceBytes));
+    }
+    // events: cross-stream edges (no timing: cheaper) and per-task start / end
+    events_.resize(plan_->events);
+    for (auto& e : events_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    start_.resize(g.size());
+    end_.resize(g.size());
+    for (auto& e : start_) CUDA_CHECK(cudaEventCreate(&e));
+    for (auto& e : end_) CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventCreate(&t0_));
+    issued_.assign(g.size(), false);
+    CUDA_CHECK(cudaDeviceSynchronize());  // setup only (before the first step)
+  }
+
+  void begin_micro_batch(const std::vector<std::vector<std::int32_t>>& tokens, const std::vector<std::vector<std::int32_t>>& targets,
+                         const std::vector<std::vector<std::int32_t>>& positions) override {
+    const auto& g = *g_;
+    std::fill(issued_.begin(), issued_.end(), false);
+    cudaStream_t s = streams_[0];
+    // token ids / targets into the graph's input tensors (int32 in a 4-byte slot), positions beside
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      const auto& ti = g.tensors[i];
+      if (ti.role != sim::TensorRole::input) continue;
+      const int sl = std::max<int>(0, ti.slice);
+      const auto& src = ti.op == Op::embedding ? tokens.at(sl) : targets.at(sl);
+      if (static_cast<std::int64_t>(src.size()) != ti.rows)
+        throw std::logic_error(cat("batch slice ", sl, " has ", src.size(), " rows, tensor ", ti.name(), " ", ti.rows));
+      // the previous micro-batch ended with its streams synchronised, so staging can be reused
+      auto& stage = staging_[i];
+      stage = src;
+      CUDA_CHECK(cudaMemcpyAsync(ptr(static_cast<sim::TensorId>(i)), stage.data(), stage.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+      if (ti.op == Op::embedding) {
+        auto& pstage = staging_pos_[i];
+        pstage = positions.at(sl);
+        CUDA_CHECK(cudaMemcpyAsync(positions_.at(static_cast<sim::TensorId>(i)), pstage.data(), pstage.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, s));
+      }
+    }
+    CUDA_CHECK(cudaEventRecord(t0_, s));
+  }
+
+  void issue(std::uint32_t t, std::span<const std::uint32_t> waits) override {
+    const auto& l = plan_->launches[t];
+    cudaStream_t s = stream(l.stream);
+    for (auto u : waits) {
+      const auto& producer = plan_->launches[u];
+      if (!producer.record)
+        throw std::logic_error(cat("cuda backend: ", g_->task_name(t), " waits on ", g_->task_name(u), " which records no event"));
+      // the producer recorded its event on its own stream right after it; this stream waits on
+      // the GPU, not the host
+      CUDA_CHECK(cudaStreamWaitEvent(s, events_[*producer.record], 0));
+    }
+    CUDA_CHECK(cudaEventRecord(start_[t], s));
+    if (l.stream == sim::Stream::compute) run_compute(t, s);
+    else run_collective(t, s);
+    CUDA_CHECK(cudaEventRecord(end_[t], s));
+    if (l.record) CUDA_CHECK(cudaEventRecord(events_[*l.record], s));
+    issued_[t] = true;
+  }
+
+  std::vector<std::pair<std::int64_t, std::int64_t>> end_micro_batch() override {
+    for (auto s : streams_) CUDA_CHECK(cudaStreamSynchronize(s));
+    std::vector<std::pair<std::int64_t, std::int64_t>> timing(g_->size(), {-1, -1});
+    for (std::size_t t = 0; t < g_->size(); ++t) {
+      if (!issued_[t]) continue;
+      float a = 0, b = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&a, t0_, start_[t]));
+      CUDA_CHECK(cudaEventElapsedTime(&b, t0_, end_[t]));
+      timing[t] = {static_cast<std::int64_t>(static_cast<double>(a) * 1e6), static_cast<std::int64_t>(static_cast<double>(b) * 1e6)};
+    }
+    return timing;
+  }
+
+  std::vector<float> read_tensor(sim::TensorId id) override {
+    const auto& ti = g_->tensors[id];
+    const auto& slot = plan_->tensors[id];
+    std::vector<unsigned char> raw(slot.bytes);
+    CUDA_CHECK(cudaMemcpy(raw.data(), ptr(id), slot.bytes, cudaMemcpyDeviceToHost));
+    const std::size_t n = static_cast<std::size_t>(ti.rows * ti.cols);
+    std::vector<float> out(n);
+    if (ti.role == sim::TensorRole::input) {  // int32 token ids
+      for (std::size_t i = 0; i < n; ++i) {
+        std::int32_t v;
+        std::memcpy(&v, raw.data() + 4 * i, 4);
+        out[i] = static_cast<float>(v);
+      }
+      return out;
+    }
+    const int b = hardware::dtype_bytes(ti.dtype);
+    for (std::size_t i = 0; i < n; ++i) out[i] = host_float(raw.data() + i * b, ti.dtype);
+    return out;
+  }
+
+ private:
+  ncclComm_t make_comm(int color, int key, int size) {
+    MPI_Comm sub;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub));
+    ncclComm_t comm = nullptr;
+    if (size > 1) {
+      int sub_rank = 0, sub_size = 0;
+      MPI_CHECK(MPI_Comm_rank(sub, &sub_rank));
+      MPI_CHECK(MPI_Comm_size(sub, &sub_size));
+      if (sub_size != size) throw std::runtime_error(cat("cuda backend: communicator of ", sub_size, " ranks, expected ", size));
+      ncclUniqueId id;
+      if (sub_rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+      MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, sub));
+      NCCL_CHECK(ncclCommInitRank(&comm, size, id, sub_rank));
+    }
+    MPI_CHECK(MPI_Comm_free(&sub));
+    return comm;
+  }
+
+  void* alloc(std::size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    allocations_.push_back(p);
+    return p;
+  }
+  void* ptr(sim::TensorId id) const { return arena_ + plan_->tensors[id].offset; }
+  template <typename T> T* as(sim::TensorId id) const { return static_cast<T*>(ptr(id)); }
+  cudaStream_t stream(sim::Stream s) const { return streams_[static_cast<int>(s)]; }
+
+  void run_compute(std::uint32_t t, cudaStream_t s) {
+    switch (act_) {
+      case hardware::DType::fp32: return run_compute_as<float>(t, s);
+      case hardware::DType::bf16: return run_compute_as<__nv_bfloat16>(t, s);
+      case hardware::DType::fp16: return run_compute_as<__half>(t, s);
+      case hardware::DType::fp8: break;
+    }
+    throw std::logic_error("cuda backend: fp8 plans are refused by check_cuda_plan");
+  }
+  template <typename T> void run_compute_as(std::uint32_t t, cudaStream_t s);
+  void run_collective(std::uint32_t t, cudaStream_t s);
+
+  DeviceOptions o_;
+  int device_ = 0, tp_rank_ = 0;
+  cudaDeviceProp props_{};
+  cudaStream_t streams_[sim::kStreams] = {};  // indexed by sim::Stream: compute, tp_comm, dp_comm
+  cublasLtHandle_t lt_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* lt_workspace_ = nullptr;
+  ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr;
+
+  const sim::StepGraph* g_ = nullptr;
+  DeviceSetup setup_;
+  const LaunchPlan* plan_ = nullptr;
+  hardware::DType act_ = hardware::DType::bf16;
+  std::vector<void*> allocations_;
+  char* arena_ = nullptr;
+  char* attention_scratch_ = nullptr;
+  void* cast_scratch_ = nullptr;
+  float* stats_max_ = nullptr;
+  std::map<sim::TensorId, int*> positions_;
+  std::map<sim::TensorId, float*> masters_;  // fp32 master weights of bf16 / fp16 runs
+  std::map<std::size_t, std::vector<std::int32_t>> staging_, staging_pos_;
+  std::vector<Param> params_;
+  int opt_step_ = 0;
+  std::vector<std::unique_ptr<cuda::PreparedGemm>> gemms_;
+  std::vector<cudaEvent_t> events_, start_, end_;
+  cudaEvent_t t0_ = nullptr;
+  std::vector<bool> issued_;
+};
+
+template <typename T>
+void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
+  const auto& g = *g_;
+  const auto& task = g.tasks[t];
+  const auto& l = plan_->launches[t];
+  const auto& m = g.model;
+  auto in = g.inputs(t);
+  auto out = g.outputs(t);
+  const auto T_ = [&](sim::TensorId id) -> const sim::TensorInfo& { return g.tensors[id]; };
+  const bool rms = m.norm == sim::Norm::rmsnorm;
+  const int h = static_cast<int>(m.hidden);
+  switch (l.kind) {
+    case LaunchKind::gemm: {
+      const auto& c = *l.gemm;
+      const void* a = ptr(c.a);
+      if (c.cast_a) {  // fp32 dlogits -> the activation dtype, so that both GEMM inputs match
+        cuda::cast_forward<T>(as<float>(c.a), static_cast<T*>(cast_scratch_), T_(c.a).rows * T_(c.a).cols, s);
+        a = cast_scratch_;
+      }
+      const char* b = static_cast<const char*>(ptr(c.b)) + c.b_offset * hardware::dtype_bytes(T_(c.b).dtype);
+      cuda::matmul_forward(lt_, *gemms_[t], a, b, ptr(c.c), lt_workspace_, kLtWorkspaceBytes, s);
+      return;
+    }
+    case LaunchKind::attention_forward:
+    case LaunchKind::attention_backward: {
+      const auto& op = std::get<hardware::AttentionOp>(task.kind);
+      const cuda::AttentionDims d{.batch = op.batch, .heads = op.heads, .kv_heads = op.kv_heads, .seq = op.s_q, .head_dim = op.head_dim,
+                                  .rope = m.position == sim::Position::rope};
+      const auto layout = cuda::attention_layout(op, sizeof(T));
+      if (l.kind == LaunchKind::attention_forward) {  // inputs {qkv}, outputs {ctx}
+        cuda::attention_forward<T>(blas_, as<T>(in[0]), as<T>(out[0]), attention_scratch_, layout, d, s);
+      } else {  // inputs {qkv, ctx, dctx}, outputs {dqkv}
+        cuda::attention_backward<T>(blas_, as<T>(in[0]), as<T>(in[in.size() - 1]), as<T>(out[0]), attention_scratch_, layout, d, s);
+      }
+      return;
+    }
+    case LaunchKind::norm_forward:  // inputs {x, w}, outputs {y}
+      cuda::norm_forward<T>(rms, as<T>(in[0]), as<T>(in[1]), as<T>(out[0]), T_(in[0]).rows, h, s);
+      return;
+    case LaunchKind::norm_backward:  // inputs {d_out, x, w (, residual dy)}, outputs {dx, dw}
+      cuda::norm_backward<T>(rms, as<T>(in[0]), as<T>(in[1]), as<T>(in[2]), in.size() > 3 ? as<T>(in[3]) : nullptr, as<T>(out[0]),
+                             as<float>(out[1]), T_(in[0]).rows, h, props_.multiProcessorCount, s);
+      return;
+    case LaunchKind::activation_forward:
+      if (m.activation == sim::Activation::gelu) cuda::gelu_forward<T>(as<T>(in[0]), as<T>(out[0]), T_(in[0]).rows * T_(in[0]).cols, s);
+      else cuda::swiglu_forward<T>(as<T>(in[0]), as<T>(out[0]), T_(in[0]).rows, T_(out[0]).cols, s);
+      return;
+    case LaunchKind::activation_backward:  // inputs {f1, da}, outputs {df1}
+      if (m.activation == sim::Activation::gelu)
+        cuda::gelu_backward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]), T_(in[0]).rows * T_(in[0]).cols, s);
+      else cuda::swiglu_backward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]), T_(in[0]).rows, T_(in[1]).cols, s);
+      return;
+    case LaunchKind::residual_forward: {  // inputs {x, partial_0, ...}, outputs {out}
+      cuda::Partials<T> parts;
+      if (in.size() - 1 > static_cast<std::size_t>(cuda::Partials<T>::kMax))
+        throw std::logic_error("cuda backend: more column chunks than residual_forward takes");
+      for (std::size_t k = 1; k < in.size(); ++k) parts.p[parts.count++] = as<T>(in[k]);
+      cuda::residual_forward<T>(as<T>(in[0]), parts, as<T>(out[0]), T_(out[0]).rows, m.hidden, s);
+      return;
+    }
+    case LaunchKind::embedding_forward: {  // inputs {tokens, w_emb (, w_pos)}, outputs {x}
+      const long long vl = T_(in[1]).rows;
+      const T* pos_w = in.size() > 2 && tp_rank_ == 0 ? as<T>(in[2]) : nullptr;  // positions added once per TP group
+      cuda::embedding_forward<T>(as<int>(in[0]), positions_.at(in[0]), as<T>(in[1]), pos_w, tp_rank_ * vl, vl, as<T>(out[0]),
+                                 T_(in[0]).rows, m.hidden, s);
+      return;
+    }
+    case LaunchKind::embedding_backward: {  // inputs {dy, tokens}, outputs {d_emb (, d_pos)}
+      const long long vl = T_(out[0]).rows;
+      cuda::embedding_backward<T>(as<int>(in[1]), positions_.at(in[1]), as<T>(in[0]), as<float>(out[0]),
+                                  out.size() > 1 ? as<float>(out[1]) : nullptr, tp_rank_ * vl, vl, T_(in[1]).rows, m.hidden, s);
+      return;
+    }
+    case LaunchKind::cross_entropy_stats: {  // inputs {logits, targets}, outputs {stats}
+      const auto& L = T_(in[0]);
+      cuda::cross_entropy_stats(as<float>(in[0]), as<int>(in[1]), tp_rank_ * L.cols, L.cols, as<float>(out[0]), L.rows, s);
+      return;
+    }
+    case LaunchKind::cross_entropy_loss: {  // inputs {logits, stats, targets}, outputs {dlogits, loss}
+      const auto& L = T_(in[0]);
+      const float scale = 1.0f / static_cast<float>(setup_.tokens_per_step);
+      cuda::cross_entropy_loss(as<float>(in[0]), as<float>(in[1]), as<int>(in[2]), tp_rank_ * L.cols, L.cols, scale, as<float>(out[0]),
+                               as<float>(out[1]), L.rows, s);
+      return;
+    }
+    case LaunchKind::adamw: {
+      ++opt_step_;
+      const auto& a = setup_.adamw;
+      const AdamWParams o{.lr = a.lr, .beta1 = a.beta1, .beta2 = a.beta2, .eps = a.eps, .weight_decay = a.weight_decay};
+      for (const auto& p : params_)
+        cuda::adamw_update<T>(o, opt_step_, p.master, as<T>(p.weight), as<float>(p.grad), p.m, p.v, p.count, p.decay, s);
+      return;
+    }
+    default: break;
+  }
+  throw std::logic_error(cat("cuda backend: ", g.task_name(t), " is not a compute launch"));
+}
+
+void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
+  const auto& g = *g_;
+  const auto& task = g.tasks[t];
+  const auto& l = plan_->launches[t];
+  ncclComm_t comm = task.group == sim::CommGroup::tp ? tp_comm_ : dp_comm_;
+  if (!comm) throw std::logic_error(cat("cuda backend: ", g.task_name(t), " has no communicator"));
+  auto in = g.inputs(t), out = g.outputs(t);
+  const auto count = [&](sim::TensorId id) { return static_cast<std::size_t>(g.tensors[id].rows * g.tensors[id].cols); };
+  switch (l.kind) {
+    case LaunchKind::all_reduce:
+      if (task.op == Op::loss_comm) {  // (max, sum-exp, target) triples: max first, then rescaled sums
+        const long long n = g.tensors[out[0]].rows;
+        float* stats = as<float>(out[0]);
+        cuda::stats_max(stats, stats_max_, n, s);
+        NCCL_CHECK(ncclAllReduce(stats_max_, stats_max_, static_cast<std::size_t>(n), ncclFloat, ncclMax, comm, s));
+        cuda::stats_rescale(stats, stats_max_, n, tp_rank_ == 0, s);
+        NCCL_CHECK(ncclAllReduce(stats, stats, static_cast<std::size_t>(n) * 3, ncclFloat, ncclSum, comm, s));
+        return;
+      }
+      NCCL_CHECK(ncclGroupStart());  // in place; a DP bucket is several tensors
+      for (auto id : out) NCCL_CHECK(ncclAllReduce(ptr(id), ptr(id), count(id), nccl_dtype(g.tensors[id].dtype), ncclSum, comm, s));
+      NCCL_CHECK(ncclGroupEnd());
+      return;
+    case LaunchKind::all_gather:
+      NCCL_CHECK(ncclAllGather(ptr(in[0]), ptr(out[0]), count(in[0]), nccl_dtype(g.tensors[in[0]].dtype), comm, s));
+      return;
+    case LaunchKind::reduce_scatter:
+      NCCL_CHECK(ncclReduceScatter(ptr(in[0]), ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), ncclSum, comm, s));
+      return;
+    default: break;
+  }
+  throw std::logic_error(cat("cuda backend: ", g.task_name(t), " is not a collective"));
+}
+
+}  // namespace
+
+std::unique_ptr<Device> Device::open(const DeviceOptions& options) { return std::make_unique<GpuDevice>(options); }
+
+}  // namespace executor::cuda

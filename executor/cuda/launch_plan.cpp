@@ -1,0 +1,229 @@
+// StepGraph -> launch list for the CUDA backend (host-only).
+#include "executor/cuda/launch_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "executor/cuda/attention_layout.hpp"
+#include "hardware/config_error.hpp"
+
+namespace executor::cuda {
+namespace {
+
+using hardware::DType;
+using sim::Op;
+using sim::Phase;
+
+constexpr std::uint64_t kAlign = 256;  // cudaMalloc alignment; keeps every tensor 16-byte vectorisable
+
+std::uint64_t align_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+[[noreturn]] void unsupported(const sim::StepGraph& g, std::size_t t, const std::string& what) {
+  throw hardware::ConfigError("--backend cuda", g.task_name(t), what);
+}
+
+bool is_column_parallel(Op o) { return o == Op::qkv || o == Op::fc1; }
+bool is_row_parallel(Op o) { return o == Op::out_proj || o == Op::fc2; }
+
+/// Checks that C[m, n] = op(A) . op(B) agrees with the tensors' shapes.
+void check_gemm_shapes(const sim::StepGraph& g, std::size_t t, const GemmCall& c) {
+  const auto& A = g.tensors[c.a];
+  const auto& B = g.tensors[c.b];
+  const auto& C = g.tensors[c.c];
+  const std::int64_t a_rows = c.trans_a ? c.k : c.m, a_cols = c.trans_a ? c.m : c.k;
+  const std::int64_t b_rows = c.trans_b ? c.n : c.k, b_cols = c.trans_b ? c.k : c.n;
+  // a column chunk of B: columns [b_offset, b_offset + n) of a wider matrix
+  const bool ok = A.rows == a_rows && A.cols == a_cols && B.rows == b_rows &&
+                  (c.trans_b ? B.cols == b_cols : c.b_offset + b_cols <= B.cols) && C.rows == c.m && C.cols == c.n;
+  if (!ok)
+    unsupported(g, t,
+                fmt::format("GEMM m={} n={} k={} does not match its tensors A {}x{}, B {}x{}, C {}x{}", c.m, c.n, c.k, A.rows, A.cols,
+                            B.rows, B.cols, C.rows, C.cols));
+}
+
+GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t) {
+  const auto& task = g.tasks[t];
+  const auto& op = std::get<hardware::GemmOp>(task.kind);
+  const auto in = g.inputs(t);
+  const auto out = g.outputs(t);
+  if (in.size() != 2 || out.size() != 1) unsupported(g, t, "a GEMM task needs 2 inputs and 1 output");
+  GemmCall c{.m = op.m, .n = op.n, .k = op.k};
+  c.c = out[0];
+  switch (task.phase) {
+    case Phase::fwd:
+      c.a = in[0];
+      c.b = in[1];
+      if (task.op == Op::lm_head) {  // logits = x . W_head^T, W_head [vocab/tp, h]
+        c.trans_b = true;
+      } else if (is_row_parallel(task.op) && task.chunk >= 0) {  // chunk c = output columns [c n, (c + 1) n)
+        c.b_offset = static_cast<std::int64_t>(task.chunk) * op.n;
+      } else if (!is_column_parallel(task.op) && !is_row_parallel(task.op)) {
+        unsupported(g, t, "no forward GEMM for this op");
+      }
+      break;
+    case Phase::bwd_dgrad:  // dX = dY . W^T (Y = X W); LM head: dX = dlogits . W_head
+      c.a = in[0];
+      c.b = in[1];
+      c.trans_b = task.op != Op::lm_head;
+      break;
+    case Phase::bwd_wgrad:  // dW += X^T . dY; LM head: dW_head += dlogits^T . x
+      c.accumulate = true;
+      c.trans_a = true;
+      if (task.op == Op::lm_head) {
+        c.a = in[0];
+        c.b = in[1];
+      } else {
+        c.a = in[1];
+        c.b = in[0];
+      }
+      break;
+    default: unsupported(g, t, "GEMM in an unexpected phase");
+  }
+  c.lda = g.tensors[c.a].cols;
+  c.ldb = g.tensors[c.b].cols;
+  c.ldc = g.tensors[c.c].cols;
+  check_gemm_shapes(g, t, c);
+  const DType da = g.tensors[c.a].dtype, db = g.tensors[c.b].dtype, dc = g.tensors[c.c].dtype;
+  if (da != db) {
+    if (da != DType::fp32) unsupported(g, t, "GEMM operands of different dtypes where A is not fp32");
+    c.cast_a = true;
+  }
+  if (c.accumulate && dc != DType::fp32) unsupported(g, t, "weight gradients must be fp32");
+  return c;
+}
+
+LaunchKind elementwise_kind(const sim::StepGraph& g, std::size_t t) {
+  const auto& task = g.tasks[t];
+  const auto& e = std::get<hardware::ElementwiseOp>(task.kind);
+  using hardware::ElementwiseKind;
+  switch (e.kind) {
+    case ElementwiseKind::embedding: return e.backward ? LaunchKind::embedding_backward : LaunchKind::embedding_forward;
+    case ElementwiseKind::layernorm:
+    case ElementwiseKind::rmsnorm: return e.backward ? LaunchKind::norm_backward : LaunchKind::norm_forward;
+    case ElementwiseKind::gelu:
+    case ElementwiseKind::swiglu: return e.backward ? LaunchKind::activation_backward : LaunchKind::activation_forward;
+    case ElementwiseKind::residual_add: return LaunchKind::residual_forward;
+    case ElementwiseKind::cross_entropy: return task.op == Op::loss_comm ? LaunchKind::cross_entropy_stats : LaunchKind::cross_entropy_loss;
+    default: unsupported(g, t, fmt::format("element-wise kind {} has no CUDA kernel", hardware::to_string(e.kind)));
+  }
+}
+
+LaunchKind collective_kind(const sim::StepGraph& g, std::size_t t) {
+  const auto& c = std::get<hardware::CollectiveOp>(g.tasks[t].kind);
+  using hardware::CollectiveKind;
+  switch (c.kind) {
+    case CollectiveKind::all_reduce: return LaunchKind::all_reduce;
+    case CollectiveKind::all_gather: return LaunchKind::all_gather;
+    case CollectiveKind::reduce_scatter: return LaunchKind::reduce_scatter;
+    default: unsupported(g, t, fmt::format("collective {} has no NCCL mapping here", hardware::to_string(c.kind)));
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(LaunchKind k) {
+  switch (k) {
+    case LaunchKind::gemm: return "gemm";
+    case LaunchKind::attention_forward: return "attention_forward";
+    case LaunchKind::attention_backward: return "attention_backward";
+    case LaunchKind::norm_forward: return "norm_forward";
+    case LaunchKind::norm_backward: return "norm_backward";
+    case LaunchKind::activation_forward: return "activation_forward";
+    case LaunchKind::activation_backward: return "activation_backward";
+    case LaunchKind::residual_forward: return "residual_forward";
+    case LaunchKind::embedding_forward: return "embedding_forward";
+    case LaunchKind::embedding_backward: return "embedding_backward";
+    case LaunchKind::cross_entropy_stats: return "cross_entropy_stats";
+    case LaunchKind::cross_entropy_loss: return "cross_entropy_loss";
+    case LaunchKind::all_reduce: return "all_reduce";
+    case LaunchKind::all_gather: return "all_gather";
+    case LaunchKind::reduce_scatter: return "reduce_scatter";
+    case LaunchKind::adamw: return "adamw";
+  }
+  return "?";
+}
+
+std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const sim::Plan& plan) {
+  if (plan.dtype == DType::fp8)
+    return std::string("dtype=fp8 is not supported by the CUDA backend (expected bf16, fp16 or fp32)");
+  if (plan.row_slices > 1 && plan.row_axis == sim::RowAxis::sequence)
+    return fmt::format("row_axis=sequence with row_slices={} is not supported by the CUDA backend (expected row_axis=batch)",
+                       plan.row_slices);
+  if (plan.pp != 1) return fmt::format("pp={} is not supported by the CUDA backend (expected 1)", plan.pp);
+  if (plan.col_slices > 8) return fmt::format("col_slices={} is more than the CUDA residual kernel's 8 chunks", plan.col_slices);
+  if (model.head_dim() % 2) return fmt::format("head_dim={} is odd; the CUDA attention kernels rotate pairs", model.head_dim());
+  return std::nullopt;
+}
+
+LaunchPlan plan_launches(const sim::StepGraph& g) {
+  if (auto why = check_cuda_plan(g.model, g.plan)) throw hardware::ConfigError("--backend cuda", "plan", *why);
+  LaunchPlan p;
+  const std::size_t n = g.size();
+
+  // ---- tensors: one arena, each tensor at a 256-byte aligned offset ----
+  p.tensors.resize(g.tensors.size());
+  std::uint64_t off = 0;
+  for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+    const auto& ti = g.tensors[i];
+    p.tensors[i] = {.offset = off, .bytes = static_cast<std::uint64_t>(ti.rows) * static_cast<std::uint64_t>(ti.cols) *
+                                            static_cast<std::uint64_t>(hardware::dtype_bytes(ti.dtype))};
+    off += align_up(p.tensors[i].bytes);
+    if (ti.role == sim::TensorRole::weight) p.weight_params += static_cast<std::uint64_t>(ti.rows * ti.cols);
+  }
+  p.arena_bytes = off;
+
+  // ---- launches ----
+  p.launches.resize(n);
+  const int act_bytes = hardware::dtype_bytes(g.plan.dtype == DType::fp8 ? DType::bf16 : g.plan.dtype);
+  for (std::size_t t = 0; t < n; ++t) {
+    const auto& task = g.tasks[t];
+    Launch& l = p.launches[t];
+    l.task = static_cast<std::uint32_t>(t);
+    l.stream = task.stream;
+    l.once_per_step = task.once_per_step;
+    if (std::holds_alternative<hardware::GemmOp>(task.kind)) {
+      l.kind = LaunchKind::gemm;
+      l.gemm = plan_gemm(g, t);
+      if (l.gemm->cast_a) {
+        const auto& a = g.tensors[l.gemm->a];
+        p.cast_scratch_bytes = std::max<std::uint64_t>(p.cast_scratch_bytes, static_cast<std::uint64_t>(a.rows * a.cols) * act_bytes);
+      }
+    } else if (const auto* a = std::get_if<hardware::AttentionOp>(&task.kind)) {
+      l.kind = a->backward ? LaunchKind::attention_backward : LaunchKind::attention_forward;
+      if (a->s_kv != a->s_q || a->q_offset != 0) unsupported(g, t, "attention over earlier sequence slices (row_axis sequence)");
+      p.attention_scratch_bytes = std::max(p.attention_scratch_bytes, attention_layout(*a, act_bytes).bytes);
+    } else if (std::holds_alternative<hardware::ElementwiseOp>(task.kind)) {
+      l.kind = elementwise_kind(g, t);
+    } else if (std::holds_alternative<hardware::CollectiveOp>(task.kind)) {
+      l.kind = collective_kind(g, t);
+      if (task.stream == sim::Stream::compute) unsupported(g, t, "a collective on the compute stream");
+    } else {
+      l.kind = LaunchKind::adamw;
+    }
+  }
+
+  // ---- cross-stream edges -> events ----
+  // One event per producer that has a consumer on another stream, recorded right after it; each
+  // such edge adds one wait to the consumer. Vertex order is host issue order, so the record is
+  // always issued before the wait (checked: an edge backwards in issue order is refused).
+  std::vector<std::optional<std::uint32_t>> event_of(n);
+  for (std::size_t u = 0; u < n; ++u) {
+    for (auto v : boost::make_iterator_range(g.successors(u))) {
+      if (v <= u) unsupported(g, v, fmt::format("depends on task {} issued after it", u));
+      if (g.tasks[v].stream == g.tasks[u].stream) continue;  // same in-order stream: nothing to do
+      if (g.tasks[u].once_per_step && !g.tasks[v].once_per_step)
+        unsupported(g, v, "waits on a once-per-step task from every micro-batch");
+      if (!event_of[u]) event_of[u] = p.events++;
+      auto& waits = p.launches[v].waits;
+      if (std::find(waits.begin(), waits.end(), *event_of[u]) == waits.end()) {
+        waits.push_back(*event_of[u]);
+        ++p.cross_stream_edges;
+      }
+    }
+    p.launches[u].record = event_of[u];
+  }
+  return p;
+}
+
+}  // namespace executor::cuda

@@ -1,0 +1,88 @@
+// defines: executor::cuda::LaunchPlan (a StepGraph translated into the CUDA calls one rank issues:
+//          which kernel or library call, with what shapes, on which stream, which events to record
+//          and wait), plan_launches, check_cuda_plan, LaunchKind, GemmCall, TensorSlot
+// Host-only C++ (no CUDA headers, STYLE rule 8): the GPU runner walks this list; the unit tests
+// check it on machines without a GPU.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "sim/step_graph.hpp"
+
+namespace executor::cuda {
+
+/// @brief What one launch calls. GEMMs go to cuBLASLt, collectives to NCCL, the rest are our kernels
+/// (named <op>_<pass>_kernel in executor/cuda/*.cu).
+enum class LaunchKind : std::uint8_t {
+  gemm,                 ///< cuBLASLt matmul, see GemmCall
+  attention_forward,    ///< RoPE + QK^T (strided-batched GEMM) + causal softmax + PV, GQA
+  attention_backward,   ///< recomputes P, then dV, dP, dS, dQ, dK; accumulates into dqkv
+  norm_forward,         ///< LayerNorm or RMSNorm of each row
+  norm_backward,        ///< input gradient (+ residual gradient) and fp32 weight gradient (+=)
+  activation_forward,   ///< GeLU (tanh) or SwiGLU
+  activation_backward,
+  residual_forward,     ///< x + sum of the row-parallel partial outputs (column chunks side by side)
+  embedding_forward,    ///< vocab-parallel token lookup (+ learned position on TP rank 0)
+  embedding_backward,   ///< scatter-add into the fp32 embedding (and position) gradient
+  cross_entropy_stats,  ///< per token: local sum exp(logit - shift), target logit, shift
+  cross_entropy_loss,   ///< loss per token and dlogits
+  all_reduce,           ///< NCCL, in place (sum)
+  all_gather,           ///< NCCL, [rows/tp, cols] -> [rows, cols]
+  reduce_scatter,       ///< NCCL, [rows, cols] -> [rows/tp, cols]
+  adamw,                ///< fused AdamW over every weight; zeroes the gradients for the next step
+};
+std::string_view to_string(LaunchKind k);
+
+/// @brief Row-major C[m, n] (+)= op(A) . op(B) with fp32 accumulation; element offsets select a
+/// column block (the column chunk of a row-parallel weight under domino).
+struct GemmCall {
+  std::int64_t m = 0, n = 0, k = 0;
+  sim::TensorId a = 0, b = 0, c = 0;
+  bool trans_a = false, trans_b = false;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;  ///< leading dimensions (row-major: elements per row)
+  std::int64_t b_offset = 0;               ///< element offset into B (column chunk)
+  bool accumulate = false;                 ///< C += (weight gradients), else C =
+  bool cast_a = false;                     ///< A is fp32 but B is not: cast A to B's dtype first (dlogits)
+};
+
+/// @brief One call the host issues. Waits come before the call on `stream`, the record after it.
+struct Launch {
+  std::uint32_t task = 0;
+  LaunchKind kind = LaunchKind::gemm;
+  sim::Stream stream = sim::Stream::compute;
+  bool once_per_step = false;                ///< only in the last micro-batch of a step
+  std::vector<std::uint32_t> waits;          ///< events (indices) to cudaStreamWaitEvent on first
+  std::optional<std::uint32_t> record;       ///< event to cudaEventRecord after the call
+  std::optional<GemmCall> gemm;              ///< for LaunchKind::gemm
+};
+
+/// @brief Where a tensor lives in the rank's device arena.
+struct TensorSlot {
+  std::uint64_t offset = 0;  ///< bytes from the arena base, 256-byte aligned
+  std::uint64_t bytes = 0;   ///< rows x cols x dtype bytes (TensorInfo::bytes())
+};
+
+struct LaunchPlan {
+  std::vector<Launch> launches;             ///< host issue order (= graph vertex order)
+  std::uint32_t events = 0;                 ///< CUDA events to create
+  std::vector<TensorSlot> tensors;          ///< indexed by TensorId
+  std::uint64_t arena_bytes = 0;
+  std::uint64_t attention_scratch_bytes = 0;  ///< largest attention task's scratch (compute stream only)
+  std::uint64_t cast_scratch_bytes = 0;       ///< largest fp32 GEMM operand cast to the low-precision dtype
+  std::uint64_t weight_params = 0;            ///< elements over all weights (AdamW master, m, v)
+  std::size_t cross_stream_edges = 0;         ///< dependencies that became event waits
+};
+
+/// @brief Translates `graph` (built by sim::build_step_graph) into launches. Every cross-stream
+/// edge becomes a wait on an event the producer records right after it; same-stream edges need
+/// nothing (in-order streams). Throws hardware::ConfigError if the graph holds a task the CUDA
+/// backend cannot run (call check_cuda_plan first for a friendlier message).
+LaunchPlan plan_launches(const sim::StepGraph& graph);
+
+/// @brief Why the CUDA backend refuses a plan (fp8, sequence-axis row slices, pipeline stages),
+/// as one line naming the key; nullopt when it can run.
+std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const sim::Plan& plan);
+
+}  // namespace executor::cuda

@@ -1,0 +1,139 @@
+#include "executor/init.hpp"
+
+#include <cmath>
+
+#include "hardware/config_error.hpp"
+
+namespace executor {
+namespace {
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+/// Uniform in [0, 1) from a 64-bit hash.
+double unit(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+
+int tp_of(const sim::StepGraph& g) { return g.plan.tp; }
+
+/// Row-sharded (vocab-parallel, row-parallel): the rank's rows are one block of the full weight.
+std::int64_t rows_index(const sim::StepGraph&, const sim::TensorInfo& t, int r, std::int64_t row, std::int64_t col) {
+  return (static_cast<std::int64_t>(r) * t.rows + row) * t.cols + col;
+}
+std::int64_t same_index(const sim::StepGraph&, const sim::TensorInfo& t, int, std::int64_t row, std::int64_t col) {
+  return row * t.cols + col;
+}
+std::int64_t qkv_index(const sim::StepGraph& g, const sim::TensorInfo& t, int r, std::int64_t row, std::int64_t col) {
+  const std::int64_t h = g.model.hidden, kvd = g.model.kv_dim(), tp = tp_of(g);
+  const std::int64_t ql = h / tp, kl = kvd / tp, full = h + 2 * kvd;
+  std::int64_t c;
+  if (col < ql) c = r * ql + col;
+  else if (col < ql + kl) c = h + r * kl + (col - ql);
+  else c = h + kvd + r * kl + (col - ql - kl);
+  (void)t;
+  return row * full + c;
+}
+std::int64_t fc1_index(const sim::StepGraph& g, const sim::TensorInfo& t, int r, std::int64_t row, std::int64_t col) {
+  const std::int64_t f = g.model.ffn_hidden, tp = tp_of(g), fl = f / tp;
+  if (g.model.activation == sim::Activation::gelu) return row * f + r * fl + col;
+  const std::int64_t c = col < fl ? r * fl + col : f + r * fl + (col - fl);
+  (void)t;
+  return row * 2 * f + c;
+}
+
+}  // namespace
+
+WeightLayout weight_layout(const sim::StepGraph& g, sim::TensorId id) {
+  const auto& t = g.tensors[id];
+  if (t.role != sim::TensorRole::weight && t.role != sim::TensorRole::weight_grad)
+    throw std::logic_error("weight_layout: tensor " + t.name() + " is not a weight");
+  const std::int64_t tp = tp_of(g);
+  switch (t.op) {
+    case sim::Op::embedding:
+      if (t.variant == 1) return {t.rows, t.cols, true, same_index};  // learned positions
+      return {t.rows * tp, t.cols, false, rows_index};
+    case sim::Op::lm_head: return {t.rows * tp, t.cols, false, rows_index};
+    case sim::Op::norm1:
+    case sim::Op::norm2:
+    case sim::Op::final_norm: return {t.rows, t.cols, true, same_index};
+    case sim::Op::qkv: return {t.rows, t.cols * tp, false, qkv_index};
+    case sim::Op::fc1: return {t.rows, t.cols * tp, false, fc1_index};
+    case sim::Op::out_proj:
+    case sim::Op::fc2: return {t.rows * tp, t.cols, false, rows_index};
+    default: throw std::logic_error("weight_layout: no layout for " + t.name());
+  }
+}
+
+std::vector<float> init_weight(const sim::StepGraph& g, sim::TensorId id, int tp_rank, std::uint64_t seed) {
+  const auto& t = g.tensors[id];
+  std::vector<float> w(static_cast<std::size_t>(t.rows * t.cols));
+  const bool norm = t.op == sim::Op::norm1 || t.op == sim::Op::norm2 || t.op == sim::Op::final_norm;
+  if (norm) {  // scale 1, bias 0
+    for (std::int64_t c = 0; c < t.cols; ++c) w[static_cast<std::size_t>(c)] = 1.0f;
+    return w;
+  }
+  double std = 0.02;
+  if (t.op == sim::Op::out_proj || t.op == sim::Op::fc2) std /= std::sqrt(2.0 * g.model.layers);
+  const double half_width = std * std::sqrt(3.0);  // uniform with this standard deviation
+  const auto layout = weight_layout(g, id);
+  const std::uint64_t key = splitmix(seed ^ splitmix((static_cast<std::uint64_t>(t.op) << 40) ^
+                                                     (static_cast<std::uint64_t>(t.layer + 1) << 8) ^ t.variant));
+  for (std::int64_t r = 0; r < t.rows; ++r)
+    for (std::int64_t c = 0; c < t.cols; ++c) {
+      const auto gi = static_cast<std::uint64_t>(layout.global_index(g, t, tp_rank, r, c));
+      w[static_cast<std::size_t>(r * t.cols + c)] = static_cast<float>((2.0 * unit(splitmix(key ^ splitmix(gi))) - 1.0) * half_width);
+    }
+  return w;
+}
+
+bool decays(const sim::TensorInfo& w) {
+  return !(w.op == sim::Op::norm1 || w.op == sim::Op::norm2 || w.op == sim::Op::final_norm);
+}
+
+std::int64_t tokens_per_step(const sim::Plan& p) { return static_cast<std::int64_t>(p.global_batch) * p.seq_len; }
+
+Batch make_batch(const sim::StepGraph& g, std::uint64_t seed, int step, int micro, int dp_rank) {
+  const auto& p = g.plan;
+  const std::int64_t V = g.model.vocab, S = p.seq_len;
+  const int slices = p.row_slices;
+  Batch b;
+  b.tokens.resize(slices);
+  b.targets.resize(slices);
+  b.positions.resize(slices);
+  // Sequence q of this micro-batch: the global sequence index (step, dp rank, micro-batch, q)
+  // decides its tokens, so any split of the global batch sees the same data.
+  const std::int64_t seq_index0 = (static_cast<std::int64_t>(step) * p.global_batch) +
+                                  (static_cast<std::int64_t>(dp_rank) * p.grad_accum_steps() + micro) * p.micro_batch;
+  std::vector<std::vector<std::int32_t>> seqs(static_cast<std::size_t>(p.micro_batch));
+  for (int q = 0; q < p.micro_batch; ++q) {
+    std::uint64_t h = splitmix(seed * 0x51ED27ull ^ splitmix(static_cast<std::uint64_t>(seq_index0 + q)));
+    auto& s = seqs[static_cast<std::size_t>(q)];
+    s.resize(static_cast<std::size_t>(S + 1));
+    // next = (5 cur + 3) mod V, restarting at a random token with probability 1/16
+    std::int64_t cur = static_cast<std::int64_t>(h % static_cast<std::uint64_t>(V));
+    for (std::int64_t i = 0; i <= S; ++i) {
+      s[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(cur);
+      h = splitmix(h);
+      cur = (h & 15) == 0 ? static_cast<std::int64_t>((h >> 8) % static_cast<std::uint64_t>(V)) : (5 * cur + 3) % V;
+    }
+  }
+  for (int sl = 0; sl < slices; ++sl) {
+    const bool by_batch = p.row_axis == sim::RowAxis::batch;
+    const std::int64_t nb = by_batch ? p.micro_batch / slices : p.micro_batch;
+    const std::int64_t ns = by_batch ? S : S / slices;
+    for (std::int64_t bi = 0; bi < nb; ++bi)
+      for (std::int64_t si = 0; si < ns; ++si) {
+        const std::int64_t q = by_batch ? sl * nb + bi : bi;
+        const std::int64_t pos = by_batch ? si : sl * ns + si;
+        const auto& s = seqs[static_cast<std::size_t>(q)];
+        b.tokens[sl].push_back(s[static_cast<std::size_t>(pos)]);
+        b.targets[sl].push_back(s[static_cast<std::size_t>(pos + 1)]);
+        b.positions[sl].push_back(static_cast<std::int32_t>(pos));
+      }
+  }
+  return b;
+}
+
+}  // namespace executor

@@ -1,0 +1,209 @@
+#include "executor/run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "executor/cpu/mpi_check.hpp"
+
+namespace executor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Total length of the union of intervals.
+std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> iv) {
+  std::sort(iv.begin(), iv.end());
+  std::int64_t total = 0, cur_s = 0, cur_e = -1;
+  for (auto [s, e] : iv) {
+    if (s > cur_e) {
+      if (cur_e > cur_s) total += cur_e - cur_s;
+      cur_s = s;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (cur_e > cur_s) total += cur_e - cur_s;
+  return total;
+}
+
+/// Full (unsharded) weight gradients, summed onto world rank 0.
+std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  const int tp_rank = rank % g.plan.tp, dp_rank = rank / g.plan.tp;
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+    const auto& t = g.tensors[i];
+    if (t.role != sim::TensorRole::weight_grad) continue;
+    const auto id = static_cast<sim::TensorId>(i);
+    const auto layout = weight_layout(g, id);
+    std::vector<float> full(static_cast<std::size_t>(layout.full_rows * layout.full_cols), 0.0f);
+    // after the DP reduction every DP rank holds the same gradient: DP rank 0 contributes;
+    // replicated weights: TP rank 0 contributes
+    if (dp_rank == 0 && (!layout.replicated || tp_rank == 0)) {
+      const auto local = b.read_tensor(id);
+      for (std::int64_t r = 0; r < t.rows; ++r)
+        for (std::int64_t c = 0; c < t.cols; ++c)
+          full[static_cast<std::size_t>(layout.global_index(g, t, tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
+    }
+    std::vector<float> sum(rank == 0 ? full.size() : 0);
+    MPI_CHECK(MPI_Reduce(full.data(), rank == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0,
+                         MPI_COMM_WORLD));
+    if (rank == 0) out.emplace_back(t.name(), std::move(sum));
+  }
+  return out;
+}
+
+}  // namespace
+
+Overlap measure_overlap(const sim::StepGraph& g, const std::vector<TaskClock>& timeline) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> comm, compute;
+  for (std::size_t i = 0; i < g.size() && i < timeline.size(); ++i) {
+    const auto& c = timeline[i];
+    if (c.start_ns < 0) continue;
+    if (g.tasks[i].stream == sim::Stream::tp_comm) comm.emplace_back(c.start_ns, c.end_ns);
+    else if (g.tasks[i].stream == sim::Stream::compute) compute.emplace_back(c.start_ns, c.end_ns);
+  }
+  // |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|
+  const std::int64_t a = union_length(comm), b = union_length(compute);
+  auto both = comm;
+  both.insert(both.end(), compute.begin(), compute.end());
+  const std::int64_t u = union_length(both);
+  return Overlap{.comm_busy_ms = a / 1e6, .overlapped_ms = static_cast<double>(a + b - u) / 1e6};
+}
+
+std::vector<sim::TaskTiming> to_task_timing(const std::vector<TaskClock>& timeline) {
+  std::vector<sim::TaskTiming> out(timeline.size());
+  for (std::size_t i = 0; i < timeline.size(); ++i)
+    if (timeline[i].start_ns >= 0)
+      out[i] = {hardware::Duration::from_ns(timeline[i].start_ns), hardware::Duration::from_ns(timeline[i].end_ns)};
+  return out;
+}
+
+RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, bool capture_grads) {
+  int rank = 0, world = 1;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  const auto& p = g.plan;
+  const std::size_t n = g.size();
+  const int dp_rank = rank / p.tp, accum = p.grad_accum_steps();
+
+  // waits[t]: predecessors of t on other streams (same-stream order is the stream's own)
+  std::vector<std::vector<std::uint32_t>> waits(n);
+  for (std::size_t u = 0; u < n; ++u)
+    for (auto v : boost::make_iterator_range(g.successors(u)))
+      if (g.tasks[v].stream != g.tasks[u].stream) waits[v].push_back(static_cast<std::uint32_t>(u));
+  std::uint32_t optimizer = static_cast<std::uint32_t>(n);
+  for (std::size_t t = 0; t < n; ++t)
+    if (g.tasks[t].op == sim::Op::optimizer) optimizer = static_cast<std::uint32_t>(t);
+
+  backend.prepare(g, o.training);
+  RunResult r;
+  r.warmup = std::min(o.warmup, std::max(0, o.steps - 1));
+  std::vector<std::vector<TaskClock>> step_timelines;  // this rank, per step
+  std::vector<std::uint32_t> w;
+  for (int step = 0; step < o.steps; ++step) {
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    const auto step_begin = Clock::now();
+    double loss_sum = 0;
+    std::vector<TaskClock> timing;
+    for (int micro = 0; micro < accum; ++micro) {
+      const bool last = micro == accum - 1;
+      const Batch batch = make_batch(g, o.training.seed, step, micro, dp_rank);
+      const auto mb_begin = Clock::now();
+      backend.begin_micro_batch(batch);
+      const bool hold_optimizer = capture_grads && step == 0 && last;
+      for (std::uint32_t t = 0; t < n; ++t) {
+        const auto& task = g.tasks[t];
+        if (task.once_per_step && !last) continue;
+        if (hold_optimizer && t == optimizer) continue;
+        w.clear();
+        for (auto u : waits[t])
+          if (!g.tasks[u].once_per_step || last) w.push_back(u);
+        backend.issue(t, w);
+      }
+      backend.end_micro_batch(timing);
+      if (hold_optimizer) {
+        r.first_step_grads = gather_grads(g, backend);
+        if (optimizer < n) {
+          backend.issue(optimizer, waits[optimizer]);
+          std::vector<TaskClock> opt_timing;
+          backend.end_micro_batch(opt_timing);
+          timing[optimizer] = opt_timing[optimizer];
+        }
+      }
+      loss_sum += backend.loss_sum();
+      if (last) {
+        const std::int64_t offset = std::chrono::duration_cast<std::chrono::nanoseconds>(mb_begin - step_begin).count();
+        for (auto& c : timing)
+          if (c.start_ns >= 0) {
+            c.start_ns += offset;
+            c.end_ns += offset;
+          }
+      }
+    }
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - step_begin).count();
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    // every TP rank holds the same per-token losses: sum over the world, divide by tp
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    const double loss = loss_sum / p.tp / static_cast<double>(tokens_per_step(p));
+    r.step_times_ms.push_back(ms);
+    r.loss.push_back(loss);
+    step_timelines.push_back(std::move(timing));
+    if (rank == 0 && o.on_step) o.on_step(step, ms, loss);
+  }
+
+  std::vector<double> measured(r.step_times_ms.begin() + r.warmup, r.step_times_ms.end());
+  r.step_time_ms = median(measured);
+  r.step_time_min_ms = *std::min_element(measured.begin(), measured.end());
+  r.step_time_max_ms = *std::max_element(measured.begin(), measured.end());
+  double mean = 0, var = 0;
+  for (double v : measured) mean += v / static_cast<double>(measured.size());
+  for (double v : measured) var += (v - mean) * (v - mean) / static_cast<double>(measured.size());
+  r.step_time_stdev_ms = std::sqrt(var);
+  r.tokens_per_s = static_cast<double>(tokens_per_step(p)) / (r.step_time_ms / 1e3);
+  // the measured step closest to the median
+  r.median_step = r.warmup;
+  for (int s = r.warmup; s < o.steps; ++s)
+    if (std::abs(r.step_times_ms[s] - r.step_time_ms) < std::abs(r.step_times_ms[r.median_step] - r.step_time_ms)) r.median_step = s;
+
+  // per-task median durations (this rank), and every rank's median-step timeline on rank 0
+  if (rank == 0) {
+    r.task_median_us.assign(n, -1.0);
+    std::vector<double> d;
+    for (std::size_t t = 0; t < n; ++t) {
+      d.clear();
+      for (int s = r.warmup; s < o.steps; ++s) {
+        const auto& c = step_timelines[s][t];
+        if (c.start_ns >= 0) d.push_back(static_cast<double>(c.end_ns - c.start_ns) / 1e3);
+      }
+      if (!d.empty()) r.task_median_us[t] = median(d);
+    }
+  }
+  std::vector<std::int64_t> mine(2 * n), all(rank == 0 ? 2 * n * static_cast<std::size_t>(world) : 0);
+  for (std::size_t t = 0; t < n; ++t) {
+    mine[2 * t] = step_timelines[r.median_step][t].start_ns;
+    mine[2 * t + 1] = step_timelines[r.median_step][t].end_ns;
+  }
+  MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_INT64_T, all.data(), static_cast<int>(2 * n), MPI_INT64_T, 0,
+                       MPI_COMM_WORLD));
+  if (rank == 0) {
+    r.timelines.assign(world, std::vector<TaskClock>(n));
+    for (int k = 0; k < world; ++k)
+      for (std::size_t t = 0; t < n; ++t)
+        r.timelines[k][t] = {all[(k * n + t) * 2], all[(k * n + t) * 2 + 1]};
+    r.overlap = measure_overlap(g, r.timelines[0]);
+  }
+  return r;
+}
+
+}  // namespace executor

@@ -1,0 +1,46 @@
+#include "executor/run_target.hpp"
+
+#include <fmt/format.h>
+
+#include "hardware/config_error.hpp"
+
+namespace executor {
+
+sim::Target resolve_run_target(sim::TargetInput in, int world) {
+  sim::Target t;
+  t.model = sim::load_model(in.model);
+  t.cluster = hardware::load_cluster(in.cluster);
+  if (in.nodes) {
+    if (*in.nodes <= 0) throw hardware::ConfigError("--nodes", "", "expected a positive number of nodes");
+    t.cluster.nodes = *in.nodes;
+  } else if (world % t.cluster.node.gpus_per_node == 0) {
+    t.cluster.nodes = world / t.cluster.node.gpus_per_node;
+  } else if (world < t.cluster.node.gpus_per_node) {
+    t.cluster.nodes = 1;  // a partly used node: describe it as a node of `world` ranks
+    t.cluster.node.gpus_per_node = world;
+  }
+  sim::PlanInput pi;
+  t.plan_source = "flags";
+  if (!in.plan_file.empty()) {
+    pi = sim::load_plan_input(in.plan_file);
+    t.plan_source = in.plan_file;
+  }
+  pi.merge(in.flags);
+  const int tp = pi.tp.value_or(1);
+  if (tp > 0 && world % tp != 0)
+    throw hardware::ConfigError("--tp", "", fmt::format("tp={} does not divide the {} MPI ranks (mpirun -np)", tp, world));
+  if (!pi.dp && tp > 0) pi.dp = world / tp;
+  if (!pi.dtype && t.cluster.gpu.arch == hardware::GpuArch::cpu) pi.dtype = hardware::DType::fp32;
+  if (!pi.micro_batch && pi.row_axis.value_or(sim::RowAxis::batch) == sim::RowAxis::batch) {
+    // one sequence per row slice: the smallest micro-batch a batch-axis Domino plan can slice
+    const bool domino = pi.strategy.value_or(sim::Strategy::none) == sim::Strategy::domino;
+    pi.micro_batch = pi.row_slices.value_or(domino ? 2 : 1);
+  }
+  t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
+  if (t.plan.gpus() != world)
+    throw hardware::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp = {} x {} = {} ranks, got {}", t.plan.tp, t.plan.dp,
+                                                             t.plan.gpus(), world));
+  return t;
+}
+
+}  // namespace executor

@@ -1,0 +1,229 @@
+// The CUDA backend's StepGraph -> launch list translation (host-only: runs without a GPU).
+#include <doctest/doctest.h>
+
+#ifdef SLICETUNE_HAVE_CUDA_BACKEND
+#include <map>
+#include <set>
+
+#include "executor/cuda/attention_layout.hpp"
+#include "executor/cuda/launch_plan.hpp"
+#include "hardware/config_error.hpp"
+
+namespace {
+
+using executor::cuda::LaunchKind;
+using executor::cuda::LaunchPlan;
+
+struct Built {
+  sim::ModelSpec model;
+  hardware::ClusterSpec cluster;
+  sim::Plan plan;
+  sim::StepGraph graph;
+};
+
+/// A single node with exactly tp x dp GPUs (the shape `mpirun -np tp*dp` gives the executor).
+Built build(const std::string& model, sim::PlanInput in) {
+  Built b;
+  b.model = sim::load_model(model);
+  b.cluster = hardware::load_cluster("dgx-h200");
+  b.cluster.nodes = 1;
+  b.cluster.node.gpus_per_node = in.tp.value_or(1) * in.dp.value_or(1);
+  b.plan = sim::resolve_plan(b.model, b.cluster, in);
+  b.graph = sim::build_step_graph(b.model, b.cluster, b.plan);
+  return b;
+}
+
+sim::PlanInput plan(int tp, int dp, int mb, sim::Strategy s, int rows = 1, int cols = 1, bool sp = false) {
+  sim::PlanInput in;
+  in.tp = tp;
+  in.dp = dp;
+  in.micro_batch = mb;
+  in.global_batch = mb * dp;
+  in.strategy = s;
+  in.row_slices = rows;
+  in.col_slices = cols;
+  in.sequence_parallel = sp;
+  in.dtype = hardware::DType::bf16;
+  return in;
+}
+
+/// Distinct (producer, consumer) edges whose tasks sit on different streams.
+std::set<std::pair<std::size_t, std::size_t>> cross_stream_edges(const sim::StepGraph& g) {
+  std::set<std::pair<std::size_t, std::size_t>> e;
+  for (std::size_t u = 0; u < g.size(); ++u)
+    for (auto v : boost::make_iterator_range(g.successors(u)))
+      if (g.tasks[u].stream != g.tasks[v].stream) e.insert({u, static_cast<std::size_t>(v)});
+  return e;
+}
+
+/// The checks every plan must pass; returns the number of waits.
+std::size_t check_events(const sim::StepGraph& g, const LaunchPlan& p) {
+  REQUIRE(p.launches.size() == g.size());
+  // event -> the one launch that records it
+  std::map<std::uint32_t, std::size_t> recorder;
+  for (std::size_t i = 0; i < p.launches.size(); ++i)
+    if (p.launches[i].record) {
+      CHECK(recorder.count(*p.launches[i].record) == 0);  // recorded by exactly one launch
+      recorder[*p.launches[i].record] = i;
+    }
+  CHECK(recorder.size() == p.events);
+  const auto edges = cross_stream_edges(g);
+  std::size_t waits = 0;
+  std::set<std::pair<std::size_t, std::size_t>> covered;
+  for (std::size_t v = 0; v < p.launches.size(); ++v) {
+    for (auto ev : p.launches[v].waits) {
+      ++waits;
+      REQUIRE(recorder.count(ev) == 1);
+      const std::size_t u = recorder[ev];
+      CHECK(u < v);                                    // no launch waits on an event recorded later
+      CHECK(edges.count({u, v}) == 1);                 // the wait is a cross-stream edge of the graph
+      CHECK(g.tasks[u].stream != g.tasks[v].stream);
+      covered.insert({u, v});
+    }
+  }
+  CHECK(covered == edges);  // every cross-stream edge has its wait ...
+  CHECK(waits == edges.size());  // ... exactly one
+  CHECK(p.cross_stream_edges == edges.size());
+  return waits;
+}
+
+}  // namespace
+
+TEST_CASE("tp = 1, dp = 1: one stream, so no events at all") {
+  // Expected 0 events and 0 waits: with one rank there are no collectives, every task is on the
+  // compute stream, and an in-order stream needs no events.
+  auto b = build("tiny", plan(1, 1, 2, sim::Strategy::none));
+  const auto p = executor::cuda::plan_launches(b.graph);
+  CHECK(p.events == 0);
+  CHECK(check_events(b.graph, p) == 0);
+  for (const auto& l : p.launches) CHECK(l.stream == sim::Stream::compute);
+}
+
+TEST_CASE("every cross-stream edge yields one record + wait, in issue order (tp 2, dp 2, domino)") {
+  for (auto in : {plan(2, 2, 4, sim::Strategy::none), plan(2, 2, 4, sim::Strategy::domino, 2, 1),
+                  plan(2, 2, 4, sim::Strategy::domino, 1, 2), plan(2, 2, 4, sim::Strategy::domino, 2, 2),
+                  plan(2, 1, 4, sim::Strategy::domino, 2, 2, true)}) {
+    for (const char* model : {"tiny", "tiny-llama"}) {
+      auto b = build(model, in);
+      CAPTURE(model);
+      CAPTURE(sim::describe(b.plan));
+      const auto p = executor::cuda::plan_launches(b.graph);
+      // Every collective is a cross-stream producer and consumer: at least 2 waits per collective.
+      std::size_t collectives = 0;
+      for (const auto& t : b.graph.tasks) collectives += t.is_collective();
+      CHECK(collectives > 0);
+      CHECK(check_events(b.graph, p) >= 2 * collectives);
+    }
+  }
+}
+
+TEST_CASE("collectives land on the communication streams, kernels on the compute stream") {
+  auto b = build("tiny-llama", plan(2, 2, 4, sim::Strategy::domino, 2, 2));
+  const auto p = executor::cuda::plan_launches(b.graph);
+  int tp = 0, dp = 0;
+  for (std::size_t i = 0; i < p.launches.size(); ++i) {
+    const auto& l = p.launches[i];
+    const auto& t = b.graph.tasks[i];
+    const bool coll = l.kind == LaunchKind::all_reduce || l.kind == LaunchKind::all_gather || l.kind == LaunchKind::reduce_scatter;
+    CHECK(coll == t.is_collective());
+    if (!coll) CHECK(l.stream == sim::Stream::compute);
+    else if (t.group == sim::CommGroup::tp) { CHECK(l.stream == sim::Stream::tp_comm); ++tp; }
+    else { CHECK(l.stream == sim::Stream::dp_comm); CHECK(l.once_per_step); ++dp; }
+  }
+  // tp: per micro-batch and row slice, embedding (1) + 2 col chunks x 2 blocks x 2 layers fwd (8)
+  // + loss stats (1) + LM-head dgrad (1) + 2 blocks x 2 layers dgrad (4) = 15; 2 slices -> 30.
+  CHECK(tp == 30);
+  CHECK(dp >= 1);
+}
+
+TEST_CASE("tensor slots: bytes as TensorInfo says, aligned, disjoint") {
+  auto b = build("tiny-llama", plan(2, 1, 4, sim::Strategy::domino, 2, 2, true));
+  const auto p = executor::cuda::plan_launches(b.graph);
+  REQUIRE(p.tensors.size() == b.graph.tensors.size());
+  std::uint64_t end = 0;
+  for (std::size_t i = 0; i < p.tensors.size(); ++i) {
+    // expected: rows x cols x dtype bytes, the size the simulator prices
+    CHECK(static_cast<double>(p.tensors[i].bytes) == b.graph.tensors[i].bytes());
+    CHECK(p.tensors[i].offset % 256 == 0);
+    CHECK(p.tensors[i].offset >= end);  // in order, no overlap
+    end = p.tensors[i].offset + p.tensors[i].bytes;
+  }
+  CHECK(p.arena_bytes >= end);
+  CHECK(p.arena_bytes < end + 256 * p.tensors.size());
+}
+
+TEST_CASE("GEMM calls: column chunks of the row-parallel weights and transposes") {
+  // tiny: h = 64, ffn = 256; tp 2, 2 column chunks: out_proj/fc2 chunk c writes output columns
+  // [32 c, 32 c + 32) of W (h/tp x h, resp. ffn/tp x h): element offset 32 c into B, ldb = 64.
+  auto b = build("tiny", plan(2, 1, 2, sim::Strategy::domino, 1, 2));
+  const auto p = executor::cuda::plan_launches(b.graph);
+  int chunks = 0, wgrads = 0;
+  for (std::size_t i = 0; i < p.launches.size(); ++i) {
+    const auto& t = b.graph.tasks[i];
+    const auto& l = p.launches[i];
+    if (l.kind != LaunchKind::gemm) continue;
+    REQUIRE(l.gemm);
+    const auto& g = *l.gemm;
+    if (t.phase == sim::Phase::fwd && (t.op == sim::Op::out_proj || t.op == sim::Op::fc2)) {
+      CHECK(g.n == 32);
+      CHECK(g.ldb == 64);
+      CHECK(g.b_offset == 32 * t.chunk);
+      CHECK(g.k == (t.op == sim::Op::out_proj ? 32 : 128));
+      ++chunks;
+    }
+    if (t.phase == sim::Phase::bwd_wgrad) {
+      CHECK(g.accumulate);  // weight gradients accumulate (+=) across slices and micro-batches
+      CHECK(g.trans_a);
+      CHECK(b.graph.tensors[g.c].dtype == hardware::DType::fp32);
+      ++wgrads;
+    } else {
+      CHECK_FALSE(g.accumulate);
+    }
+    if (t.op == sim::Op::lm_head && t.phase != sim::Phase::fwd) CHECK(g.cast_a);  // fp32 dlogits x bf16
+  }
+  CHECK(chunks == 2 * 2 * 2);  // 2 layers x (out_proj, fc2) x 2 chunks
+  CHECK(wgrads == 2 * 4 + 1);  // 4 weight GEMMs per layer + the (tied) LM head
+}
+
+TEST_CASE("plan checks: what the CUDA backend refuses, in one line naming the key") {
+  auto m = sim::load_model("tiny");
+  sim::Plan p;
+  p.seq_len = 32;
+  CHECK_FALSE(executor::cuda::check_cuda_plan(m, p).has_value());
+  p.dtype = hardware::DType::fp8;
+  auto why = executor::cuda::check_cuda_plan(m, p);
+  REQUIRE(why);
+  CHECK(why->find("dtype=fp8") != std::string::npos);
+  CHECK(why->find('\n') == std::string::npos);
+  p.dtype = hardware::DType::bf16;
+  p.strategy = sim::Strategy::domino;
+  p.row_slices = 2;
+  p.row_axis = sim::RowAxis::sequence;
+  why = executor::cuda::check_cuda_plan(m, p);
+  REQUIRE(why);
+  CHECK(why->find("row_axis=sequence") != std::string::npos);
+  p.row_axis = sim::RowAxis::batch;
+  CHECK_FALSE(executor::cuda::check_cuda_plan(m, p).has_value());
+  p.col_slices = 16;  // the residual kernel takes at most 8 column chunks
+  why = executor::cuda::check_cuda_plan(m, p);
+  REQUIRE(why);
+  CHECK(why->find("col_slices=16") != std::string::npos);
+  // and plan_launches refuses such a graph with a ConfigError rather than running it wrongly
+  auto in = plan(1, 1, 2, sim::Strategy::domino, 2, 1);
+  in.row_axis = sim::RowAxis::sequence;
+  auto b = build("tiny", in);
+  CHECK_THROWS_AS(executor::cuda::plan_launches(b.graph), hardware::ConfigError);
+}
+
+TEST_CASE("attention scratch: sizes in closed form") {
+  // batch 2, 4 heads, s = 32, d = 16, bf16: q, o = 2*4*32*16*2 B = 8192 each; k, v the same;
+  // s (fp32) = 2*4*32*32*4 = 32768; p, ds (bf16) = 16384 each; dq, dk, dv (fp32) = 16384 each.
+  // Total 4*8192 + 32768 + 2*16384 + 3*16384 = 147456 (all multiples of 256: no padding).
+  hardware::AttentionOp a{.batch = 2, .heads = 4, .kv_heads = 2, .s_q = 32, .s_kv = 32, .head_dim = 16};
+  const auto l = executor::cuda::attention_layout(a, 2);
+  CHECK(l.bytes == 147456);
+  CHECK(l.k - l.q == 8192);
+  CHECK(l.p - l.s == 32768);
+}
+
+#endif  // SLICETUNE_HAVE_CUDA_BACKEND
