@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <tuple>
 
 #include "cli/command.hpp"
 #include "hardware/atomic_write.hpp"
@@ -63,16 +64,18 @@ void run_tune(const TuneFlags& f) {
   const tuner::RankedPlan& best = r.top.front();
   if (!f.out.empty())
     hardware::write_file_atomically(
-        f.out, sim::plan_to_yaml(best.plan, fmt::format("slicetune tune: best plan for {} on {} ({} nodes): {:.2f} ms per step, {:.0f} tokens/s",
-                                                        model.name, cluster.name, cluster.nodes, best.report.step_time.ms(),
+        f.out, sim::plan_to_yaml(best.plan, fmt::format("slicetune tune: best plan for {} on {} x {}: {:.2f} ms per step, {:.0f} tokens/s",
+                                                        model.name, cluster.nodes, cluster.name, best.report.step_time.ms(),
                                                         best.report.tokens_per_s)));
   std::vector<std::pair<std::string, tuner::LayerBreakdown>> why;
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
     why.emplace_back("best", tuner::explain_plan(ev, best.plan));
-    // the runner-up: the best plan with another layout (not only another bucket size)
+    // the runner-up: the best plan with another layout (tp, micro-batch, SP, strategy, slices), not
+    // just another bucket size or row axis
+    auto layout = [](const sim::Plan& q) { return std::tuple(q.tp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices); };
     for (std::size_t i = 1; i < r.top.size(); ++i)
-      if (sim::describe(r.top[i].plan) != sim::describe(best.plan) || i + 1 == r.top.size()) {
+      if (layout(r.top[i].plan) != layout(best.plan) || i + 1 == r.top.size()) {
         why.emplace_back("runner-up", tuner::explain_plan(ev, r.top[i].plan));
         break;
       }
@@ -93,7 +96,7 @@ void run_tune(const TuneFlags& f) {
              cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
              hardware::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
   fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
-             "(reduced-layer simulation), {} simulated whole (max screening error {:.2f} %)\n\n",
+             "(reduced-layer simulation), {} simulated whole (max screening error {:.2g} %)\n\n",
              r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.pruned, r.screened,
              r.simulated_full, 100 * r.max_screen_error);
   fmt::print("{}\n", tuner::ranking_table(r, cluster));

@@ -54,8 +54,10 @@ void run_whatif(const WhatIfFlags& f) {
     fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
   });
   if (!f.csv.empty()) hardware::write_file_atomically(f.csv, tuner::whatif_csv(points));
-  const std::string title = fmt::format("{} on {} ({} node{}): baseline vs tuned", model.name, cluster.name, cluster.nodes,
-                                        cluster.nodes > 1 ? "s" : "");
+  bool nodes_swept = false;
+  for (const auto& a : axes) nodes_swept |= a.key == "nodes";
+  const std::string title = fmt::format("{} on {}{}: baseline vs tuned", model.name, cluster.name,
+                                        nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""));
   if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
   if (f.json) {
     nlohmann::json j = {{"model", model.name}, {"cluster", cluster.name}, {"nodes", cluster.nodes}, {"points", tuner::whatif_json(points)}};

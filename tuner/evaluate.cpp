@@ -22,7 +22,44 @@ double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
   return static_cast<double>(rank_params(m, p)) * (hardware::dtype_bytes(act) + 4.0 + 12.0);
 }
 
-Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
+  const auto key = std::make_tuple(p.tp, p.sequence_parallel, static_cast<int>(p.dtype), p.seq_len);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  }
+  sim::Plan q = p;
+  q.micro_batch = 1;
+  q.dp = 1;
+  q.global_batch = 1;
+  q.strategy = sim::Strategy::none;
+  q.row_slices = q.col_slices = 1;
+  q.row_axis = sim::RowAxis::batch;
+  sim::ModelSpec m1 = model_, m2 = model_;
+  m1.layers = 1;
+  m2.layers = 2;
+  const double a1 = sim::estimate_memory(sim::build_step_graph(m1, cluster_, q)).activations;
+  const double a2 = sim::estimate_memory(sim::build_step_graph(m2, cluster_, q)).activations;
+  const double tokens = static_cast<double>(p.seq_len);
+  const PerToken pt{(a2 - a1) / tokens, (2 * a1 - a2) / tokens};
+  std::lock_guard lock(mu_);
+  cache_.emplace(key, pt);
+  return pt;
+}
+
+sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
+  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
+  const double n = static_cast<double>(rank_params(model_, p));
+  sim::MemoryEstimate m;
+  m.weights = n * hardware::dtype_bytes(act);
+  m.gradients = 4.0 * n;
+  m.optimizer = 12.0 * n;
+  const PerToken pt = per_token(p);
+  m.activations = static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * model_.layers + pt.rest);
+  return m;
+}
+
+Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   using hardware::AttentionOp;
   using hardware::GemmOp;
   const auto& m = model_;
@@ -52,6 +89,63 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   const std::int64_t per_mb = layer_ps * m.layers + head_ps;
   const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(m, p)}).time.ps;
   return Duration::from_ps(per_mb * p.grad_accum_steps() + opt);
+}
+
+namespace {
+
+Duration solo(const hardware::CostModel& c, const sim::TaskKind& k) {
+  return std::visit([&](const auto& op) -> Duration {
+    using T = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
+    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
+    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
+    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
+    else return c.collective(op).total();
+  }, k);
+}
+
+}  // namespace
+
+Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+  const auto key = std::make_tuple(p.tp, p.micro_batch, p.sequence_parallel, p.row_slices, static_cast<int>(p.row_slices > 1 ? p.row_axis : sim::RowAxis::batch),
+                                   p.col_slices, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack));
+  ClassBound b;
+  bool cached = false;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = bounds_.find(key); it != bounds_.end()) {
+      b = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    sim::Plan q = p;
+    q.dp = 1;
+    q.global_batch = q.micro_batch;
+    q.strategy = q.row_slices == 1 && q.col_slices == 1 ? sim::Strategy::none : sim::Strategy::domino;
+    const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
+    double c[2] = {0, 0}, h[2] = {0, 0};
+    for (int l = 1; l <= 2; ++l) {
+      sim::ModelSpec m = model_;
+      m.layers = l;
+      const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
+      for (const auto& t : g.tasks) {
+        if (t.once_per_step) continue;
+        h[l - 1] += static_cast<double>(launch * t.launches);
+        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(solo(cost_, t.kind).ps);
+      }
+    }
+    const double L = model_.layers;
+    b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
+    b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
+    std::lock_guard lock(mu_);
+    bounds_.emplace(key, b);
+  }
+  const double opt = static_cast<double>(cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps);
+  const double mb = std::max(b.compute_ps, b.host_ps);
+  const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);
+  // floor, and never below the closed-form GEMM bound (both are bounds; take the tighter)
+  return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(total * (1 - 1e-12)))), gemm_lower_bound(p));
 }
 
 sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {

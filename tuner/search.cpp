@@ -61,12 +61,16 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   const double capacity = cluster.gpu.hbm_capacity_bytes;
 
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
-  auto refuse = [&](std::size_t i, sim::Infeasibility r, std::string msg) {
+  // the example of a memory refusal is the plan closest to fitting (smallest need; first on ties)
+  double closest = std::numeric_limits<double>::infinity();
+  auto refuse = [&](std::size_t i, sim::Infeasibility r, std::string msg, double need = 0) {
     auto& f = refused[static_cast<int>(r)];
-    if (f.count++ == 0) {
+    const bool better = r == sim::Infeasibility::memory && need < closest;
+    if (f.count++ == 0 || better) {
       f.reason = r;
       f.example = plans[i];
       f.message = std::move(msg);
+      if (r == sim::Infeasibility::memory) closest = need;
     }
     ++res.infeasible;
   };
@@ -82,10 +86,30 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     if (stat > capacity) {
       refuse(i, sim::Infeasibility::memory,
              fmt::format("weights, gradients and Adam state alone need {:.1f} GB per GPU at tp={} (no ZeRO, no pipeline), {} has {:.0f} GB",
-                         stat / 1e9, plans[i].tp, cluster.gpu.name, capacity / 1e9));
+                         stat / 1e9, plans[i].tp, cluster.gpu.name, capacity / 1e9),
+             stat);
       continue;
     }
     cand.push_back({i, Duration{}});
+  }
+  // activation memory: closed form per plan after one tiny graph pair per (tp, SP) class
+  const MemoryModel mem(model, cluster);
+  {
+    std::vector<sim::MemoryEstimate> m(cand.size());
+    parallel_for(cand.size(), res.threads, [&](std::size_t c) { m[c] = mem.estimate(plans[cand[c].index]); });
+    std::size_t w = 0;
+    for (std::size_t c = 0; c < cand.size(); ++c) {
+      const std::size_t i = cand[c].index;
+      if (m[c].total() > capacity) {
+        refuse(i, sim::Infeasibility::memory,
+               fmt::format("needs {:.1f} GB per GPU ({:.1f} GB saved activations of a micro-batch of {}), {} has {:.0f} GB", m[c].total() / 1e9,
+                           m[c].activations / 1e9, plans[i].micro_batch, cluster.gpu.name, capacity / 1e9),
+               m[c].total());
+        continue;
+      }
+      cand[w++] = cand[c];
+    }
+    cand.resize(w);
   }
   parallel_for(cand.size(), res.threads, [&](std::size_t c) { cand[c].bound = ev.compute_lower_bound(plans[cand[c].index]); });
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
@@ -127,13 +151,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plans[batch[b]]); });
     for (std::size_t b = 0; b < batch.size(); ++b) {
       const std::size_t i = batch[b];
-      if (est[b].memory.total() > capacity) {
-        refuse(i, sim::Infeasibility::memory,
-               fmt::format("needs {:.1f} GB per GPU ({:.1f} GB activations of one micro-batch of {}), {} has {:.0f} GB",
-                           est[b].memory.total() / 1e9, est[b].memory.activations / 1e9, plans[i].micro_batch, cluster.gpu.name,
-                           capacity / 1e9));
-        continue;
-      }
       ++res.screened;
       const Screened s{i, est[b]};
       insert(best, s, keep);

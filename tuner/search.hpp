@@ -39,7 +39,8 @@ struct RankedPlan {
   sim::StepReport report;
 };
 
-/// @brief The first plan refused for one reason (to show the user why).
+/// @brief Plans refused for one reason, with an example: the first such plan, or for memory the one
+/// closest to fitting.
 struct Refusal {
   sim::Infeasibility reason;
   std::size_t count = 0;

@@ -230,7 +230,7 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
     numeric &= end && *end == '\0';
   }
   const std::string key = points.front().settings.front().first;
-  std::string xlabel = key;
+  std::string xlabel = "sweep point";
   for (const auto& [k, what] : sweep_keys())
     if (k == key && numeric) xlabel = what;
   std::string data;
@@ -255,7 +255,7 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
       << "set xlabel \"" << xlabel << "\" noenhanced\n"
       << "set ylabel 'throughput (thousand tokens/s, whole cluster)'\n"
       << "set grid\nset key bottom right box opaque\nset yrange [0:*]\n"
-      << (numeric ? "set xtics (" : "set xtics rotate by -30 (");
+      << (numeric ? "set xtics noenhanced (" : "set xtics noenhanced rotate by -30 (");
     for (std::size_t i = 0; i < points.size(); ++i) {
       std::string label;
       for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + (numeric ? v : k + "=" + v);

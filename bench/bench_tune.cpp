@@ -1,0 +1,68 @@
+// Benchmark (not a test): plans per second of tuner::search.
+// Workloads (each run --repeat times, best wall time kept):
+//   1. gpt3-175b on 16 dgx-h100 nodes, wide space (>= 10,000 plans): the target workload.
+//      Without pipeline parallelism or ZeRO no plan fits: tp <= 32 needs >= 98 GB of weights,
+//      gradients and Adam state per GPU, and tp 64 / 128 do not divide 96 heads. Every plan is
+//      refused in closed form, so this measures enumeration and feasibility only.
+//   2. the same space on 16 dgx-h200 nodes (141 GB): tp 32 fits, so plans are bounded, screened
+//      (reduced-layer simulations) and the finalists simulated whole.
+//   3. the default `slicetune tune` (gpt3-13b, one dgx-h100).
+//   bench_tune [--threads T] [--repeat N]
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "hardware/cost_model.hpp"
+#include "tuner/search.hpp"
+
+namespace {
+
+tuner::SearchSpace wide_space() {
+  tuner::SearchSpace s;
+  s.row_slices = {1, 2, 4, 8, 16};
+  s.col_slices = {1, 2, 4, 8};
+  s.dp_bucket_mb = {25, 50, 100, 200};
+  return s;
+}
+
+void bench(const std::string& label, const std::string& model, const std::string& cluster, int nodes, const tuner::SearchSpace& space,
+           int threads, int repeat) {
+  const auto m = sim::load_model(model);
+  auto c = hardware::load_cluster(cluster);
+  c.nodes = nodes;
+  auto cost = hardware::make_analytic_cost_model(c);
+  tuner::SearchOptions o;
+  o.threads = threads;
+  tuner::SearchResult best;
+  for (int i = 0; i < repeat; ++i) {
+    auto r = tuner::search(m, c, *cost, space, o);
+    if (i == 0 || r.seconds < best.seconds) best = std::move(r);
+  }
+  const auto& r = best;
+  fmt::print("{:<34} {:>8} {:>10} {:>8} {:>9} {:>6} {:>9.3f} {:>10.0f} {:>11.0f}  {}\n", label, r.considered, r.infeasible, r.pruned,
+             r.screened, r.simulated_full, r.seconds, r.plans_per_second(), r.screened_per_second(),
+             r.top.empty() ? std::string("no feasible plan") : sim::describe(r.top[0].plan));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, repeat = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (k == "--repeat") repeat = std::max(1, std::atoi(argv[i + 1]));
+    else {
+      fmt::print(stderr, "usage: bench_tune [--threads T] [--repeat N]\n");
+      return 2;
+    }
+  }
+  fmt::print("bench_tune: tuner::search, {} thread(s) (0 = all cores), best of {}\n", threads, repeat);
+  fmt::print("{:<34} {:>8} {:>10} {:>8} {:>9} {:>6} {:>9} {:>10} {:>11}  {}\n", "workload", "plans", "infeasible", "pruned", "screened",
+             "whole", "wall (s)", "plans/s", "screened/s", "best plan");
+  bench("gpt3-175b 16x dgx-h100 (wide)", "gpt3-175b", "dgx-h100", 16, wide_space(), threads, repeat);
+  bench("gpt3-175b 16x dgx-h200 (wide)", "gpt3-175b", "dgx-h200", 16, wide_space(), threads, repeat);
+  bench("gpt3-13b 1x dgx-h100 (default)", "gpt3-13b", "dgx-h100", 1, tuner::SearchSpace{}, threads, repeat);
+  return 0;
+}

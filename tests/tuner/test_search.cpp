@@ -1,0 +1,157 @@
+// tuner::search: a hand-worked optimum, refusals with reasons, determinism across thread counts.
+#include <doctest/doctest.h>
+
+#include "hardware/cost_model.hpp"
+#include "tests/tuner/toy.hpp"
+#include "tuner/search.hpp"
+
+namespace {
+
+tuner::SearchSpace toy_space() {
+  tuner::SearchSpace s;
+  s.tp = {1};
+  s.micro_batch = {1, 2, 4, 8};
+  s.row_slices = {1, 2, 4};
+  s.col_slices = {1, 2};
+  s.dp_bucket_mb = {25};
+  s.global_batch = 8;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("one GPU, toy model: the optimum worked out by hand") {
+  // Space: tp 1 on one GPU, global batch 8, micro-batch {1,2,4,8}, none or domino with row slices
+  // {1,2,4} (batch or sequence axis) and column chunks {1,2}.
+  // Memory (hand-derived in test_memory_bounds): 62,014,464 B static + 33,792 B per token of a
+  // micro-batch of 128-token sequences: mb 4 needs 79.3 MB, mb 8 needs 96.6 MB. With 88 MB per
+  // GPU every mb-8 plan is refused for memory.
+  // Time: every kernel of this model takes a few us (one wave of tiles) while eager PyTorch
+  // issues one op per 12 us, so the step is launch-bound: step ~ 12 us x ops per step. Ops per
+  // step = micro-batches x ops per micro-batch; row slices and column chunks only multiply ops
+  // (one GPU: nothing to overlap). So the optimum is the largest micro-batch that fits, 4
+  // (2 micro-batches), unsliced. At tp 1 there are no TP collectives, so Megatron and domino 1x1
+  // build the same graph and tie exactly; the tie goes to enumeration order: strategy none.
+  const auto m = toy::model();
+  const auto c = toy::cluster(1, 88e6);
+  auto cost = hardware::make_analytic_cost_model(c);
+  tuner::SearchOptions o;
+  o.threads = 2;
+  o.top_k = 3;
+  const auto r = tuner::search(m, c, *cost, toy_space(), o);
+  REQUIRE(r.top.size() == 3);
+  const auto& best = r.top[0].plan;
+  CHECK(best.micro_batch == 4);
+  CHECK(best.strategy == sim::Strategy::none);
+  CHECK(best.row_slices == 1);
+  CHECK(best.col_slices == 1);
+  CHECK(r.top[1].plan.strategy == sim::Strategy::domino);
+  CHECK(r.top[1].plan.micro_batch == 4);
+  CHECK(r.top[1].plan.row_slices == 1);
+  CHECK(r.top[1].plan.col_slices == 1);
+  CHECK(r.top[1].report.step_time == r.top[0].report.step_time);
+  REQUIRE(r.baseline);
+  CHECK(r.baseline->index == r.top[0].index);
+  // refused: the 22 plans at mb 8 (memory) minus those refused earlier for divisibility (none
+  // here: 8 sequences and 128 positions divide by 1, 2, 4), plus row slices not dividing the
+  // micro-batch on the batch axis: mb 1 with rs 2, 4 (x 2 column chunks) = 4, mb 2 with rs 4 (x2) = 2.
+  // Plans per micro-batch: none 1 + domino rs 1 (cs 1, 2) 2 + rs {2,4} x axis {batch, sequence} x cs {1,2} 8 = 11.
+  CHECK(r.considered == 44);
+  std::size_t mem = 0, rows = 0;
+  for (const auto& f : r.refusals) {
+    if (f.reason == sim::Infeasibility::memory) mem = f.count;
+    if (f.reason == sim::Infeasibility::row_slices_batch) rows = f.count;
+  }
+  CHECK(mem == 11);
+  CHECK(rows == 6);
+  CHECK(r.infeasible == 17);
+  CHECK(r.pruned + r.screened == 44 - 17);
+}
+
+TEST_CASE("infeasible plans are counted by reason, with an example and a message") {
+  // gpt3-13b on one DGX-H100, tp {1, 8}, micro-batch {1, 2}, none or domino with row slices
+  // {1, 2, 4} on the batch axis, one bucket size, global batch 16: 2 tp x 2 mb x 4 = 16 plans.
+  // tp 1: weights + grads + Adam = 18 B x 12.85 B params = 231 GB > 80 GB, so every plan there that
+  // passes the divisibility checks is refused for memory: mb 1: none, domino 1 (2); mb 2: none,
+  // domino 1, domino 2 (3) -> 5. Row slices not dividing the micro-batch: mb 1 with rs 2, 4 and
+  // mb 2 with rs 4, at both tp -> 6. tp 8: 29 GB static + at most 2 sequences of activations: fits.
+  const auto m = sim::load_model("gpt3-13b");
+  const auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c);
+  tuner::SearchSpace s;
+  s.tp = {1, 8};
+  s.micro_batch = {1, 2};
+  s.sequence_parallel = {false};
+  s.row_slices = {1, 2, 4};
+  s.row_axes = {sim::RowAxis::batch};
+  s.col_slices = {1};
+  s.dp_bucket_mb = {25};
+  s.global_batch = 16;
+  tuner::SearchOptions o;
+  o.threads = 2;
+  o.top_k = 2;
+  const auto r = tuner::search(m, c, *cost, s, o);
+  CHECK(r.considered == 16);
+  CHECK(r.infeasible == 11);
+  REQUIRE(r.refusals.size() == 2);
+  CHECK(r.refusals[0].reason == sim::Infeasibility::row_slices_batch);
+  CHECK(r.refusals[0].count == 6);
+  CHECK(r.refusals[0].message == "micro_batch=1 is not divisible by row_slices=2 (row_axis batch)");
+  CHECK(r.refusals[1].reason == sim::Infeasibility::memory);
+  CHECK(r.refusals[1].count == 5);
+  CHECK(r.refusals[1].example.tp == 1);
+  CHECK(r.refusals[1].message.find("231.") != std::string::npos);
+  CHECK(r.pruned + r.screened == 5);
+  REQUIRE_FALSE(r.top.empty());
+  CHECK(r.top[0].plan.tp == 8);
+}
+
+TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the winner") {
+  // Determinism: rounds have a fixed size and results are merged in lower-bound order, so counts,
+  // ranking and times must match bit for bit. Soundness of pruning: a pruned plan's lower bound
+  // is >= the incumbents' estimates, so the exhaustive search must pick the same best plan.
+  const auto m = sim::load_model("gpt3-13b");
+  auto c = hardware::load_cluster("dgx-h100");
+  c.nodes = 2;
+  auto cost = hardware::make_analytic_cost_model(c);
+  tuner::SearchSpace s;
+  s.global_batch = 32;
+  s.micro_batch = {1, 2, 4};
+  tuner::SearchOptions o1;
+  o1.threads = 1;
+  tuner::SearchOptions o3 = o1;
+  o3.threads = 3;
+  // progress: called after every round of 64 candidates; the last call has done == total
+  std::size_t calls = 0;
+  tuner::Progress last;
+  o1.progress = [&](const tuner::Progress& p) {
+    ++calls;
+    last = p;
+  };
+  const auto a = tuner::search(m, c, *cost, s, o1);
+  CHECK(calls >= 1);
+  CHECK(last.done == last.total);
+  CHECK(last.total == a.considered - a.infeasible);
+  const auto b = tuner::search(m, c, *cost, s, o3);
+  CHECK(a.considered == b.considered);
+  CHECK(a.infeasible == b.infeasible);
+  CHECK(a.pruned == b.pruned);
+  CHECK(a.screened == b.screened);
+  REQUIRE(a.top.size() == b.top.size());
+  for (std::size_t i = 0; i < a.top.size(); ++i) {
+    CHECK(a.top[i].index == b.top[i].index);
+    CHECK(a.top[i].report.step_time == b.top[i].report.step_time);
+  }
+  REQUIRE(a.baseline);
+  REQUIRE(b.baseline);
+  CHECK(a.baseline->index == b.baseline->index);
+  CHECK(a.pruned > 0);
+
+  tuner::SearchOptions ex = o3;
+  ex.prune = false;
+  const auto e = tuner::search(m, c, *cost, s, ex);
+  CHECK(e.pruned == 0);
+  CHECK(e.screened == a.screened + a.pruned);
+  CHECK(e.top[0].index == a.top[0].index);
+  CHECK(e.baseline->index == a.baseline->index);
+}
