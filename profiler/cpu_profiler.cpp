@@ -585,6 +585,7 @@ class CpuProfiler {
     n["gpu"]["sms"] = "1";
     n["gpu"]["gemm_efficiency"] = "1";
     n["gpu"]["memory_efficiency"] = "1";
+    n["gpu"]["gemm_tile_overhead_us"] = "0";
     n["gpu"]["kernel_latency_us"] = fmt::format("{}", round_sig(min_stream_us));
     n["node"]["gpus"] = fmt::format("{}", size_);
     n["node"]["nvlink_gb_per_s"] = fmt::format("{}", round_sig(busbw));
@@ -598,6 +599,11 @@ class CpuProfiler {
     n["network"]["oversubscription"] = "1";
     const std::string launch = fmt::format("{}", p.host ? p.host->launch_us : 1.0);
     for (const char* s : {"eager", "cpp", "cuda_graphs"}) n["host"]["launch_us"][s] = launch;
+    for (const char* st : {"eager", "cpp", "cuda_graphs"}) n["host"]["op_overhead_us"][st] = "0";
+    n["host"]["attention"] = "flash";
+    n["nccl"]["call_overhead_us"] = "0";
+    n["nccl"]["nvls_efficiency"] = "1";
+    n["nccl"]["nvls_latency_us"] = "1";
     n["interference"]["sm_contention"] = "false";
     n["interference"]["hbm_amplification"] = "0";
     n["interference"]["comm_slowdown"] = "0";

@@ -44,6 +44,7 @@ YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
   n["gpu"]["sms"] = fmt::format("{}", d.sms);
   n["gpu"]["gemm_efficiency"] = "1";
   n["gpu"]["memory_efficiency"] = "1";
+  n["gpu"]["gemm_tile_overhead_us"] = "1.5";
   n["gpu"]["kernel_latency_us"] = "2";
   n["node"]["gpus"] = fmt::format("{}", d.local_ranks);
   n["node"]["nvlink_gb_per_s"] = num(busbw > 0 ? busbw : 1);
@@ -58,6 +59,11 @@ YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
   n["host"]["launch_us"]["eager"] = "12";
   n["host"]["launch_us"]["cpp"] = "4";
   n["host"]["launch_us"]["cuda_graphs"] = "0.5";
+  for (const char* st : {"eager", "cpp", "cuda_graphs"}) n["host"]["op_overhead_us"][st] = "0";
+  n["host"]["attention"] = "flash";
+  n["nccl"]["call_overhead_us"] = "10";
+  n["nccl"]["nvls_efficiency"] = "0.58";
+  n["nccl"]["nvls_latency_us"] = "50";
   n["interference"]["sm_contention"] = "true";
   n["interference"]["hbm_amplification"] = "2.5";
   n["interference"]["comm_slowdown"] = "0.05";

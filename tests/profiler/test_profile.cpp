@@ -30,12 +30,16 @@ gpu:
   sms: 1
   gemm_efficiency: 1
   memory_efficiency: 1
+  gemm_tile_overhead_us: 0
   kernel_latency_us: 1
 node: {gpus: 2, nvlink_gb_per_s: 10, nvlink_links: 1, nvswitch: true, nvls: false}
 network: {nics_per_node: 1, nic_gbit_per_s: 80, latency_us: 2, topology: fat_tree, oversubscription: 1}
 host:
   launch_us: {eager: 3, cpp: 3, cuda_graphs: 3}
+  op_overhead_us: {eager: 0, cpp: 0, cuda_graphs: 0}
+  attention: flash
 interference: {sm_contention: false, hbm_amplification: 0, comm_slowdown: 0}
+nccl: {call_overhead_us: 0, nvls_efficiency: 1, nvls_latency_us: 1}
 )";
 
 ClusterSpec load_cluster_text() { return parse_cluster(kClusterYaml, "test-cluster.yaml"); }
