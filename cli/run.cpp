@@ -27,6 +27,8 @@ struct RunFlags {
 };
 
 void run_run(const RunFlags& f) {
+  if (!f.target.profile.empty())
+    cli::bad_flag("--profile", "run measures a plan on this machine; a profile prices predictions (use it with simulate, tune or validate)");
   executor::BackendKind kind;
   if (!executor::parse_backend_kind(f.backend, kind)) cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
   if (f.steps < 1) cli::bad_flag("--steps", "expected a positive number of steps");

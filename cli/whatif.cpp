@@ -21,6 +21,8 @@ struct WhatIfFlags {
 };
 
 void run_whatif(const WhatIfFlags& f) {
+  if (!f.target.profile.empty())
+    cli::bad_flag("--profile", "whatif sweeps hardware parameters that a measured profile cannot follow; it uses the analytic model");
   const sim::TargetInput in = f.target.input();
   const sim::ModelSpec model = sim::load_model(in.model);
   hardware::ClusterSpec cluster = hardware::load_cluster(in.cluster);
