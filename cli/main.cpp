@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "hardware/config_error.hpp"
+#include "hardware/memory_reuse.hpp"
 
 namespace cli {
 std::multimap<int, CommandSetup>& registry() {
@@ -17,6 +18,7 @@ std::multimap<int, CommandSetup>& registry() {
 }  // namespace cli
 
 int main(int argc, char** argv) {
+  hardware::keep_freed_memory();
   CLI::App app{"slicetune: plan, simulate, tune and run sliced (Domino) tensor-parallel LLM training"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
