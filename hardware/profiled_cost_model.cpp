@@ -151,8 +151,14 @@ class ProfiledCostModel final : public CostModel {
     // CPU: the executor always runs a collective beside the rank's compute, through its sleeping
     // poll loop; where the profile measured that, its time is the whole cost. It is all latency
     // stage, which the engine does not slow again beside compute (the measurement already did).
+    // Of that time the communication thread holds the rank's core only while MPI moves the data,
+    // about the direct table's time; the rest it sleeps between polls. The engine takes whole
+    // "SMs" (one per CPU rank), so that share is rounded: the collective takes the core from
+    // compute only when it is busy at least half of its time.
     if (auto b = beside_compute_.find({op.kind, op.ranks, op.nodes}); b != beside_compute_.end() && b->second.covers(x)) {
-      c.latency = Duration::from_us(b->second.at(x)) + handoff_;
+      const double beside_us = b->second.at(x), busy_share = it->second.at(x) / beside_us;
+      c.sms = busy_share >= 0.5 ? cluster_.gpu.sm_count : 0;
+      c.latency = Duration::from_us(beside_us) + handoff_;
       c.transfer = Duration{};
       return c;
     }

@@ -274,8 +274,17 @@ TEST_CASE("CPU: collectives measured beside compute replace the direct table whe
   const auto ar = c->collective({.kind = CollectiveKind::all_reduce, .bytes = 2048, .ranks = 2, .nodes = 1, .dtype = DType::fp32});
   CHECK(ar.latency.us() == doctest::Approx(std::sqrt(200.0 * 250.0) + 7.0).epsilon(1e-6));
   CHECK(ar.transfer.ps == 0);
+  // busy share = direct 8 us / 223.6 us = 0.036 < 0.5: the sleeping communication thread leaves the core to compute.
+  CHECK(ar.sms == 0);
   // 4 KB is the table's last row: 250 us + 7 us.
   CHECK(c->collective({.kind = CollectiveKind::all_reduce, .bytes = 4096, .ranks = 2, .nodes = 1, .dtype = DType::fp32}).total().us() ==
         doctest::Approx(257.0).epsilon(1e-6));
+  // A beside-compute table as fast as the direct one (busy share 8 / 8 = 1): the collective holds the rank's core.
+  Profile q = back;
+  q.collectives_beside_compute = {{.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 1024, .us = 4},
+                                  {.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 4096, .us = 16}};
+  auto busy = make_profiled_cost_model(load_cluster_text(), q, &notes);
+  CHECK(busy->collective({.kind = CollectiveKind::all_reduce, .bytes = 2048, .ranks = 2, .nodes = 1, .dtype = DType::fp32}).sms ==
+        busy->cluster().gpu.sm_count);
   CHECK(notes.str().empty());
 }
