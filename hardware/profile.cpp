@@ -134,7 +134,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
   }
   if (!root["cluster"] || !root["cluster"].IsMap()) r.fail("cluster", "missing: expected the profiled machine as a cluster mapping");
   check_keys(root, source, "", {"version", "info", "cluster", "gemm", "attention", "elementwise", "optimizer", "collectives",
-                               "interference", "host"});
+                               "collectives_beside_compute", "interference", "host"});
   p.cluster_node = YAML::Clone(root["cluster"]);
   p.cluster = cluster_from_node(p.cluster_node, source + ": cluster");
   p.cluster.source = source;
@@ -238,6 +238,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     return pt;
   };
   list("collectives", [&](ConfigReader& row) { p.collectives.push_back(read_collective(row, true)); });
+  list("collectives_beside_compute", [&](ConfigReader& row) { p.collectives_beside_compute.push_back(read_collective(row, true)); });
   if (root["interference"]) {
     auto i = r.child("interference");
     InterferenceMeasurement m;
@@ -341,6 +342,12 @@ std::string format_profile(const Profile& p) {
     for (const auto& c : p.collectives)
       o += fmt::format("  - {{op: {}, ranks: {}, nodes: {}, bytes: {}, us: {}}}  # algbw {:.3f} GB/s, busbw {:.3f} GB/s\n",
                        to_string(c.kind), c.ranks, c.nodes, c.bytes, num(c.us), c.algbw_gb_s(), c.busbw_gb_s());
+  }
+  if (!p.collectives_beside_compute.empty()) {
+    o += "collectives_beside_compute:  # issued as the CPU executor does (non-blocking, sleeping poll on a communication thread) "
+         "while the rank's other thread computes; timed on the communication thread\n";
+    for (const auto& c : p.collectives_beside_compute)
+      o += fmt::format("  - {{op: {}, ranks: {}, nodes: {}, bytes: {}, us: {}}}\n", to_string(c.kind), c.ranks, c.nodes, c.bytes, num(c.us));
   }
   if (p.interference) {
     const auto& m = *p.interference;

@@ -114,6 +114,11 @@ struct Profile {
   std::vector<ElementwisePoint> elementwise;
   std::vector<OptimizerPoint> optimizer;
   std::vector<CollectivePoint> collectives;
+  /// CPU backend (optional): each collective issued the way the executor issues it (non-blocking,
+  /// completed by its sleeping poll loop on a communication thread) while another thread of the
+  /// rank computes, timed start to end on the communication thread as the executor times a task.
+  /// The executor always runs collectives so; where this covers a size, the profiled model uses it.
+  std::vector<CollectivePoint> collectives_beside_compute;
   std::optional<InterferenceMeasurement> interference;
   std::optional<HostMeasurement> host;
 

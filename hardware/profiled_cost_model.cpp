@@ -77,6 +77,9 @@ class ProfiledCostModel final : public CostModel {
     for (const auto& o : profile_.optimizer) optimizer_.add(static_cast<double>(o.params), o.us);
     for (const auto& c : profile_.collectives)
       collectives_[{c.kind, c.ranks, c.nodes}].add(static_cast<double>(c.bytes), c.us);
+    for (const auto& c : profile_.collectives_beside_compute)
+      beside_compute_[{c.kind, c.ranks, c.nodes}].add(static_cast<double>(c.bytes), c.us);
+    for (auto& [k, c] : beside_compute_) c.finalize();
     for (auto& [k, c] : attention_) c.finalize();
     for (auto& [k, c] : elementwise_) c.finalize();
     for (auto& [k, c] : collectives_) c.finalize();
@@ -143,6 +146,20 @@ class ProfiledCostModel final : public CostModel {
     if (it == collectives_.end() || !it->second.covers(x)) {
       note(Fallback::collective, fmt::format("{} over {} ranks on {} node(s), {:g} bytes (measured {})", to_string(op.kind), op.ranks,
                                              op.nodes, x, it == collectives_.end() ? "nothing for this group" : it->second.range()));
+      return c;
+    }
+    // CPU: the executor always runs a collective beside the rank's compute, through its sleeping
+    // poll loop; where the profile measured that, its time is the whole cost. It is all latency
+    // stage, which the engine does not slow again beside compute (the measurement already did).
+    // Of that time the communication thread holds the rank's core only while MPI moves the data,
+    // about the direct table's time; the rest it sleeps between polls. The engine takes whole
+    // "SMs" (one per CPU rank), so that share is rounded: the collective takes the core from
+    // compute only when it is busy at least half of its time.
+    if (auto b = beside_compute_.find({op.kind, op.ranks, op.nodes}); b != beside_compute_.end() && b->second.covers(x)) {
+      const double beside_us = b->second.at(x), busy_share = it->second.at(x) / beside_us;
+      c.sms = busy_share >= 0.5 ? cluster_.gpu.sm_count : 0;
+      c.latency = Duration::from_us(beside_us) + handoff_;
+      c.transfer = Duration{};
       return c;
     }
     const Duration total = Duration::from_us(it->second.at(x));
@@ -212,6 +229,7 @@ class ProfiledCostModel final : public CostModel {
   std::map<std::pair<std::string, bool>, Curve> elementwise_;
   Curve optimizer_;
   std::map<std::tuple<CollectiveKind, int, int>, Curve> collectives_;
+  std::map<std::tuple<CollectiveKind, int, int>, Curve> beside_compute_;
   mutable std::array<std::atomic<bool>, 5> noted_{};
   mutable std::mutex notes_mutex_;
 };

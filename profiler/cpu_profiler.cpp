@@ -20,6 +20,7 @@
 #include "hardware/collective_model.hpp"
 #include "hardware/config_error.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "executor/cpu/wait_polling.hpp"
 #include "profiler/cuda_profiler.hpp"
 #include "profiler/profiler.hpp"
 
@@ -86,6 +87,8 @@ class CpuProfiler {
     say("element-wise and optimizer", t0);
     collectives(p);
     say("collectives", t0);
+    collectives_beside_compute(p);
+    say("collectives beside compute", t0);
     interference(p);
     host(p);
     say("interference and host dispatch", t0);
@@ -370,6 +373,76 @@ class CpuProfiler {
     }
   }
 
+  /// Starts collective `kind` non-blocking, as the CPU executor's communication thread does.
+  static MPI_Request start_collective(MPI_Comm comm, CollectiveKind kind, std::vector<float>& send, std::vector<float>& recv, int ranks) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    const int count = static_cast<int>(recv.size());
+    switch (kind) {
+      case CollectiveKind::all_reduce: MPI_CHECK(MPI_Iallreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, comm, &r)); break;
+      case CollectiveKind::all_gather:
+        MPI_CHECK(MPI_Iallgather(send.data(), count / ranks, MPI_FLOAT, recv.data(), count / ranks, MPI_FLOAT, comm, &r));
+        break;
+      case CollectiveKind::reduce_scatter:
+        MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), recv.data(), static_cast<int>(send.size()) / ranks, MPI_FLOAT, MPI_SUM, comm, &r));
+        break;
+      default: throw std::logic_error("profile: collective not measured");
+    }
+    return r;
+  }
+
+  /// Collectives the way the CPU executor runs them: on their own thread, started non-blocking and
+  /// completed by the executor's sleeping poll loop (executor::cpu::wait_polling), while the rank's
+  /// other thread keeps computing (64^3 GEMMs, a step's small kernels). On a machine with as many
+  /// ranks as cores the two threads share a core, so a collective's time is set by how soon its
+  /// polls get the core back, which the direct table above (a blocking call on an idle rank) does
+  /// not see. Timed start to end on the communicating thread, as the executor times a task; median
+  /// per rank, max over ranks. Sizes up to 4 MB (16 MB full): a step's tensor-parallel collectives.
+  void collectives_beside_compute(hardware::Profile& p) {
+    if (size_ < 2) return;
+    const std::int64_t max_bytes = o_.quick ? (std::int64_t{1} << 22) : (std::int64_t{1} << 24);
+    auto a = random(64 * 64, 15), b = random(64 * 64, 16);
+    std::vector<float> c(64 * 64);
+    for (int g = 2; g <= size_; g *= 2) {
+      MPI_Comm comm;
+      MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank_ / g, rank_, &comm));
+      const int nodes = [&] {
+        for (const auto& q : p.collectives)
+          if (q.ranks == g) return q.nodes;
+        return 1;
+      }();
+      for (CollectiveKind kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+        for (std::int64_t bytes = 64 * g; bytes <= max_bytes; bytes *= 4) {
+          const std::int64_t count = bytes / 4;
+          std::vector<float> send(static_cast<std::size_t>(kind == CollectiveKind::all_gather ? count / g : count), 1.0f);
+          std::vector<float> recv(static_cast<std::size_t>(kind == CollectiveKind::reduce_scatter ? count / g : count));
+          auto once = [&] {
+            MPI_Request r = start_collective(comm, kind, send, recv, g);
+            ex::wait_polling(1, &r);
+          };
+          once();  // warm-up
+          MPI_CHECK(MPI_Barrier(comm));
+          std::atomic<bool> stop{false};
+          std::thread compute([&] {
+            while (!stop.load(std::memory_order_relaxed))
+              ex::gemm(false, false, 64, 64, 64, 1.0f, a.data(), 64, b.data(), 64, 0.0f, c.data(), 64);
+          });
+          auto t = Clock::now();
+          once();
+          double one = seconds_since(t);
+          MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, comm));
+          const int iters = std::clamp(static_cast<int>(budget_.target_s * 2 / std::max(one, 1e-8)), 9, 200);
+          double med = median_call(once, iters);
+          stop = true;
+          compute.join();
+          MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_MAX, comm));
+          p.collectives_beside_compute.push_back({.kind = kind, .ranks = g, .nodes = nodes, .bytes = bytes, .us = round_sig(med * 1e6)});
+        }
+      }
+      if (rank_ == 0) *out_ << fmt::format("profile: collectives beside compute over {} ranks done\n", g) << std::flush;
+      MPI_Comm_free(&comm);
+    }
+  }
+
   void interference(hardware::Profile& p) {
     if (size_ < 2) return;
     const std::int64_t n = o_.quick ? 256 : 512;
@@ -380,7 +453,11 @@ class CpuProfiler {
     MPI_Comm comm;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
     auto gemm = [&] { ex::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
-    auto coll = [&] { run_collective(comm, CollectiveKind::all_reduce, send, recv, size_); };
+    // the AllReduce as the CPU executor runs it: non-blocking, completed by its sleeping poll loop
+    auto coll = [&] {
+      MPI_Request r = start_collective(comm, CollectiveKind::all_reduce, send, recv, size_);
+      ex::wait_polling(1, &r);
+    };
     const double gemm_alone = time_compute(gemm);
     const double coll_alone = time_collective(comm, coll, budget_.target_s * 4);
     const int span_calls = std::max(8, static_cast<int>(budget_.target_s * 8 / coll_alone));

@@ -14,6 +14,7 @@
 #include "executor/backend.hpp"
 #include "executor/cpu/kernels.hpp"
 #include "executor/cpu/mpi_check.hpp"
+#include "executor/cpu/wait_polling.hpp"
 #include "hardware/config_error.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -254,15 +255,7 @@ class CpuBackend final : public Backend {
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(id), static_cast<int>(data_[id].size()), MPI_FLOAT, MPI_SUM, comm, &requests.back()));
       }
     }
-    // Progress by polling, sleeping between polls (backing off from 2 to 50 us): with as many
-    // ranks as cores, a blocking (busy-polling) MPI call would keep this rank's compute thread
-    // off its core while the collective waits for the peer.
-    for (int us = 2;; us = std::min(50, us * 2)) {
-      int complete = 0;
-      MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &complete, MPI_STATUSES_IGNORE));
-      if (complete) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(us));
-    }
+    cpu::wait_polling(static_cast<int>(requests.size()), requests.data());  // sleeps between polls (see there)
   }
 
   void run_compute(std::uint32_t t);

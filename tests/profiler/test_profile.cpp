@@ -252,3 +252,39 @@ TEST_CASE("profiled simulate of the tiny model: compute busy is the sum of the t
   CHECK(r.compute.us() == doctest::Approx(expect_us).epsilon(1e-6));
   CHECK(r.step_time.us() >= expect_us);
 }
+
+TEST_CASE("CPU: collectives measured beside compute replace the direct table where they cover the size") {
+  // Direct table: AllReduce 1 KB 4 us, 4 KB 16 us. Beside-compute table (as the executor runs it):
+  // 1 KB 200 us, 4 KB 250 us; hand-off 7 us.
+  Profile p = power_law_profile();
+  p.collectives_beside_compute = {{.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 1024, .us = 200},
+                                  {.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 4096, .us = 250}};
+  p.host = HostMeasurement{.launch_us = 0.25, .method = "test", .collective_handoff_us = 7, .handoff_method = "test"};
+  // The optional section survives format -> parse -> format byte for byte.
+  const std::string text = format_profile(p);
+  const Profile back = parse_profile(text, "mem.yaml");
+  CHECK(format_profile(back) == text);
+  REQUIRE(back.collectives_beside_compute.size() == 2);
+  CHECK(back.collectives_beside_compute[1].us == 250);
+
+  std::ostringstream notes;
+  auto c = make_profiled_cost_model(load_cluster_text(), back, &notes);
+  // 2048 bytes, halfway in log between 1 KB and 4 KB: sqrt(200 x 250) = 223.61 us, plus the 7 us hand-off,
+  // all in the latency stage (the measurement already ran beside compute; the engine must not slow it again).
+  const auto ar = c->collective({.kind = CollectiveKind::all_reduce, .bytes = 2048, .ranks = 2, .nodes = 1, .dtype = DType::fp32});
+  CHECK(ar.latency.us() == doctest::Approx(std::sqrt(200.0 * 250.0) + 7.0).epsilon(1e-6));
+  CHECK(ar.transfer.ps == 0);
+  // busy share = direct 8 us / 223.6 us = 0.036 < 0.5: the sleeping communication thread leaves the core to compute.
+  CHECK(ar.sms == 0);
+  // 4 KB is the table's last row: 250 us + 7 us.
+  CHECK(c->collective({.kind = CollectiveKind::all_reduce, .bytes = 4096, .ranks = 2, .nodes = 1, .dtype = DType::fp32}).total().us() ==
+        doctest::Approx(257.0).epsilon(1e-6));
+  // A beside-compute table as fast as the direct one (busy share 8 / 8 = 1): the collective holds the rank's core.
+  Profile q = back;
+  q.collectives_beside_compute = {{.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 1024, .us = 4},
+                                  {.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 4096, .us = 16}};
+  auto busy = make_profiled_cost_model(load_cluster_text(), q, &notes);
+  CHECK(busy->collective({.kind = CollectiveKind::all_reduce, .bytes = 2048, .ranks = 2, .nodes = 1, .dtype = DType::fp32}).sms ==
+        busy->cluster().gpu.sm_count);
+  CHECK(notes.str().empty());
+}
