@@ -4,7 +4,7 @@
 #include <iostream>
 #include <tuple>
 
-#include "cli/command.hpp"
+#include "cli/search_flags.hpp"
 #include "hardware/atomic_write.hpp"
 #include "hardware/config_error.hpp"
 #include "hardware/cost_model.hpp"
@@ -12,38 +12,15 @@
 
 namespace {
 
-struct TuneFlags {
-  cli::TargetFlags target;
-  int global_batch = 0, top = 5, threads = 0;
-  long long seq_len = 0;
-  std::string dtype, stack, out;
+struct TuneFlags : cli::SearchFlags {
+  int top = 5;
+  std::string out;
   bool json = false, exhaustive = false, no_explain = false;
-  CLI::App* cmd = nullptr;
 };
 
 void run_tune(const TuneFlags& f) {
-  const sim::TargetInput in = f.target.input();
-  const sim::ModelSpec model = sim::load_model(in.model);
-  hardware::ClusterSpec cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
-  if (in.nodes) {
-    if (*in.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
-    cluster.nodes = *in.nodes;
-  }
-  tuner::SearchSpace space;
-  if (f.cmd->count("--global-batch")) {
-    if (f.global_batch <= 0) cli::bad_flag("--global-batch", "expected a positive number of sequences");
-    space.global_batch = f.global_batch;
-  }
-  if (f.cmd->count("--seq-len")) {
-    if (f.seq_len <= 0) cli::bad_flag("--seq-len", "expected a positive integer");
-    space.seq_len = f.seq_len;
-  }
-  if (f.cmd->count("--dtype") && !hardware::parse_dtype(f.dtype, space.dtype))
-    cli::bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
-  if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, space.stack))
-    cli::bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");
+  auto [model, cluster, space] = cli::search_setup(f);
   if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
-  if (f.threads < 0) cli::bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
 
   auto cost = f.target.cost_model(cluster);
   tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
@@ -111,15 +88,9 @@ void run_tune(const TuneFlags& f) {
 const bool registered = cli::register_command(20, [](CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
   auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100)");
-  f->cmd = cmd;
-  cli::add_target_flags(cmd, f->target, false);
-  cmd->add_option("--global-batch", f->global_batch, "sequences per step (default 8 x GPUs)");
-  cmd->add_option("--seq-len", f->seq_len, "sequence length (default the model's)");
-  cmd->add_option("--dtype", f->dtype, "bf16 (default) | fp16 | fp8 | fp32");
-  cmd->add_option("--stack", f->stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cli::add_search_flags(cmd, *f);
   cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();
   cmd->add_option("--out", f->out, "write the best plan as YAML (for simulate --plan)");
-  cmd->add_option("--threads", f->threads, "evaluation threads (default: all cores)");
   cmd->add_flag("--exhaustive", f->exhaustive, "screen every feasible plan (no lower-bound pruning)");
   cmd->add_flag("--no-explain", f->no_explain, "skip the per-layer explanation");
   cmd->add_flag("--json", f->json, "print one JSON object instead of the tables");

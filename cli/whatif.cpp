@@ -3,47 +3,23 @@
 
 #include <iostream>
 
-#include "cli/command.hpp"
+#include "cli/search_flags.hpp"
 #include "hardware/atomic_write.hpp"
 #include "hardware/config_error.hpp"
 #include "tuner/whatif.hpp"
 
 namespace {
 
-struct WhatIfFlags {
-  cli::TargetFlags target;
+struct WhatIfFlags : cli::SearchFlags {
   std::vector<std::string> sweeps;
-  std::string csv, plot, dtype, stack;
-  int global_batch = 0, threads = 0;
-  long long seq_len = 0;
+  std::string csv, plot;
   bool json = false;
-  CLI::App* cmd = nullptr;
 };
 
 void run_whatif(const WhatIfFlags& f) {
   if (!f.target.profile.empty())
     cli::bad_flag("--profile", "whatif sweeps hardware parameters that a measured profile cannot follow; it uses the analytic model");
-  const sim::TargetInput in = f.target.input();
-  const sim::ModelSpec model = sim::load_model(in.model);
-  hardware::ClusterSpec cluster = hardware::load_cluster(in.cluster);
-  if (in.nodes) {
-    if (*in.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
-    cluster.nodes = *in.nodes;
-  }
-  tuner::SearchSpace space;
-  if (f.cmd->count("--global-batch")) {
-    if (f.global_batch <= 0) cli::bad_flag("--global-batch", "expected a positive number of sequences");
-    space.global_batch = f.global_batch;
-  }
-  if (f.cmd->count("--seq-len")) {
-    if (f.seq_len <= 0) cli::bad_flag("--seq-len", "expected a positive integer");
-    space.seq_len = f.seq_len;
-  }
-  if (f.cmd->count("--dtype") && !hardware::parse_dtype(f.dtype, space.dtype))
-    cli::bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
-  if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, space.stack))
-    cli::bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");
-  if (f.threads < 0) cli::bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
+  auto [model, cluster, space] = cli::search_setup(f);
   std::vector<tuner::SweepAxis> axes;
   for (const auto& s : f.sweeps) axes.push_back(tuner::parse_sweep(s));
   if (!f.plot.empty() && (f.plot.size() < 5 || (f.plot.substr(f.plot.size() - 4) != ".png" && f.plot.substr(f.plot.size() - 4) != ".svg")))
@@ -79,16 +55,10 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   std::string keys;
   for (const auto& [k, what] : tuner::sweep_keys()) keys += "\n  " + k + ": " + what;
   auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned)");
-  f->cmd = cmd;
-  cli::add_target_flags(cmd, f->target, false);
+  cli::add_search_flags(cmd, *f);
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
   cmd->add_option("--csv", f->csv, "write the table as CSV");
   cmd->add_option("--plot", f->plot, "draw tokens/s of baseline and tuned plan with gnuplot (FILE.png or FILE.svg)");
-  cmd->add_option("--global-batch", f->global_batch, "sequences per step (default 8 x GPUs)");
-  cmd->add_option("--seq-len", f->seq_len, "sequence length (default the model's)");
-  cmd->add_option("--dtype", f->dtype, "bf16 (default) | fp16 | fp8 | fp32");
-  cmd->add_option("--stack", f->stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
-  cmd->add_option("--threads", f->threads, "evaluation threads (default: all cores)");
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
   cmd->callback([f] { run_whatif(*f); });
 });

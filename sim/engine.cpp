@@ -410,6 +410,17 @@ RunStats Simulation::run() {
 
 }  // namespace
 
+Duration solo_time(const hardware::CostModel& c, const TaskKind& k) {
+  return std::visit([&](const auto& op) -> Duration {
+    using T = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
+    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
+    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
+    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
+    else return c.collective(op).total();
+  }, k);
+}
+
 MemoryEstimate estimate_memory(const StepGraph& g) {
   MemoryEstimate m;
   std::vector<char> saved(g.tensors.size(), 0);

@@ -26,6 +26,9 @@ struct MemoryEstimate {
 };
 MemoryEstimate estimate_memory(const StepGraph& g);
 
+/// @brief What a task costs when it runs alone (collectives: latency + transfer).
+Duration solo_time(const hardware::CostModel& cost, const TaskKind& kind);
+
 /// @brief The timeline of one simulated rank: timing[i] for task i of its graph during the last
 /// micro-batch of the step (the one that also reduces gradients and steps the optimizer),
 /// offset so that times are within the whole step.

@@ -91,21 +91,6 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   return Duration::from_ps(per_mb * p.grad_accum_steps() + opt);
 }
 
-namespace {
-
-Duration solo(const hardware::CostModel& c, const sim::TaskKind& k) {
-  return std::visit([&](const auto& op) -> Duration {
-    using T = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
-    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
-    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
-    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
-    else return c.collective(op).total();
-  }, k);
-}
-
-}  // namespace
-
 Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   const auto key = std::make_tuple(p.tp, p.micro_batch, p.sequence_parallel, p.row_slices, static_cast<int>(p.row_slices > 1 ? p.row_axis : sim::RowAxis::batch),
                                    p.col_slices, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack));
@@ -132,7 +117,7 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
       for (const auto& t : g.tasks) {
         if (t.once_per_step) continue;
         h[l - 1] += static_cast<double>(launch * t.launches);
-        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(solo(cost_, t.kind).ps);
+        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind).ps);
       }
     }
     const double L = model_.layers;

@@ -36,17 +36,6 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
   return out;
 }
 
-Duration solo_time(const hardware::CostModel& c, const sim::TaskKind& k) {
-  return std::visit([&](const auto& op) -> Duration {
-    using T = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
-    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
-    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
-    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
-    else return c.collective(op).total();
-  }, k);
-}
-
 }  // namespace
 
 LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
@@ -68,7 +57,7 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
     busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
     auto& slot = t.once_per_step ? b.once : b.layers[t.layer + 1];
     slot.compute += tl[i].end - tl[i].start;
-    slot.interference += tl[i].end - tl[i].start - solo_time(ev.cost(), t.kind);
+    slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t.kind);
   }
   std::sort(busy.begin(), busy.end());
   // exposed: the part of each collective not covered by compute; overlapping collectives are

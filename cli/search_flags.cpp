@@ -1,0 +1,40 @@
+#include "cli/search_flags.hpp"
+
+namespace cli {
+
+void add_search_flags(CLI::App* cmd, SearchFlags& f) {
+  f.cmd = cmd;
+  add_target_flags(cmd, f.target, false);
+  cmd->add_option("--global-batch", f.global_batch, "sequences per step (default 8 x GPUs)");
+  cmd->add_option("--seq-len", f.seq_len, "sequence length (default the model's)");
+  cmd->add_option("--dtype", f.dtype, "bf16 (default) | fp16 | fp8 | fp32");
+  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cmd->add_option("--threads", f.threads, "evaluation threads (default: all cores)");
+}
+
+SearchSetup search_setup(const SearchFlags& f) {
+  const sim::TargetInput in = f.target.input();
+  SearchSetup s{.model = sim::load_model(in.model),
+                .cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster),
+                .space = {}};
+  if (in.nodes) {
+    if (*in.nodes <= 0) bad_flag("--nodes", "expected a positive number of nodes");
+    s.cluster.nodes = *in.nodes;
+  }
+  if (f.cmd->count("--global-batch")) {
+    if (f.global_batch <= 0) bad_flag("--global-batch", "expected a positive number of sequences");
+    s.space.global_batch = f.global_batch;
+  }
+  if (f.cmd->count("--seq-len")) {
+    if (f.seq_len <= 0) bad_flag("--seq-len", "expected a positive integer");
+    s.space.seq_len = f.seq_len;
+  }
+  if (f.cmd->count("--dtype") && !hardware::parse_dtype(f.dtype, s.space.dtype))
+    bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
+  if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, s.space.stack))
+    bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");
+  if (f.threads < 0) bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
+  return s;
+}
+
+}  // namespace cli
