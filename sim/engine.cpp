@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -66,27 +67,35 @@ class CostTable {
  public:
   explicit CostTable(const hardware::CostModel& m) : m_(m), hbm_(m.cluster().gpu.hbm_bytes_per_s), sms_(m.cluster().gpu.sm_count) {}
 
-  TaskCost get(const TaskKind& k) {
+  /// Index of the distinct cost of `k` (priced on first sight; `extra_compute_ps` is added to
+  /// compute tasks: the stack's per-task GPU overhead).
+  std::uint32_t index(const TaskKind& k) {
     auto it = memo_.find(k);
     if (it != memo_.end()) return it->second;
     TaskCost c = price(k);
-    memo_.emplace(k, c);
-    return c;
+    if (!c.collective) c.first_ps += extra_compute_ps_;
+    costs_.push_back(c);
+    kinds_.push_back(k);
+    const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
+    memo_.emplace(k, i);
+    return i;
   }
 
   /// Tasks at the same place of different layers (same op, phase, slice, chunk) usually have the
   /// same shape: a direct-mapped cache on that place, verified by comparing the op, avoids hashing it.
-  TaskCost get(const Task& t) {
+  std::uint32_t index(const Task& t) {
     const std::uint32_t key = 1u + static_cast<std::uint32_t>(t.op) + (static_cast<std::uint32_t>(t.phase) << 5) +
                               (static_cast<std::uint32_t>(t.slice + 1) << 8) + (static_cast<std::uint32_t>(t.chunk + 1) << 16) +
                               (static_cast<std::uint32_t>(t.kind.index()) << 24);
     auto& slot = slots_[(key * 2654435761u) >> (32 - kSlotBits)];
-    if (slot.key == key && OpEqual{}(slot.kind, t.kind)) return slot.cost;
+    if (slot.key == key && OpEqual{}(kinds_[slot.index], t.kind)) return slot.index;
     slot.key = key;
-    slot.kind = t.kind;
-    slot.cost = get(t.kind);
-    return slot.cost;
+    slot.index = index(t.kind);
+    return slot.index;
   }
+
+  const TaskCost& operator[](std::uint32_t i) const { return costs_[i]; }
+  void set_extra_compute(std::int64_t ps) { extra_compute_ps_ = ps; }
 
  private:
   TaskCost from_compute(const hardware::ComputeCost& cc) const {
@@ -119,12 +128,13 @@ class CostTable {
   const hardware::CostModel& m_;
   double hbm_;
   int sms_;
-  std::unordered_map<TaskKind, TaskCost, OpHash, OpEqual> memo_;
+  std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
+  std::vector<TaskCost> costs_;  // distinct costs
+  std::vector<TaskKind> kinds_;  // the op of each distinct cost
+  std::int64_t extra_compute_ps_ = 0;
   static constexpr int kSlotBits = 10;
   struct Slot {
-    std::uint32_t key = 0;
-    TaskKind kind;
-    TaskCost cost;
+    std::uint32_t key = 0, index = 0;
   };
   std::vector<Slot> slots_ = std::vector<Slot>(std::size_t{1} << kSlotBits);
 };
@@ -143,7 +153,9 @@ struct Active {
 
 struct RankState {
   const StepGraph* g = nullptr;
-  std::vector<TaskCost> cost;
+  std::unique_ptr<CostTable> table;                        // distinct costs of this rank's tasks
+  std::vector<std::uint32_t> cost_index;                   // task -> its cost in `table`
+  const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
   std::array<std::vector<std::uint32_t>, kStreams> queue;  // included tasks per stream, issue order
   std::vector<std::int64_t> issue_ps;                      // host has issued task i by then
   std::vector<std::uint32_t> pending;
@@ -168,25 +180,24 @@ class Simulation {
     cap_[1] = cost.link_capacity(LinkClass::nic) * 1e-12;
     hbm_per_ps_ = cl.gpu.hbm_bytes_per_s * 1e-12;
     interference_ = cl.interference;
-    CostTable table(cost);
     ranks_.resize(graphs.size());
     for (std::size_t r = 0; r < graphs.size(); ++r) {
       auto& rs = ranks_[r];
       const StepGraph& g = *graphs[r];
       rs.g = &g;
       const auto n = g.size();
-      rs.cost.resize(n);
+      rs.table = std::make_unique<CostTable>(cost);
+      rs.cost_index.assign(n, 0);
       rs.issue_ps.assign(n, 0);
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());
       if (timeline_) rs.timing.assign(n, TaskTiming{});
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
-      const std::int64_t op_overhead = cl.host.op_overhead_for(g.plan.stack).ps;
+      rs.table->set_extra_compute(cl.host.op_overhead_for(g.plan.stack).ps);
       std::int64_t host = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
         if (t.once_per_step && !include_once) continue;
-        rs.cost[i] = table.get(t);
-        if (!rs.cost[i].collective) rs.cost[i].first_ps += op_overhead;
+        rs.cost_index[i] = rs.table->index(t);
         host += launch * t.launches;
         rs.issue_ps[i] = host;
         rs.queue[static_cast<int>(t.stream)].push_back(static_cast<std::uint32_t>(i));
@@ -236,7 +247,7 @@ void Simulation::start(int r, Stream s, std::int64_t now) {
   auto& rs = ranks_[r];
   const int si = static_cast<int>(s);
   const auto t = rs.queue[si][rs.head[si]];
-  const auto& c = rs.cost[t];
+  const auto& c = rs.cost(t);
   Active a{r, t, s, c.collective ? Stage::latency : Stage::compute, static_cast<double>(c.first_ps), 1.0, now};
   if (timeline_) rs.timing[t].start = Duration::from_ps(now);
   rs.running[si] = static_cast<int>(active_.size());
@@ -246,7 +257,7 @@ void Simulation::start(int r, Stream s, std::int64_t now) {
 void Simulation::complete(std::size_t ai, std::int64_t now) {
   Active& a = active_[ai];
   auto& rs = ranks_[a.rank];
-  const auto& c = rs.cost[a.task];
+  const auto& c = rs.cost(a.task);
   if (a.stage == Stage::latency && c.second_ps > 0) {
     a.stage = Stage::transfer;
     a.remaining = static_cast<double>(c.second_ps);
@@ -271,7 +282,7 @@ void Simulation::compute_rates() {
     for (std::size_t i = 0; i < active_.size(); ++i) {
       const Active& a = active_[i];
       if (a.rank != static_cast<int>(r) || a.stage != Stage::transfer) continue;
-      const auto& wr = ranks_[r].cost[a.task].wire_rate;
+      const auto& wr = ranks_[r].cost(a.task).wire_rate;
       const int v = lmm_.add_variable(1.0);
       flow_var_[i] = v;
       for (int l = 0; l < hardware::kLinkClasses; ++l) {
@@ -296,13 +307,13 @@ void Simulation::compute_rates() {
       const int ai = rs.running[s];
       if (ai < 0) continue;
       comm = true;
-      const auto& c = rs.cost[active_[ai].task];
+      const auto& c = rs.cost(active_[ai].task);
       comm_sm += c.sm_fraction;
       if (active_[ai].stage == Stage::transfer)
         for (int l = 0; l < hardware::kLinkClasses; ++l) comm_wire += active_[ai].rate * c.wire_rate[l];
     }
     if (ci >= 0 && comm) {
-      const double u = rs.cost[active_[ci].task].hbm_util;
+      const double u = rs.cost(active_[ci].task).hbm_util;
       active_[ci].rate = hardware::compute_rate_beside_comm(interference_, hbm_per_ps_ * 1e12, u, comm_sm, comm_wire * 1e12);
       const double f = hardware::comm_rate_beside_compute(interference_, u);
       for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
