@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "hardware/collective_model.hpp"
+#include "hardware/embedded_configs.hpp"
 #include "profiler/cuda/cuda_measure.hpp"
 
 namespace profiler {
@@ -21,52 +22,31 @@ double round_sig(double v) {
   return std::round(v * scale) / scale;
 }
 
-/// The GPU node as a configs/clusters/ mapping: peak = best measured bf16 GEMM, HBM = device copy,
-/// NVLink = AllReduce busbw, latency = the smallest AllReduce; host and interference keep the
-/// DGX-class defaults (not measured by this profiler yet).
+/// The GPU node as a configs/clusters/ mapping: the embedded cluster of the same GPU generation
+/// (dgx-a100, dgx-h100, gb200-nvl72) with what this profiler measures put in its place — bf16/fp16
+/// peak = best measured GEMM (so gemm_efficiency 1), HBM = device copy bandwidth (memory_efficiency
+/// 1), capacity, SMs, GPUs per node, NVLink = AllReduce busbw. The rest (network, host,
+/// interference, NCCL constants) stays the generation's cluster file, which documents its sources.
 YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
   double best = 0;
   for (const auto& g : p.gemm) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.us * 1e-6));
-  double busbw = 0, latency = 0;
+  double busbw = 0;
   for (const auto& c : p.collectives)
-    if (c.kind == hardware::CollectiveKind::all_reduce) {
-      busbw = std::max(busbw, c.busbw_gb_s());
-      latency = latency == 0 ? c.us : std::min(latency, c.us);
-    }
+    if (c.kind == hardware::CollectiveKind::all_reduce) busbw = std::max(busbw, c.busbw_gb_s());
   auto num = [](double v) { return fmt::format("{}", round_sig(v)); };
-  YAML::Node n;
+  const char* base = d.major >= 10 ? "gb200-nvl72" : d.major == 9 ? "dgx-h100" : "dgx-a100";
+  YAML::Node n = YAML::Load(hardware::resolve_config("clusters", base).text);
   n["name"] = fmt::format("profiled-{}x-{}", d.ranks, d.name);
   n["gpu"]["name"] = d.name;
-  n["gpu"]["arch"] = d.major >= 10 ? "blackwell" : d.major == 9 ? "hopper" : "ampere";
-  for (const char* t : {"fp32", "bf16", "fp16", "fp8"}) n["gpu"]["peak_tflops"][t] = num(best / 1e12);  // only bf16 is measured
+  if (best > 0)
+    for (const char* t : {"bf16", "fp16"}) n["gpu"]["peak_tflops"][t] = num(best / 1e12);  // measured in bf16
+  n["gpu"]["gemm_efficiency"] = "1";
   n["gpu"]["hbm_gb_per_s"] = num(d.copy_bytes_per_s / 1e9);
+  n["gpu"]["memory_efficiency"] = "1";
   n["gpu"]["hbm_gb"] = num(d.memory_bytes / 1e9);
   n["gpu"]["sms"] = fmt::format("{}", d.sms);
-  n["gpu"]["gemm_efficiency"] = "1";
-  n["gpu"]["memory_efficiency"] = "1";
-  n["gpu"]["gemm_tile_overhead_us"] = "1.5";
-  n["gpu"]["kernel_latency_us"] = "2";
   n["node"]["gpus"] = fmt::format("{}", d.local_ranks);
-  n["node"]["nvlink_gb_per_s"] = num(busbw > 0 ? busbw : 1);
-  n["node"]["nvlink_links"] = "18";
-  n["node"]["nvswitch"] = "true";
-  n["node"]["nvls"] = "false";
-  n["network"]["nics_per_node"] = "8";
-  n["network"]["nic_gbit_per_s"] = "400";
-  n["network"]["latency_us"] = num(latency > 0 ? latency : 3);
-  n["network"]["topology"] = "rail_optimized";
-  n["network"]["oversubscription"] = "1";
-  n["host"]["launch_us"]["eager"] = "12";
-  n["host"]["launch_us"]["cpp"] = "4";
-  n["host"]["launch_us"]["cuda_graphs"] = "0.5";
-  for (const char* st : {"eager", "cpp", "cuda_graphs"}) n["host"]["op_overhead_us"][st] = "0";
-  n["host"]["attention"] = "flash";
-  n["nccl"]["call_overhead_us"] = "10";
-  n["nccl"]["nvls_efficiency"] = "0.58";
-  n["nccl"]["nvls_latency_us"] = "50";
-  n["interference"]["sm_contention"] = "true";
-  n["interference"]["hbm_amplification"] = "2.5";
-  n["interference"]["comm_slowdown"] = "0.05";
+  if (busbw > 0) n["node"]["nvlink_gb_per_s"] = num(busbw);
   return n;
 }
 

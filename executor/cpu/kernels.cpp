@@ -151,12 +151,33 @@ Gathered gather(const AttentionShape& a, std::span<const float* const> qkv, i64 
   return g;
 }
 
+
+// Softmax probabilities of query row i (its head's q) over the keys it sees (causal, with the
+// slice's q_offset) for KV head kh, into p; returns how many keys. Shared by forward and backward
+// (backward recomputes them, as flash attention does).
+i64 causal_probs(const AttentionShape& a, const Gathered& g, const float* q, i64 kh, i64 i, float* p) {
+  const i64 d = a.head_dim, kw = a.kv_heads * d;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const i64 n_keys = a.q_offset + i + 1;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (i64 j = 0; j < n_keys; ++j) {
+    const float* k = g.k.data() + j * kw + kh * d;
+    float s = 0;
+    for (i64 e = 0; e < d; ++e) s += q[e] * k[e];
+    p[j] = s * scale;
+    mx = std::max(mx, p[j]);
+  }
+  float sum = 0;
+  for (i64 j = 0; j < n_keys; ++j) sum += (p[j] = std::exp(p[j] - mx));
+  for (i64 j = 0; j < n_keys; ++j) p[j] /= sum;
+  return n_keys;
+}
+
 }  // namespace
 
 void attention_forward(const AttentionShape& a, std::span<const float* const> qkv, float* ctx) {
   const i64 d = a.head_dim, qw = a.heads * d, kw = a.kv_heads * d, group = a.heads / a.kv_heads;
   const i64 kv_len = a.q_offset + a.s_q;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> p(static_cast<std::size_t>(kv_len));
   for (i64 b = 0; b < a.batch; ++b) {
     Gathered g = gather(a, qkv, b, kv_len);
@@ -164,21 +185,11 @@ void attention_forward(const AttentionShape& a, std::span<const float* const> qk
       const i64 kh = hh / group;
       for (i64 i = 0; i < a.s_q; ++i) {
         const float* q = g.q.data() + i * qw + hh * d;
-        const i64 n_keys = a.q_offset + i + 1;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (i64 j = 0; j < n_keys; ++j) {
-          const float* k = g.k.data() + j * kw + kh * d;
-          float s = 0;
-          for (i64 e = 0; e < d; ++e) s += q[e] * k[e];
-          p[j] = s * scale;
-          mx = std::max(mx, p[j]);
-        }
-        float sum = 0;
-        for (i64 j = 0; j < n_keys; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        const i64 n_keys = causal_probs(a, g, q, kh, i, p.data());
         float* o = ctx + (b * a.s_q + i) * qw + hh * d;
         std::fill_n(o, d, 0.0f);
         for (i64 j = 0; j < n_keys; ++j) {
-          const float w = p[j] / sum;
+          const float w = p[j];
           const float* v = g.v.data() + j * kw + kh * d;
           for (i64 e = 0; e < d; ++e) o[e] += w * v[e];
         }
@@ -200,18 +211,7 @@ void attention_backward(const AttentionShape& a, std::span<const float* const> q
       const i64 kh = hh / group;
       for (i64 i = 0; i < a.s_q; ++i) {
         const float* q = g.q.data() + i * qw + hh * d;
-        const i64 n_keys = a.q_offset + i + 1;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (i64 j = 0; j < n_keys; ++j) {
-          const float* k = g.k.data() + j * kw + kh * d;
-          float s = 0;
-          for (i64 e = 0; e < d; ++e) s += q[e] * k[e];
-          p[j] = s * scale;
-          mx = std::max(mx, p[j]);
-        }
-        float sum = 0;
-        for (i64 j = 0; j < n_keys; ++j) sum += (p[j] = std::exp(p[j] - mx));
-        for (i64 j = 0; j < n_keys; ++j) p[j] /= sum;
+        const i64 n_keys = causal_probs(a, g, q, kh, i, p.data());
         const float* o = ctx + (b * a.s_q + i) * qw + hh * d;
         const float* dout = dctx + (b * a.s_q + i) * qw + hh * d;
         float D = 0;  // rowsum(dO . O) = sum_j p_j dp_j
