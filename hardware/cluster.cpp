@@ -120,6 +120,13 @@ HostSpec read_host(ConfigReader r) {
     h.op_overhead[static_cast<int>(s)] = Duration::from_us(v);
   }
   over.finish();
+  auto eff = r.child("kernel_efficiency");
+  for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
+    double v = eff.number(std::string(to_string(s)));
+    if (!(v > 0 && v <= 1)) eff.fail(std::string(to_string(s)), "expected a fraction in (0, 1]");
+    h.kernel_efficiency[static_cast<int>(s)] = v;
+  }
+  eff.finish();
   h.attention = r.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash : AttentionKernel::unfused;
   r.finish();
   return h;

@@ -65,7 +65,12 @@ struct HostSpec {
   /// Per Stack: GPU time each task costs beyond its named kernel(s) - the casts, copies, bias and
   /// autograd-accumulate kernels an eager framework runs around every op, and the gaps between them.
   std::array<Duration, 3> op_overhead{};
+  /// Per Stack: the fraction of its modelled (isolated-kernel) speed a compute kernel reaches when
+  /// this stack runs a whole training step - what a real framework loses to unfused passes, loss
+  /// scaling, allocator and stream syncs and sustained clocks. Compute tasks take time / efficiency.
+  std::array<double, 3> kernel_efficiency{1.0, 1.0, 1.0};
   Duration op_overhead_for(Stack s) const { return op_overhead[static_cast<int>(s)]; }
+  double kernel_efficiency_for(Stack s) const { return kernel_efficiency[static_cast<int>(s)]; }
   Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
 };
 

@@ -677,6 +677,7 @@ class CpuProfiler {
     const std::string launch = fmt::format("{}", p.host ? p.host->launch_us : 1.0);
     for (const char* s : {"eager", "cpp", "cuda_graphs"}) n["host"]["launch_us"][s] = launch;
     for (const char* st : {"eager", "cpp", "cuda_graphs"}) n["host"]["op_overhead_us"][st] = "0";
+    for (const char* st : {"eager", "cpp", "cuda_graphs"}) n["host"]["kernel_efficiency"][st] = "1";
     n["host"]["attention"] = "flash";
     n["nccl"]["call_overhead_us"] = "0";
     n["nccl"]["nvls_efficiency"] = "1";

@@ -67,13 +67,16 @@ class CostTable {
  public:
   explicit CostTable(const hardware::CostModel& m) : m_(m), hbm_(m.cluster().gpu.hbm_bytes_per_s), sms_(m.cluster().gpu.sm_count) {}
 
-  /// Index of the distinct cost of `k` (priced on first sight; `extra_compute_ps` is added to
-  /// compute tasks: the stack's per-task GPU overhead).
+  /// Index of the distinct cost of `k` (priced on first sight; compute tasks as the stack runs
+  /// them: stack_compute_ps).
   std::uint32_t index(const TaskKind& k) {
     auto it = memo_.find(k);
     if (it != memo_.end()) return it->second;
     TaskCost c = price(k);
-    if (!c.collective) c.first_ps += extra_compute_ps_;
+    if (!c.collective) {
+      c.first_ps = stack_compute_ps(m_.cluster().host, stack_, c.first_ps);
+      c.hbm_util *= m_.cluster().host.kernel_efficiency_for(stack_);  // same bytes over a longer time
+    }
     costs_.push_back(c);
     kinds_.push_back(k);
     const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
@@ -95,7 +98,7 @@ class CostTable {
   }
 
   const TaskCost& operator[](std::uint32_t i) const { return costs_[i]; }
-  void set_extra_compute(std::int64_t ps) { extra_compute_ps_ = ps; }
+  void set_stack(hardware::Stack s) { stack_ = s; }
 
  private:
   TaskCost from_compute(const hardware::ComputeCost& cc) const {
@@ -131,7 +134,7 @@ class CostTable {
   std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
   std::vector<TaskCost> costs_;  // distinct costs
   std::vector<TaskKind> kinds_;  // the op of each distinct cost
-  std::int64_t extra_compute_ps_ = 0;
+  hardware::Stack stack_ = hardware::Stack::eager;
   static constexpr int kSlotBits = 10;
   struct Slot {
     std::uint32_t key = 0, index = 0;
@@ -192,7 +195,7 @@ class Simulation {
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());
       if (timeline_) rs.timing.assign(n, TaskTiming{});
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
-      rs.table->set_extra_compute(cl.host.op_overhead_for(g.plan.stack).ps);
+      rs.table->set_stack(g.plan.stack);
       std::int64_t host = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
@@ -421,13 +424,18 @@ RunStats Simulation::run() {
 
 }  // namespace
 
-Duration solo_time(const hardware::CostModel& c, const TaskKind& k) {
+std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps) {
+  return std::llround(static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack)) + host.op_overhead_for(stack).ps;
+}
+
+Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hardware::Stack stack) {
+  const auto on_stack = [&](Duration kernel) { return Duration::from_ps(stack_compute_ps(c.cluster().host, stack, kernel.ps)); };
   return std::visit([&](const auto& op) -> Duration {
     using T = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<T, hardware::GemmOp>) return c.gemm(op).time;
-    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return c.attention(op).time;
-    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return c.elementwise(op).time;
-    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return c.optimizer(op).time;
+    if constexpr (std::is_same_v<T, hardware::GemmOp>) return on_stack(c.gemm(op).time);
+    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return on_stack(c.attention(op).time);
+    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return on_stack(c.elementwise(op).time);
+    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return on_stack(c.optimizer(op).time);
     else return c.collective(op).total();
   }, k);
 }

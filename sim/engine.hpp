@@ -26,8 +26,13 @@ struct MemoryEstimate {
 };
 MemoryEstimate estimate_memory(const StepGraph& g);
 
-/// @brief What a task costs when it runs alone (collectives: latency + transfer).
-Duration solo_time(const hardware::CostModel& cost, const TaskKind& kind);
+/// @brief What a task costs when it runs alone (collectives: latency + transfer) on the given
+/// host stack: a compute kernel takes its modelled time / host.kernel_efficiency[stack] +
+/// host.op_overhead_us[stack] (collectives are priced as NCCL runs them, stack-independent).
+Duration solo_time(const hardware::CostModel& cost, const TaskKind& kind, hardware::Stack stack);
+
+/// @brief A compute kernel's time on a stack, from its modelled (isolated-kernel) time.
+std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps);
 
 /// @brief The timeline of one simulated rank: timing[i] for task i of its graph during the last
 /// micro-batch of the step (the one that also reduces gradients and steps the optimizer),

@@ -88,7 +88,9 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   }
   const std::int64_t per_mb = layer_ps * m.layers + head_ps;
   const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(m, p)}).time.ps;
-  return Duration::from_ps(per_mb * p.grad_accum_steps() + opt);
+  // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
+  const double eff = cluster_.host.kernel_efficiency_for(p.stack);
+  return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
 Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
@@ -117,7 +119,7 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
       for (const auto& t : g.tasks) {
         if (t.once_per_step) continue;
         h[l - 1] += static_cast<double>(launch * t.launches);
-        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind).ps);
+        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
       }
     }
     const double L = model_.layers;
@@ -126,7 +128,7 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
     std::lock_guard lock(mu_);
     bounds_.emplace(key, b);
   }
-  const double opt = static_cast<double>(cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps);
+  const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = rank_params(model_, p)}, p.stack).ps);
   const double mb = std::max(b.compute_ps, b.host_ps);
   const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);
   // floor, and never below the closed-form GEMM bound (both are bounds; take the tighter)

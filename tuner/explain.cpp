@@ -31,7 +31,7 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
   std::vector<std::int64_t> out(layers + 1, 0);
   for (const auto& t : g.tasks) {
     if (t.once_per_step) continue;
-    if (const auto* op = std::get_if<hardware::GemmOp>(&t.kind)) out[t.layer + 1] += cost.gemm(*op).time.ps;
+    if (std::holds_alternative<hardware::GemmOp>(t.kind)) out[t.layer + 1] += sim::solo_time(cost, t.kind, g.plan.stack).ps;
   }
   return out;
 }
@@ -57,7 +57,7 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
     busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
     auto& slot = t.once_per_step ? b.once : b.layers[t.layer + 1];
     slot.compute += tl[i].end - tl[i].start;
-    slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t.kind);
+    slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t.kind, g.plan.stack);
   }
   std::sort(busy.begin(), busy.end());
   // exposed: the part of each collective not covered by compute; overlapping collectives are

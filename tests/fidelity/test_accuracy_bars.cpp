@@ -2,6 +2,7 @@
 // evaluation `slicetune accuracy` writes to docs/accuracy.md).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/accuracy.hpp"
@@ -39,31 +40,43 @@ TEST_CASE("GEMM TFLOP/s within 10 % for square shapes >= 2048 (gemm-h100.csv)") 
 
 TEST_CASE("Domino speedup over Megatron on 8x H100 within +-0.05 of the four published figures (micro-batch 16)") {
   const auto& s = report().domino;
-  REQUIRE(s.rows.size() == 4);
+  int scored = 0;
+  for (const auto& r : s.rows) {
+    if (!r.scored) continue;
+    ++scored;
+    CAPTURE(r.label);
+    CAPTURE(r.predicted);
+    CHECK(r.unit == "x");
+    CHECK(std::abs(r.predicted - r.measured) <= 0.05);
+  }
+  CHECK(scored == 4);  // 6.7B and 13B at seq 512 and 1024 (domino-h100.md)
+}
+
+// The released example's iteration time fixed host.kernel_efficiency.cuda_graphs: the fit must keep
+// it inside the published 521-529 ms (domino-h100.md), or the speedups and shares rest on a stale fit.
+TEST_CASE("Domino example iteration time (fit input) stays within the published 521-529 ms") {
+  const auto& rows = report().domino.rows;
+  const auto it = std::find_if(rows.begin(), rows.end(), [](const auto& r) { return r.unit == "ms"; });
+  REQUIRE(it != rows.end());
+  CHECK_FALSE(it->scored);
+  CHECK(it->measured == doctest::Approx(525.0));
+  CHECK(it->predicted >= 521.0);
+  CHECK(it->predicted <= 529.0);
+}
+
+// Published: 16 / 29 / 43 % at 1 / 2 / 4 nodes (domino-h100.md). Megatron on the eager stack; the
+// share follows from host.kernel_efficiency (fitted to the speedups' mean and the example's time,
+// not to the shares) and NCCL's price of the TP AllReduces.
+TEST_CASE("GPT-3 13B Megatron TP-communication share within +-5 points at 1, 2 and 4 nodes") {
+  const auto& s = report().tp_share;
+  REQUIRE(s.rows.size() == 3);
   for (const auto& r : s.rows) {
     CAPTURE(r.label);
     CAPTURE(r.predicted);
-    CHECK(std::abs(r.predicted - r.measured) <= 0.05);
+    CHECK(std::abs(r.predicted - r.measured) <= 5.0);
   }
-}
-
-// The bar (each share within +-5 points) is NOT met and is not asserted here: 16 % at one
-// node leaves at most 1/(1 - 0.16) = 1.19x for Domino to win by hiding communication, yet the same
-// page publishes 1.29x; the model meets the speedups (above) and its one-node share is about 8 points
-// high (docs/accuracy.md lists the rows). What the test holds is the part the model can be held to:
-// how the share grows with the TP group crossing nodes — published +13 points from 1 to 2 nodes and
-// +14 from 2 to 4 (domino-h100.md: 16 / 29 / 43 %) — within +-5 points each, and the order.
-TEST_CASE("GPT-3 13B Megatron TP-communication share grows with nodes as published (+-5 points per step)") {
-  const auto& s = report().tp_share;
-  REQUIRE(s.rows.size() == 3);
-  for (std::size_t i = 1; i < s.rows.size(); ++i) {
-    CAPTURE(s.rows[i].label);
-    const double published = s.rows[i].measured - s.rows[i - 1].measured;
-    const double predicted = s.rows[i].predicted - s.rows[i - 1].predicted;
-    CAPTURE(predicted);
-    CHECK(predicted > 0);
-    CHECK(std::abs(predicted - published) <= 5.0);
-  }
+  CHECK(s.rows[0].predicted < s.rows[1].predicted);  // grows as the TP group crosses nodes
+  CHECK(s.rows[1].predicted < s.rows[2].predicted);
 }
 
 TEST_CASE("A100 one-node Megatron iteration times (pp = 1): mean absolute error <= 8 %") {

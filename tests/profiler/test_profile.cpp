@@ -37,6 +37,7 @@ network: {nics_per_node: 1, nic_gbit_per_s: 80, latency_us: 2, topology: fat_tre
 host:
   launch_us: {eager: 3, cpp: 3, cuda_graphs: 3}
   op_overhead_us: {eager: 0, cpp: 0, cuda_graphs: 0}
+  kernel_efficiency: {eager: 1, cpp: 1, cuda_graphs: 1}
   attention: flash
 interference: {sm_contention: false, hbm_amplification: 0, comm_slowdown: 0}
 nccl: {call_overhead_us: 0, nvls_efficiency: 1, nvls_latency_us: 1}

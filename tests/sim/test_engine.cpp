@@ -73,6 +73,29 @@ TEST_CASE("the host issue cost delays kernels: a launch-bound step") {
   CHECK(us(r.idle) == doctest::Approx(111.0));  // 121 us minus 10 us of compute
 }
 
+TEST_CASE("the stack's kernel efficiency and per-task overhead price compute, not collectives") {
+  // Eager with kernel_efficiency 0.5 and op_overhead 3 us: a 100 us GEMM takes 100 / 0.5 + 3 =
+  // 203 us; the 8 MB AllReduce after it keeps its NCCL price (whatever the fake model says alone).
+  // The same graph on cuda_graphs (efficiency 1, no overhead) takes 100 us + the collective.
+  auto cl = test::fake_cluster();
+  cl.host.kernel_efficiency[static_cast<int>(hardware::Stack::eager)] = 0.5;
+  cl.host.op_overhead[static_cast<int>(hardware::Stack::eager)] = Duration::from_us(3);
+  test::FakeCostModel cost(cl);
+  auto plan = one_gpu_plan();
+  const Task ar = coll(8 << 20, Stream::tp_comm);
+  const double ar_us = us(sim::solo_time(cost, ar.kind, hardware::Stack::eager));
+  auto g = sim::StepGraph::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
+  CHECK(us(r.timelines[0].timing[0].end) == doctest::Approx(203.0));
+  CHECK(us(r.step_time) == doctest::Approx(203.0 + ar_us));
+  CHECK(us(sim::solo_time(cost, gemm_us(100).kind, hardware::Stack::eager)) == doctest::Approx(203.0));
+  plan.stack = hardware::Stack::cuda_graphs;
+  cl.host.launch[static_cast<int>(hardware::Stack::cuda_graphs)] = Duration::from_ps(0);
+  test::FakeCostModel cost2(cl);
+  auto g2 = sim::StepGraph::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
+  CHECK(us(sim::Engine(cost2).simulate(g2).step_time) == doctest::Approx(100.0 + ar_us));
+}
+
 TEST_CASE("two streams overlap: a collective hides behind independent compute") {
   // A (100 us) -> C (collective, 50,000 B at 1 B/ns = 50 us) -> D; B (100 us) after A on compute; D after B and C.
   // No interference: A [0,100], C [100,150] beside B [100,200], D [200,300]; nothing exposed.
