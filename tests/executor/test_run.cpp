@@ -123,6 +123,8 @@ TEST_CASE("the issue's command trains: loss falls over 20 steps, step times and 
   for (int s = 15; s < 20; ++s) tail += loss[s] / 5;
   CHECK(tail < loss[0] - 0.5);
   CHECK(j.at("step_times_ms").size() == 20);
+  // the executor issues tasks from C++: its plan is priced on the cpp stack unless --stack says otherwise
+  CHECK(j.at("plan").at("stack").get<std::string>() == "cpp");
   CHECK(j.at("step_time_ms").get<double>() > 0);
   CHECK(j.at("tokens_per_s").get<double>() > 0);
   // every task of the graph has a measured interval on rank 0
