@@ -174,7 +174,8 @@ ModelSpec domino_13b() {
   return m;
 }
 
-AccuracySection domino_section(const std::string& dir, AccuracySection& share, double* share_comm_ms, double* share_mfu) {
+AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
+  AccuracySection& share = report.tp_share;
   AccuracySection s{.title = fmt::format("Domino speedup over Megatron-LM, 8x H100, TP=8 (micro-batch {}, 2 row slices; Megatron eager, Domino cuda_graphs)",
                                          kDominoMicroBatch),
                     .source = "calibration/domino-h100.md", .bar = "within +-0.05", .absolute = true};
@@ -226,8 +227,10 @@ AccuracySection domino_section(const std::string& dir, AccuracySection& share, d
     auto c = h100;
     c.nodes = nodes;
     const auto r = simulate_plan(m13, c, megatron(8 * nodes, kDominoMicroBatch, 1024));
-    share_comm_ms[i] = r.tp_comm.ms();
-    share_mfu[i] = r.mfu;
+    if (i == 0) {
+      report.tp_share_1node_comm_ms = r.tp_comm.ms();
+      report.tp_share_1node_mfu = r.mfu;
+    }
     share.rows.push_back({.label = fmt::format("{} node{} (TP={})", nodes, nodes > 1 ? "s" : "", 8 * nodes), .measured = std::stod(sm[1 + i]),
                           .predicted = 100.0 * r.tp_comm.ms() / r.step_time.ms(), .unit = "%",
                           .note = fmt::format("step {:.1f} ms, TP comm {:.1f} ms", r.step_time.ms(), r.tp_comm.ms())});
@@ -298,7 +301,7 @@ AccuracyReport evaluate_accuracy(const std::string& shared_dir, bool progress) {
   say("GEMM");
   r.gemm = gemm_section(shared_dir);
   say("Domino speedups and TP-communication shares (H100)");
-  r.domino = domino_section(shared_dir, r.tp_share, r.tp_share_comm_ms.data(), r.tp_share_mfu.data());
+  r.domino = domino_section(shared_dir, r);
   say("A100 Megatron iteration times (400 simulated steps)");
   r.a100 = a100_section(shared_dir);
   return r;
@@ -359,16 +362,16 @@ std::string accuracy_markdown(const AccuracyReport& r) {
       " `host.kernel_efficiency` eager {} and cuda_graphs {} (fraction of the modelled, isolated-kernel speed reached in a step);"
       " the three shares and each speedup are then predictions (only the speedups' mean was fitted).\n"
       "- The H100 steps are {:.0f}-{:.0f} % slower than the isolated-kernel model (MFU about {:.0f} % for Megatron here): the framework"
-      " runs its kernels at two thirds of their microbenchmark speed. The GEMM rows above stay at microbenchmark speed (gemm_efficiency).\n"
+      " runs its kernels at {:.2f}-{:.2f} of their microbenchmark speed. The GEMM rows above stay at microbenchmark speed (gemm_efficiency).\n"
       "- A100 rows with pp > 1 are listed but not scored until pipeline parallelism exists.\n"
       "- Interference (no calibration file; defaults from `reference/nccl-cost-model.md`): beside an NVLS all-reduce on H100"
       " (16 of 132 SMs, the NVLink port full) a compute-bound GEMM takes {:+.0f} % longer and a memory-bound kernel {:+.0f} %;"
       " published: +18.9 % on average, +40 % at most (arXiv 2507.03114).\n\n",
       kDominoMicroBatch, f1, 1 / (1 - f1), s13, ex.measured, s13, ex.measured, s13 * ex.measured, 100 * f1, f1 * s13 * ex.measured,
-      r.tp_share_comm_ms[0], (1 - f1) * s13 * ex.measured, ex.measured, 100 * (1 - ex.measured / ((1 - f1) * s13 * ex.measured)),
+      r.tp_share_1node_comm_ms, (1 - f1) * s13 * ex.measured, ex.measured, 100 * (1 - ex.measured / ((1 - f1) * s13 * ex.measured)),
       h.host.kernel_efficiency_for(Stack::eager), h.host.kernel_efficiency_for(Stack::cuda_graphs),
       100 * (1 / h.host.kernel_efficiency_for(Stack::cuda_graphs) - 1), 100 * (1 / h.host.kernel_efficiency_for(Stack::eager) - 1),
-      100 * r.tp_share_mfu[0],
+      100 * r.tp_share_1node_mfu, h.host.kernel_efficiency_for(Stack::eager), h.host.kernel_efficiency_for(Stack::cuda_graphs),
       100 * (1 / hardware::compute_rate_beside_comm(h.interference, h.gpu.hbm_bytes_per_s, 0.0, 16.0 / h.gpu.sm_count, h.node.nvlink_bytes_per_s) - 1),
       100 * (1 / hardware::compute_rate_beside_comm(h.interference, h.gpu.hbm_bytes_per_s, 1.0, 16.0 / h.gpu.sm_count, h.node.nvlink_bytes_per_s) - 1));
   for (const AccuracySection* s : {&r.nccl, &r.gemm, &r.domino, &r.tp_share, &r.a100}) section_md(md, *s);

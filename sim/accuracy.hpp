@@ -1,7 +1,6 @@
 // defines: sim::AccuracyReport and its parts, evaluate_accuracy (every row of the calibration set
 //          predicted and compared), accuracy_markdown (docs/accuracy.md)
 #pragma once
-#include <array>
 #include <string>
 #include <vector>
 
@@ -33,7 +32,7 @@ struct AccuracySection {
 struct AccuracyReport {
   AccuracySection nccl, gemm, domino, tp_share, a100;
   int domino_micro_batch = 0;
-  std::array<double, 3> tp_share_comm_ms{}, tp_share_mfu{};  ///< the share rows' TP communication and MFU
+  double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 };
 
 /// @brief Predicts every row of the calibration files under `shared_dir`/calibration with the

@@ -8,14 +8,11 @@ namespace executor::cuda {
 
 constexpr float kNormEps = 1e-5f;
 
-// out (N, H) = norm(x (N, H)) * w[0] (+ w[1])
+// one row's statistics, computed by one warp (every lane gets them): mean (0 for RMSNorm) and
+// 1 / sqrt(mean((x - mean)^2) + eps)
 template <typename T>
-__global__ void norm_forward_kernel(bool rms, const T* x, const T* w, T* out, long long n, int h) {
-  const long long row = blockIdx.x * static_cast<long long>(blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= n) return;
-  const T* xr = x + row * h;
-  float mean = 0.0f;
+__device__ inline void norm_row_stats(bool rms, const T* xr, int h, int lane, float& mean, float& rstd) {
+  mean = 0.0f;
   if (!rms) {
     float s = 0.0f;
     for (int i = lane; i < h; i += 32) s += to_float(xr[i]);
@@ -26,7 +23,18 @@ __global__ void norm_forward_kernel(bool rms, const T* x, const T* w, T* out, lo
     const float d = to_float(xr[i]) - mean;
     v += d * d;
   }
-  const float rstd = rsqrtf(warp_sum(v) / h + kNormEps);
+  rstd = rsqrtf(warp_sum(v) / h + kNormEps);
+}
+
+// out (N, H) = norm(x (N, H)) * w[0] (+ w[1])
+template <typename T>
+__global__ void norm_forward_kernel(bool rms, const T* x, const T* w, T* out, long long n, int h) {
+  const long long row = blockIdx.x * static_cast<long long>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* xr = x + row * h;
+  float mean, rstd;
+  norm_row_stats(rms, xr, h, lane, mean, rstd);
   T* o = out + row * h;
   for (int i = lane; i < h; i += 32) {
     const float xhat = (to_float(xr[i]) - mean) * rstd;
@@ -55,18 +63,8 @@ __global__ void norm_backward_kernel(bool rms, const T* dout, const T* x, const 
        row += static_cast<long long>(gridDim.x) * warps) {
     const T* xr = x + row * h;
     const T* dy = dout + row * h;
-    float mean = 0.0f;
-    if (!rms) {
-      float s = 0.0f;
-      for (int i = lane; i < h; i += 32) s += to_float(xr[i]);
-      mean = warp_sum(s) / h;
-    }
-    float v = 0.0f;
-    for (int i = lane; i < h; i += 32) {
-      const float d = to_float(xr[i]) - mean;
-      v += d * d;
-    }
-    const float rstd = rsqrtf(warp_sum(v) / h + kNormEps);
+    float mean, rstd;
+    norm_row_stats(rms, xr, h, lane, mean, rstd);
     // dxhat = dy * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))  (LayerNorm)
     //                 rstd * (dxhat - xhat * mean(dxhat * xhat))                    (RMSNorm)
     float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
