@@ -9,12 +9,12 @@
 #include <string>
 
 #include "hardware/cost_model.hpp"
-#include "hardware/memory_reuse.hpp"
+#include "common/memory_reuse.hpp"
 #include "sim/engine.hpp"
 #include "sim/target.hpp"
 
 int main(int argc, char** argv) {
-  hardware::keep_freed_memory();
+  common::keep_freed_memory();
   double seconds = 3.0;
   long max_iterations = -1;  // --iterations N: a fixed count (for instruction counting under callgrind)
   sim::TargetInput in{.model = "gpt3-13b", .cluster = "dgx-h100"};

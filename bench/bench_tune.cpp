@@ -14,7 +14,7 @@
 #include <string>
 
 #include "hardware/cost_model.hpp"
-#include "hardware/memory_reuse.hpp"
+#include "common/memory_reuse.hpp"
 #include "tuner/search.hpp"
 
 namespace {
@@ -49,7 +49,7 @@ void bench(const std::string& label, const std::string& model, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  hardware::keep_freed_memory();
+  common::keep_freed_memory();
   int threads = 0, repeat = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];

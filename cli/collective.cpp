@@ -6,7 +6,7 @@
 
 #include "cli/command.hpp"
 #include "hardware/collective_sweep.hpp"
-#include "sim/table.hpp"
+#include "common/table.hpp"
 
 namespace {
 
@@ -49,7 +49,7 @@ void run_collective(const CollectiveFlags& f) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  sim::Table t({"size", "time", "algbw", "busbw", "algo", "proto", "channels"}, {"B", "us", "GB/s", "GB/s", "", "", ""});
+  common::Table t({"size", "time", "algbw", "busbw", "algo", "proto", "channels"}, {"B", "us", "GB/s", "GB/s", "", "", ""});
   for (const auto& r : rows)
     t.row({fmt::format("{}", r.bytes), fmt::format("{:.1f}", r.time_us), fmt::format("{:.2f}", r.algbw_GBps),
            fmt::format("{:.2f}", r.busbw_GBps), r.algo, r.proto, fmt::format("{}", r.channels)});

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/profiled_cost_model.hpp"
 
@@ -15,7 +15,7 @@ bool register_command(int order, CommandSetup setup) {
   return true;
 }
 
-void bad_flag(const std::string& flag, const std::string& what) { throw hardware::ConfigError(flag, "", what); }
+void bad_flag(const std::string& flag, const std::string& what) { throw common::ConfigError(flag, "", what); }
 
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   f.cmd = cmd;
@@ -71,8 +71,8 @@ sim::TargetInput TargetFlags::input() const {
     p.seq_len = seq_len;
   }
   if (cmd->count("--dtype")) {
-    hardware::DType t;
-    if (!hardware::parse_dtype(dtype, t)) bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + dtype + "'");
+    common::DType t;
+    if (!common::parse_dtype(dtype, t)) bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + dtype + "'");
     p.dtype = t;
   }
   if (cmd->count("--sequence-parallel")) p.sequence_parallel = sequence_parallel;

@@ -35,7 +35,7 @@ struct TargetFlags {
 };
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
 
-/// @brief Throws hardware::ConfigError for a bad flag value.
+/// @brief Throws common::ConfigError for a bad flag value.
 [[noreturn]] void bad_flag(const std::string& flag, const std::string& what);
 
 }  // namespace cli

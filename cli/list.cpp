@@ -7,18 +7,18 @@
 
 #include "cli/command.hpp"
 #include "hardware/cluster.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/embedded_configs.hpp"
 #include "sim/model.hpp"
-#include "sim/table.hpp"
+#include "common/table.hpp"
 
 namespace {
 
 void run_list(bool json) {
   nlohmann::json out = {{"models", nlohmann::json::array()}, {"clusters", nlohmann::json::array()}};
-  sim::Table models({"model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "norm", "activation"},
+  common::Table models({"model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "norm", "activation"},
                     {"", "", "", "", "", "", "", "", "", ""});
   std::vector<sim::ModelSpec> specs;
-  for (const auto& name : hardware::embedded_names("models")) specs.push_back(sim::load_model(name));
+  for (const auto& name : common::embedded_names("models")) specs.push_back(sim::load_model(name));
   std::stable_sort(specs.begin(), specs.end(), [](const auto& a, const auto& b) { return a.params(a.seq_len) < b.params(b.seq_len); });
   for (const auto& m : specs) {
     const double params = static_cast<double>(m.params(m.seq_len));
@@ -29,11 +29,11 @@ void run_list(bool json) {
     out["models"].push_back({{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
                              {"kv_heads", m.kv_heads}, {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"params", params}});
   }
-  sim::Table clusters({"cluster", "GPU", "GPUs/node", "bf16 peak", "HBM", "HBM bw", "NVLink", "NVLS", "NICs", "NIC bw"},
+  common::Table clusters({"cluster", "GPU", "GPUs/node", "bf16 peak", "HBM", "HBM bw", "NVLink", "NVLS", "NICs", "NIC bw"},
                       {"", "", "", "TFLOP/s", "GB", "GB/s", "GB/s/dir", "", "per node", "Gb/s"});
-  for (const auto& name : hardware::embedded_names("clusters")) {
+  for (const auto& name : common::embedded_names("clusters")) {
     auto c = hardware::load_cluster(name);
-    clusters.row({c.name, c.gpu.name, fmt::format("{}", c.node.gpus_per_node), fmt::format("{:.0f}", c.gpu.peak_flops(hardware::DType::bf16) / 1e12),
+    clusters.row({c.name, c.gpu.name, fmt::format("{}", c.node.gpus_per_node), fmt::format("{:.0f}", c.gpu.peak_flops(common::DType::bf16) / 1e12),
                   fmt::format("{:.0f}", c.gpu.hbm_capacity_bytes / 1e9), fmt::format("{:.0f}", c.gpu.hbm_bytes_per_s / 1e9),
                   fmt::format("{:.0f}", c.node.nvlink_bytes_per_s / 1e9), c.node.nvls ? "yes" : "no",
                   fmt::format("{}", c.network.nics_per_node), fmt::format("{:.0f}", c.network.nic_bytes_per_s * 8 / 1e9)});

@@ -7,8 +7,8 @@
 #include <map>
 
 #include "cli/command.hpp"
-#include "hardware/config_error.hpp"
-#include "hardware/memory_reuse.hpp"
+#include "common/config_reader.hpp"
+#include "common/memory_reuse.hpp"
 
 namespace cli {
 std::multimap<int, CommandSetup>& registry() {
@@ -18,7 +18,7 @@ std::multimap<int, CommandSetup>& registry() {
 }  // namespace cli
 
 int main(int argc, char** argv) {
-  hardware::keep_freed_memory();
+  common::keep_freed_memory();
   CLI::App app{"slicetune: plan, simulate, tune and run sliced (Domino) tensor-parallel LLM training"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const hardware::ConfigError& e) {
+  } catch (const common::ConfigError& e) {
     std::fprintf(stderr, "slicetune: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "cli/command.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/profile.hpp"
 #include "profiler/profiler.hpp"
 #include "sim/step_graph.hpp"
@@ -39,7 +39,7 @@ void add_model_shapes(const std::string& model, const std::vector<int>& tps, pro
       sim::Target t;
       try {
         t = sim::resolve_target(in);
-      } catch (const hardware::ConfigError&) {
+      } catch (const common::ConfigError&) {
         continue;  // e.g. more row slices than the micro-batch has rows: not a plan the tuner asks about
       }
       const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);

@@ -10,8 +10,8 @@
 #include "executor/report.hpp"
 #include "executor/run.hpp"
 #include "executor/run_target.hpp"
-#include "hardware/atomic_write.hpp"
-#include "sim/table.hpp"
+#include "common/atomic_write.hpp"
+#include "common/table.hpp"
 #include "sim/trace.hpp"
 
 namespace {
@@ -48,7 +48,7 @@ void run_run(const RunFlags& f) {
   if (mpi.rank() != 0) return;
 
   const auto j = executor::run_json(t, g, r, backend->describe(), mpi.size());
-  if (!f.out.empty()) hardware::write_file_atomically(f.out, j.dump(1) + "\n");
+  if (!f.out.empty()) common::write_file_atomically(f.out, j.dump(1) + "\n");
   if (!f.trace.empty()) {
     sim::ChromeTrace trace;
     for (std::size_t k = 0; k < r.timelines.size(); ++k) trace.add(fmt::format("measured rank {}", k), g, executor::to_task_timing(r.timelines[k]));
@@ -57,7 +57,7 @@ void run_run(const RunFlags& f) {
   if (!f.dump_grads.empty()) {
     nlohmann::json d = {{"loss", r.loss}, {"grads", nlohmann::json::object()}};
     for (const auto& [name, v] : r.first_step_grads) d["grads"][name] = v;
-    hardware::write_file_atomically(f.dump_grads, d.dump() + "\n");
+    common::write_file_atomically(f.dump_grads, d.dump() + "\n");
   }
   if (f.json) {
     std::cout << j.dump(1) << "\n";
@@ -65,8 +65,8 @@ void run_run(const RunFlags& f) {
   }
   fmt::print("slicetune run: {} on {}, cluster {}\n", t.model.name, backend->describe(), t.cluster.name);
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}\n\n", t.plan_source, sim::describe(t.plan), t.plan.global_batch,
-             t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len, hardware::to_string(t.plan.dtype));
-  sim::Table table({"quantity", "value", "unit"}, {"", "", ""});
+             t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len, common::to_string(t.plan.dtype));
+  common::Table table({"quantity", "value", "unit"}, {"", "", ""});
   table.row({"steps (warm-up)", fmt::format("{} ({})", f.steps, r.warmup), ""});
   table.row({"step time (median)", fmt::format("{:.3f}", r.step_time_ms), "ms"});
   table.row({"step time min / max", fmt::format("{:.3f} / {:.3f}", r.step_time_min_ms, r.step_time_max_ms), "ms"});
@@ -103,13 +103,13 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
 
 #else  // built without MPI or OpenBLAS: the command exists and says so
 #include "cli/command.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace {
 const bool registered = cli::register_command(40, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
   cmd->allow_extras();
-  cmd->callback([] { throw hardware::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
+  cmd->callback([] { throw common::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
 });
 }  // namespace
 #endif

@@ -29,7 +29,7 @@ SearchSetup search_setup(const SearchFlags& f) {
     if (f.seq_len <= 0) bad_flag("--seq-len", "expected a positive integer");
     s.space.seq_len = f.seq_len;
   }
-  if (f.cmd->count("--dtype") && !hardware::parse_dtype(f.dtype, s.space.dtype))
+  if (f.cmd->count("--dtype") && !common::parse_dtype(f.dtype, s.space.dtype))
     bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
   if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, s.space.stack))
     bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/command.hpp"
-#include "hardware/atomic_write.hpp"
+#include "common/atomic_write.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/report_json.hpp"
@@ -29,7 +29,7 @@ void run_simulate(const SimulateFlags& f) {
   if (!f.dot.empty()) {
     std::ostringstream os;
     g.write_dot(os);
-    hardware::write_file_atomically(f.dot, os.str());
+    common::write_file_atomically(f.dot, os.str());
   }
   if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
     fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
@@ -42,7 +42,7 @@ void run_simulate(const SimulateFlags& f) {
              t.cluster.nodes > 1 ? "s" : "", t.cluster.node.gpus_per_node, cost->describe());
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}, stack {}\n\n", t.plan_source, sim::describe(t.plan),
              t.plan.global_batch, t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len,
-             hardware::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
+             common::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
   fmt::print("{}", sim::report_table(t, r));
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
 }

@@ -5,8 +5,8 @@
 #include <tuple>
 
 #include "cli/search_flags.hpp"
-#include "hardware/atomic_write.hpp"
-#include "hardware/config_error.hpp"
+#include "common/atomic_write.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "tuner/report.hpp"
 
@@ -35,12 +35,12 @@ void run_tune(const TuneFlags& f) {
   if (r.top.empty()) {
     if (f.json) std::cout << tuner::search_json(r, cluster).dump(2) << "\n";
     else fmt::print("{}", tuner::refusal_table(r));
-    throw hardware::ConfigError("tune", "", fmt::format("no feasible plan for {} on {} x {} ({} plans refused; see the table above)",
+    throw common::ConfigError("tune", "", fmt::format("no feasible plan for {} on {} x {} ({} plans refused; see the table above)",
                                                         model.name, cluster.nodes, cluster.name, r.infeasible));
   }
   const tuner::RankedPlan& best = r.top.front();
   if (!f.out.empty())
-    hardware::write_file_atomically(
+    common::write_file_atomically(
         f.out, sim::plan_to_yaml(best.plan, fmt::format("slicetune tune: best plan for {} on {} x {}: {:.2f} ms per step, {:.0f} tokens/s",
                                                         model.name, cluster.nodes, cluster.name, best.report.step_time.ms(),
                                                         best.report.tokens_per_s)));
@@ -71,7 +71,7 @@ void run_tune(const TuneFlags& f) {
   const auto& p = best.plan;
   fmt::print("slicetune tune: {} on {} ({} node{} x {} GPUs), global batch {} x {} tokens, {}, stack {}, {} cost model\n", model.name,
              cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
-             hardware::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
+             common::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
   fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
              "(reduced-layer simulation), {} simulated whole (max screening error {:.2g} %)\n\n",
              r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.pruned, r.screened,

@@ -8,10 +8,11 @@
 #include "executor/backend.hpp"
 #include "executor/mpi_session.hpp"
 #include "executor/report.hpp"
+#include "validate/compare.hpp"
 #include "executor/run.hpp"
 #include "executor/run_target.hpp"
-#include "hardware/atomic_write.hpp"
-#include "hardware/config_error.hpp"
+#include "common/atomic_write.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/trace.hpp"
@@ -31,12 +32,12 @@ std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, cons
 }
 
 void run_validate(const ValidateFlags& f) {
-  executor::MeasuredRun m;
+  validate::MeasuredRun m;
   sim::Target t;
   std::string measured_from;
   std::unique_ptr<executor::MpiSession> mpi;
   if (!f.measured.empty()) {
-    m = executor::parse_run_json(hardware::read_text_file(f.measured), f.measured);
+    m = validate::parse_run_json(common::read_text_file(f.measured), f.measured);
     t = executor::resolve_run_target(f.target.input(), m.ranks);
     measured_from = f.measured;
   } else {
@@ -51,32 +52,23 @@ void run_validate(const ValidateFlags& f) {
     if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", f.steps, backend->describe());
     const auto r = executor::train(g, *backend, {.steps = f.steps, .warmup = f.warmup, .training = {}, .on_step = {}});
     if (mpi->rank() != 0) return;
-    m = executor::parse_run_json(executor::run_json(t, g, r, backend->describe(), mpi->size()).dump(), "run");
+    m = validate::parse_run_json(executor::run_json(t, g, r, backend->describe(), mpi->size()).dump(), "run");
     measured_from = fmt::format("this run ({} steps, {} warm-up, {})", f.steps, f.warmup, backend->describe());
   }
 
   auto cost = cost_model_for(f, t.cluster);
-  const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, 0);
-  if (m.task_names.size() != g.size())
-    throw hardware::ConfigError(f.measured.empty() ? "run" : f.measured, "tasks",
-                                fmt::format("{} tasks measured but the plan's graph has {}: a different plan?", m.task_names.size(), g.size()));
-  for (std::size_t i = 0; i < g.size(); ++i)
-    if (m.task_names[i] != g.task_name(i))
-      throw hardware::ConfigError(f.measured.empty() ? "run" : f.measured, "tasks",
-                                  fmt::format("task {} is '{}' but the plan's graph has '{}': a different plan?", i, m.task_names[i], g.task_name(i)));
-  sim::Engine engine(*cost, {.timeline = true});
-  const sim::StepReport predicted = engine.simulate(g);
-  const auto v = executor::compare(g, predicted.timelines.at(0).timing, predicted.step_time.ms(), m.task_median_us, m.step_time_ms);
+  const auto result = validate::validate_run(t, m, *cost, f.measured.empty() ? "run" : f.measured);
+  const auto& v = result.validation;
   if (!f.trace.empty())
-    sim::ChromeTrace().add("predicted", predicted).add("measured rank 0", g, executor::to_task_timing(m.timeline)).write(f.trace);
+    sim::ChromeTrace().add("predicted", result.predicted).add("measured rank 0", *result.graph, m.timeline).write(f.trace);
   if (f.json) {
-    std::cout << executor::validation_json(t, v, cost->describe(), measured_from).dump(2) << "\n";
+    std::cout << validate::validation_json(t, v, cost->describe(), measured_from).dump(2) << "\n";
     return;
   }
   fmt::print("slicetune validate: {} on {}, {} cost model\n", t.model.name, t.cluster.name, cost->describe());
   fmt::print("plan ({}): {}; measured: {}\n", t.plan_source, sim::describe(t.plan), measured_from);
   fmt::print("per class: summed task durations in the step's last micro-batch; error = (predicted - measured) / measured\n\n");
-  fmt::print("{}", executor::validation_table(v));
+  fmt::print("{}", validate::validation_table(v));
   if (!f.trace.empty()) fmt::print("\ntrace: {} (predicted and measured side by side; https://ui.perfetto.dev)\n", f.trace);
 }
 
@@ -99,13 +91,13 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
 
 #else  // built without MPI or OpenBLAS: the command exists and says so
 #include "cli/command.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace {
 const bool registered = cli::register_command(45, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
   cmd->allow_extras();
-  cmd->callback([] { throw hardware::ConfigError("validate", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
+  cmd->callback([] { throw common::ConfigError("validate", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
 });
 }  // namespace
 #endif

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "cli/search_flags.hpp"
-#include "hardware/atomic_write.hpp"
-#include "hardware/config_error.hpp"
+#include "common/atomic_write.hpp"
+#include "common/config_reader.hpp"
 #include "tuner/whatif.hpp"
 
 namespace {
@@ -31,7 +31,7 @@ void run_whatif(const WhatIfFlags& f) {
     for (const auto& a : axes) what += (what.empty() ? "" : ", ") + a.key;
     fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
   });
-  if (!f.csv.empty()) hardware::write_file_atomically(f.csv, tuner::whatif_csv(points));
+  if (!f.csv.empty()) common::write_file_atomically(f.csv, tuner::whatif_csv(points));
   bool nodes_swept = false;
   for (const auto& a : axes) nodes_swept |= a.key == "nodes";
   const std::string title = fmt::format("{} on {}{}: baseline vs tuned", model.name, cluster.name,

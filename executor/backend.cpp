@@ -1,6 +1,6 @@
 #include "executor/backend.hpp"
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace executor {
 
@@ -18,7 +18,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
 #ifdef SLICETUNE_HAVE_CUDA_BACKEND
   return make_cuda_backend(options);
 #else
-  throw hardware::ConfigError("--backend", "", "cuda: this slicetune was built without the CUDA backend (CUDA, cuBLASLt or NCCL not found)");
+  throw common::ConfigError("--backend", "", "cuda: this slicetune was built without the CUDA backend (CUDA, cuBLASLt or NCCL not found)");
 #endif
 }
 

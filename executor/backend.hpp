@@ -105,7 +105,7 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
 /// Declared always; defined only in st_executor_cuda (SLICETUNE_HAVE_CUDA_BACKEND).
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
 
-/// @brief The backend of `kind`; never null. Throws hardware::ConfigError("--backend", ...) for
+/// @brief The backend of `kind`; never null. Throws common::ConfigError("--backend", ...) for
 /// cuda when this build has no CUDA backend.
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace executor {
 namespace {

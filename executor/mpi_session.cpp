@@ -1,6 +1,8 @@
 #include "executor/mpi_session.hpp"
 
-#include "executor/cpu/mpi_check.hpp"
+#include <mpi.h>
+
+#include "common/check.hpp"
 
 namespace executor {
 

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 
-#include "executor/cpu/mpi_check.hpp"
+#include <mpi.h>
+
+#include "common/check.hpp"
 
 namespace executor {
 namespace {
@@ -85,7 +87,7 @@ std::vector<sim::TaskTiming> to_task_timing(const std::vector<TaskClock>& timeli
   std::vector<sim::TaskTiming> out(timeline.size());
   for (std::size_t i = 0; i < timeline.size(); ++i)
     if (timeline[i].start_ns >= 0)
-      out[i] = {hardware::Duration::from_ns(timeline[i].start_ns), hardware::Duration::from_ns(timeline[i].end_ns)};
+      out[i] = {common::Duration::from_ns(timeline[i].start_ns), common::Duration::from_ns(timeline[i].end_ns)};
   return out;
 }
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace executor {
 
@@ -11,7 +11,7 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   t.model = sim::load_model(in.model);
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
   if (in.nodes) {
-    if (*in.nodes <= 0) throw hardware::ConfigError("--nodes", "", "expected a positive number of nodes");
+    if (*in.nodes <= 0) throw common::ConfigError("--nodes", "", "expected a positive number of nodes");
     t.cluster.nodes = *in.nodes;
   } else if (world % t.cluster.node.gpus_per_node == 0) {
     t.cluster.nodes = world / t.cluster.node.gpus_per_node;
@@ -28,9 +28,9 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   pi.merge(in.flags);
   const int tp = pi.tp.value_or(1);
   if (tp > 0 && world % tp != 0)
-    throw hardware::ConfigError("--tp", "", fmt::format("tp={} does not divide the {} MPI ranks (mpirun -np)", tp, world));
+    throw common::ConfigError("--tp", "", fmt::format("tp={} does not divide the {} MPI ranks (mpirun -np)", tp, world));
   if (!pi.dp && tp > 0) pi.dp = world / tp;
-  if (!pi.dtype && t.cluster.gpu.arch == hardware::GpuArch::cpu) pi.dtype = hardware::DType::fp32;
+  if (!pi.dtype && t.cluster.gpu.arch == hardware::GpuArch::cpu) pi.dtype = common::DType::fp32;
   // The executor issues every task from C++ (no Python, no graph capture): the cpp stack, not the
   // eager one that describes Megatron-LM (host.kernel_efficiency, host.launch_us).
   if (!pi.stack) pi.stack = hardware::Stack::cpp;
@@ -41,7 +41,7 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   }
   t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
   if (t.plan.gpus() != world)
-    throw hardware::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp = {} x {} = {} ranks, got {}", t.plan.tp, t.plan.dp,
+    throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp = {} x {} = {} ranks, got {}", t.plan.tp, t.plan.dp,
                                                              t.plan.gpus(), world));
   return t;
 }

@@ -61,7 +61,7 @@ class AnalyticCostModel final : public CostModel {
 
   ComputeCost gemm(const GemmOp& op) const override {
     const auto e = estimate_gemm(cluster_.gpu, op);
-    return {Duration::from_s(e.seconds), op.bytes()};
+    return {common::Duration::from_s(e.seconds), op.bytes()};
   }
 
   ComputeCost attention(const AttentionOp& op) const override {
@@ -75,7 +75,7 @@ class AnalyticCostModel final : public CostModel {
     const double flops = op.executed_flops();
     const double compute = flops / (g.peak_flops(op.dtype) * g.gemm_eff(op.dtype) * eff);
     const double mem = op.bytes() / (g.hbm_bytes_per_s * g.memory_efficiency);
-    return {Duration::from_s(std::max(compute, mem)) + g.kernel_latency, op.bytes()};
+    return {common::Duration::from_s(std::max(compute, mem)) + g.kernel_latency, op.bytes()};
   }
 
   // Megatron's unfused core attention: batched GEMMs over (batch x heads) and memory-bound passes
@@ -90,7 +90,7 @@ class AnalyticCostModel final : public CostModel {
       return estimate_gemm(g, GemmOp{.m = m, .n = n, .k = k, .dtype = op.dtype, .batch = bh}).seconds;
     };
     const double elems = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
-    const double e = dtype_bytes(op.dtype);
+    const double e = common::dtype_bytes(op.dtype);
     double s = 0, pass_bytes = 0;
     if (!op.backward) {
       s = gemm_s(sq, sk, d) + gemm_s(sq, d, sk);
@@ -101,17 +101,17 @@ class AnalyticCostModel final : public CostModel {
     }
     const double passes = 2;  // kernels besides the GEMMs
     s += pass_bytes / (g.hbm_bytes_per_s * g.memory_efficiency) + passes * g.kernel_latency.s();
-    return {Duration::from_s(s), pass_bytes + op.bytes()};
+    return {common::Duration::from_s(s), pass_bytes + op.bytes()};
   }
 
   ComputeCost elementwise(const ElementwiseOp& op) const override {
     const auto& g = cluster_.gpu;
-    return {Duration::from_s(op.bytes / (g.hbm_bytes_per_s * g.memory_efficiency)) + g.kernel_latency, op.bytes};
+    return {common::Duration::from_s(op.bytes / (g.hbm_bytes_per_s * g.memory_efficiency)) + g.kernel_latency, op.bytes};
   }
 
   ComputeCost optimizer(const OptimizerOp& op) const override {
     const auto& g = cluster_.gpu;
-    return {Duration::from_s(op.bytes() / (g.hbm_bytes_per_s * g.memory_efficiency)) + g.kernel_latency, op.bytes()};
+    return {common::Duration::from_s(op.bytes() / (g.hbm_bytes_per_s * g.memory_efficiency)) + g.kernel_latency, op.bytes()};
   }
 
   CollectiveCost collective(const CollectiveOp& op) const override { return price_collective(cluster_, op); }

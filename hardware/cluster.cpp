@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "hardware/config_error.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/config_reader.hpp"
+#include "common/embedded_configs.hpp"
 
 namespace hardware {
 
@@ -36,7 +36,7 @@ bool parse_stack(std::string_view s, Stack& out) {
 
 namespace {
 
-GpuSpec read_gpu(ConfigReader r) {
+GpuSpec read_gpu(common::ConfigReader r) {
   GpuSpec g;
   g.name = r.str("name");
   auto arch = r.choice("arch", {"ampere", "hopper", "blackwell", "cpu"});
@@ -45,7 +45,7 @@ GpuSpec read_gpu(ConfigReader r) {
            : arch == "blackwell" ? GpuArch::blackwell
                                  : GpuArch::cpu;
   auto peak = r.child("peak_tflops");
-  for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8}) {
+  for (common::DType t : {common::DType::fp32, common::DType::bf16, common::DType::fp16, common::DType::fp8}) {
     // A GPU without a dtype (A100 has no fp8) says 0; plans in that dtype are then refused.
     double v = peak.number(std::string(to_string(t)));
     if (v < 0) peak.fail(std::string(to_string(t)), "expected a number >= 0 (TFLOP/s, dense)");
@@ -58,7 +58,7 @@ GpuSpec read_gpu(ConfigReader r) {
   // one fraction for every dtype, or a mapping {fp32, bf16, fp16, fp8}
   if (r.is_mapping("gemm_efficiency")) {
     auto eff = r.child("gemm_efficiency");
-    for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8}) {
+    for (common::DType t : {common::DType::fp32, common::DType::bf16, common::DType::fp16, common::DType::fp8}) {
       const std::string k(to_string(t));
       double v = eff.number(k);
       if (v <= 0 || v > 1) eff.fail(k, "expected a fraction in (0, 1]");
@@ -72,15 +72,15 @@ GpuSpec read_gpu(ConfigReader r) {
   }
   const double tile_us = r.number("gemm_tile_overhead_us");
   if (tile_us < 0) r.fail("gemm_tile_overhead_us", "expected microseconds >= 0");
-  g.gemm_tile_overhead = Duration::from_us(tile_us);
+  g.gemm_tile_overhead = common::Duration::from_us(tile_us);
   g.memory_efficiency = r.positive("memory_efficiency");
   if (g.memory_efficiency > 1) r.fail("memory_efficiency", "expected a fraction in (0, 1]");
-  g.kernel_latency = Duration::from_us(r.number("kernel_latency_us"));
+  g.kernel_latency = common::Duration::from_us(r.number("kernel_latency_us"));
   r.finish();
   return g;
 }
 
-NodeFabric read_node(ConfigReader r) {
+NodeFabric read_node(common::ConfigReader r) {
   NodeFabric n;
   n.gpus_per_node = static_cast<int>(r.positive_integer("gpus"));
   n.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
@@ -91,11 +91,11 @@ NodeFabric read_node(ConfigReader r) {
   return n;
 }
 
-NetworkSpec read_network(ConfigReader r) {
+NetworkSpec read_network(common::ConfigReader r) {
   NetworkSpec n;
   n.nics_per_node = static_cast<int>(r.positive_integer("nics_per_node"));
   n.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
-  n.latency = Duration::from_us(r.positive("latency_us"));
+  n.latency = common::Duration::from_us(r.positive("latency_us"));
   auto topo = r.choice("topology", {"rail_optimized", "fat_tree"});
   n.topology = topo == "rail_optimized" ? Topology::rail_optimized : Topology::fat_tree;
   n.oversubscription = r.positive("oversubscription");
@@ -104,20 +104,20 @@ NetworkSpec read_network(ConfigReader r) {
   return n;
 }
 
-HostSpec read_host(ConfigReader r) {
+HostSpec read_host(common::ConfigReader r) {
   HostSpec h;
   auto launch = r.child("launch_us");
   for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
     double v = launch.number(std::string(to_string(s)));
     if (v < 0) launch.fail(std::string(to_string(s)), "expected microseconds >= 0");
-    h.launch[static_cast<int>(s)] = Duration::from_us(v);
+    h.launch[static_cast<int>(s)] = common::Duration::from_us(v);
   }
   launch.finish();
   auto over = r.child("op_overhead_us");
   for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
     double v = over.number(std::string(to_string(s)));
     if (v < 0) over.fail(std::string(to_string(s)), "expected microseconds >= 0");
-    h.op_overhead[static_cast<int>(s)] = Duration::from_us(v);
+    h.op_overhead[static_cast<int>(s)] = common::Duration::from_us(v);
   }
   over.finish();
   auto eff = r.child("kernel_efficiency");
@@ -132,7 +132,7 @@ HostSpec read_host(ConfigReader r) {
   return h;
 }
 
-InterferenceSpec read_interference(ConfigReader r) {
+InterferenceSpec read_interference(common::ConfigReader r) {
   InterferenceSpec i;
   i.sm_contention = r.boolean("sm_contention");
   i.hbm_amplification = r.number("hbm_amplification");
@@ -143,7 +143,7 @@ InterferenceSpec read_interference(ConfigReader r) {
   return i;
 }
 
-NcclSpec read_nccl(ConfigReader r) {
+NcclSpec read_nccl(common::ConfigReader r) {
   NcclSpec n;
   n.call_overhead_us = r.number("call_overhead_us");
   if (n.call_overhead_us < 0) r.fail("call_overhead_us", "expected microseconds >= 0");
@@ -157,7 +157,7 @@ NcclSpec read_nccl(ConfigReader r) {
 }  // namespace
 
 ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source) {
-  ConfigReader r(parse_yaml(yaml_text, source), source);
+  common::ConfigReader r(common::parse_yaml(yaml_text, source), source);
   ClusterSpec c;
   c.source = source;
   c.name = r.str("name");
@@ -174,7 +174,7 @@ ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& sourc
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {
-  auto cfg = resolve_config("clusters", name_or_path);
+  auto cfg = common::resolve_config("clusters", name_or_path);
   return parse_cluster(cfg.text, cfg.source);
 }
 

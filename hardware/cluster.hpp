@@ -4,7 +4,7 @@
 #include <array>
 #include <string>
 
-#include "hardware/units.hpp"
+#include "common/units.hpp"
 
 namespace hardware {
 
@@ -15,19 +15,19 @@ std::string_view to_string(GpuArch a);
 struct GpuSpec {
   std::string name;
   GpuArch arch = GpuArch::hopper;
-  std::array<double, 4> peak_flops_per_s{};  ///< dense peak, indexed by DType (fp32, bf16, fp16, fp8)
+  std::array<double, 4> peak_flops_per_s{};  ///< dense peak, indexed by common::DType (fp32, bf16, fp16, fp8)
   double hbm_bytes_per_s = 0;
   double hbm_capacity_bytes = 0;
   int sm_count = 0;
-  /// Best-shape fraction of peak a cuBLAS-like GEMM reaches, per DType (fitted: the best shape
+  /// Best-shape fraction of peak a cuBLAS-like GEMM reaches, per common::DType (fitted: the best shape
   /// measured, e.g. H100 bf16 794.5 / 989 TFLOP/s).
   std::array<double, 4> gemm_efficiency{0.8, 0.8, 0.8, 0.8};
-  Duration gemm_tile_overhead{};  ///< fixed time per output tile (prologue: first K block in flight; epilogue: C store)
+  common::Duration gemm_tile_overhead{};  ///< fixed time per output tile (prologue: first K block in flight; epilogue: C store)
   double memory_efficiency = 0.8; ///< fraction of HBM bandwidth element-wise kernels reach
-  Duration kernel_latency{};      ///< fixed GPU-side cost of any kernel (launch to first instruction)
+  common::Duration kernel_latency{};      ///< fixed GPU-side cost of any kernel (launch to first instruction)
 
-  double peak_flops(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
-  double gemm_eff(DType t) const { return gemm_efficiency[static_cast<int>(t)]; }
+  double peak_flops(common::DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
+  double gemm_eff(common::DType t) const { return gemm_efficiency[static_cast<int>(t)]; }
 };
 
 /// @brief The fabric inside one node. A node is one NVLink domain (72 GPUs on GB200 NVL72).
@@ -45,7 +45,7 @@ enum class Topology : std::uint8_t { rail_optimized, fat_tree };
 struct NetworkSpec {
   int nics_per_node = 8;
   double nic_bytes_per_s = 0;   ///< per NIC, one direction
-  Duration latency{};           ///< one hop, end to end
+  common::Duration latency{};           ///< one hop, end to end
   Topology topology = Topology::rail_optimized;
   double oversubscription = 1.0;  ///< spine oversubscription ratio (1 = non-blocking)
 };
@@ -60,18 +60,18 @@ bool parse_stack(std::string_view s, Stack& out);
 enum class AttentionKernel : std::uint8_t { flash, unfused };
 
 struct HostSpec {
-  std::array<Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
+  std::array<common::Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
   AttentionKernel attention = AttentionKernel::flash;
   /// Per Stack: GPU time each task costs beyond its named kernel(s) - the casts, copies, bias and
   /// autograd-accumulate kernels an eager framework runs around every op, and the gaps between them.
-  std::array<Duration, 3> op_overhead{};
+  std::array<common::Duration, 3> op_overhead{};
   /// Per Stack: the fraction of its modelled (isolated-kernel) speed a compute kernel reaches when
   /// this stack runs a whole training step - what a real framework loses to unfused passes, loss
   /// scaling, allocator and stream syncs and sustained clocks. Compute tasks take time / efficiency.
   std::array<double, 3> kernel_efficiency{1.0, 1.0, 1.0};
-  Duration op_overhead_for(Stack s) const { return op_overhead[static_cast<int>(s)]; }
+  common::Duration op_overhead_for(Stack s) const { return op_overhead[static_cast<int>(s)]; }
   double kernel_efficiency_for(Stack s) const { return kernel_efficiency[static_cast<int>(s)]; }
-  Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
+  common::Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
 };
 
 /// @brief How communication and computation slow each other when they overlap.
@@ -112,7 +112,7 @@ struct ClusterSpec {
 };
 
 /// @brief Loads NAME (embedded configs/clusters/NAME.yaml) or a path to a YAML file.
-/// Throws ConfigError naming the file and key on any problem; unknown keys are refused.
+/// Throws common::ConfigError naming the file and key on any problem; unknown keys are refused.
 ClusterSpec load_cluster(const std::string& name_or_path);
 ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source);
 

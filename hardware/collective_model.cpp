@@ -8,7 +8,7 @@
 #include <array>
 #include <cmath>
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace hardware {
 
@@ -248,16 +248,16 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
     }
   }
   if (!best)
-    throw ConfigError("--algo/--proto", options.algo ? std::string(to_string(*options.algo)) : "proto",
+    throw common::ConfigError("--algo/--proto", options.algo ? std::string(to_string(*options.algo)) : "proto",
                       fmt::format("does not apply to {} over {} GPUs on {} node(s) of {}", to_string(op.kind), op.ranks, op.nodes, c.name));
   CollectiveCost cost;
   cost.algo = to_string(best->algo);
   cost.proto = to_string(static_cast<CollectiveProto>(best->proto));
   cost.channels = best->channels;
   cost.sms = best->channels;
-  cost.latency = Duration::from_us(best->latency_us);
+  cost.latency = common::Duration::from_us(best->latency_us);
   const double transfer_s = static_cast<double>(op.bytes) / best->algbw;
-  cost.transfer = Duration::from_s(transfer_s);
+  cost.transfer = common::Duration::from_s(transfer_s);
   // capacity-equivalent wire bytes: scale so the busiest link is exactly full at solo speed
   double worst = 0;
   for (int l = 0; l < kLinkClasses; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));

@@ -35,11 +35,11 @@ double bus_factor(CollectiveKind kind, int ranks);
 double link_capacity(const ClusterSpec& cluster, LinkClass l);
 
 /// @brief Prices one collective on `cluster` the way NCCL's tuner picks it (see
-/// shared/reference/nccl-cost-model.md): every (algorithm, protocol) that applies is priced as
+/// docs/cost-models.md): every (algorithm, protocol) that applies is priced as
 /// latency + bytes / algorithm bandwidth, the fastest wins; channels shrink for small messages.
 /// `wire_bytes` are capacity-equivalent: the bottleneck link is exactly saturated at solo speed,
 /// so that two equal collectives on one link each get half. Returns algo "none" when nothing moves.
-/// Throws ConfigError when `options` force an algorithm that does not apply.
+/// Throws common::ConfigError when `options` force an algorithm that does not apply.
 CollectiveCost price_collective(const ClusterSpec& cluster, const CollectiveOp& op, const CollectiveOptions& options = {});
 
 }  // namespace hardware

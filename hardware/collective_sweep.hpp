@@ -28,13 +28,13 @@ struct SweepRequest {
 };
 
 /// @brief Sizes min_bytes, 2 x min_bytes, ... up to max_bytes (as nccl-tests -f 2). Throws
-/// ConfigError naming the flag when the GPU count does not fit the cluster.
+/// common::ConfigError naming the flag when the GPU count does not fit the cluster.
 std::vector<CollectiveRow> collective_sweep(const ClusterSpec& cluster, const SweepRequest& req);
 
 /// @brief One size: what `slicetune collective` prints for it.
 CollectiveRow collective_row(const ClusterSpec& cluster, const CollectiveOp& op, const CollectiveOptions& options = {});
 
-/// @brief "1024", "1K", "64M", "8G" (powers of 1024) -> bytes; throws ConfigError naming `flag`.
+/// @brief "1024", "1K", "64M", "8G" (powers of 1024) -> bytes; throws common::ConfigError naming `flag`.
 std::int64_t parse_bytes(const std::string& text, const std::string& flag);
 
 }  // namespace hardware

@@ -12,7 +12,7 @@ namespace hardware {
 
 /// @brief What a compute kernel costs when it runs alone.
 struct ComputeCost {
-  Duration time;
+  common::Duration time;
   double hbm_bytes = 0;  ///< HBM traffic; hbm_bytes / time / HBM bandwidth = how memory-bound it is
 };
 
@@ -22,8 +22,8 @@ inline constexpr int kLinkClasses = 2;
 
 /// @brief What a collective costs when it runs alone, and what it occupies while it runs.
 struct CollectiveCost {
-  Duration latency;   ///< fixed part (protocol and hop latencies), no bandwidth used
-  Duration transfer;  ///< bandwidth part at solo speed
+  common::Duration latency;   ///< fixed part (protocol and hop latencies), no bandwidth used
+  common::Duration transfer;  ///< bandwidth part at solo speed
   /// Bytes this GPU sends over each link class during `transfer` (flow-level link sharing).
   std::array<double, kLinkClasses> wire_bytes{};
   std::string algo = "ring";    ///< ring | tree | nvls | nvls_tree | pat | hierarchical ...
@@ -31,7 +31,7 @@ struct CollectiveCost {
   int channels = 1;
   int sms = 1;                  ///< SMs the collective's CTAs occupy (taken from compute)
 
-  Duration total() const { return latency + transfer; }
+  common::Duration total() const { return latency + transfer; }
 };
 
 /// @brief Prices the operations of a step graph on one cluster. Implementations: analytic (the

@@ -4,19 +4,19 @@
 #include <cstdint>
 #include <string_view>
 
-#include "hardware/units.hpp"
+#include "common/units.hpp"
 
 namespace hardware {
 
 /// @brief C(m, n) = A(m, k) . B(k, n), fp32 accumulation; `batch` independent products.
 struct GemmOp {
   std::int64_t m = 0, n = 0, k = 0;
-  DType dtype = DType::bf16;
+  common::DType dtype = common::DType::bf16;
   std::int64_t batch = 1;
 
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * batch; }
   double bytes() const {
-    return static_cast<double>(dtype_bytes(dtype)) * batch *
+    return static_cast<double>(common::dtype_bytes(dtype)) * batch *
            (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n);
   }
 };
@@ -29,7 +29,7 @@ struct AttentionOp {
   std::int64_t q_offset = 0;
   bool causal = true;
   bool backward = false;
-  DType dtype = DType::bf16;
+  common::DType dtype = common::DType::bf16;
 
   /// (query, key) pairs scored per (sequence, head), counting the causal mask exactly.
   double pairs() const {
@@ -50,7 +50,7 @@ struct AttentionOp {
   double bytes() const {
     const double q = static_cast<double>(batch) * s_q * heads * head_dim;
     const double kv = 2.0 * static_cast<double>(batch) * s_kv * kv_heads * head_dim;
-    return dtype_bytes(dtype) * (backward ? 3.0 * (2.0 * q + kv) : (2.0 * q + kv));
+    return common::dtype_bytes(dtype) * (backward ? 3.0 * (2.0 * q + kv) : (2.0 * q + kv));
   }
 };
 
@@ -87,7 +87,7 @@ struct CollectiveOp {
   std::int64_t bytes = 0;
   int ranks = 1;
   int nodes = 1;
-  DType dtype = DType::bf16;
+  common::DType dtype = common::DType::bf16;
 
   int ranks_per_node() const { return ranks / nodes; }
 };

@@ -7,10 +7,10 @@
 #include <set>
 #include <tuple>
 
-#include "hardware/atomic_write.hpp"
+#include "common/atomic_write.hpp"
 #include "hardware/collective_model.hpp"
-#include "hardware/config_error.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/config_reader.hpp"
+#include "common/embedded_configs.hpp"
 
 namespace hardware {
 
@@ -56,37 +56,37 @@ void emit_node(std::string& out, const YAML::Node& n, int indent) {
   }
 }
 
-std::string dtype_name(DType t) { return std::string(to_string(t)); }
+std::string dtype_name(common::DType t) { return std::string(to_string(t)); }
 
 // ---- reading ---------------------------------------------------------------------------------
 
-DType read_dtype(ConfigReader& r, const std::string& key) {
+common::DType read_dtype(common::ConfigReader& r, const std::string& key) {
   const auto s = r.choice(key, {"fp32", "bf16", "fp16", "fp8"});
-  DType t{};
-  parse_dtype(s, t);
+  common::DType t{};
+  common::parse_dtype(s, t);
   return t;
 }
 
 template <class F>
-void for_each_row(ConfigReader& parent, const YAML::Node& seq, const std::string& key, F&& f) {
+void for_each_row(common::ConfigReader& parent, const YAML::Node& seq, const std::string& key, F&& f) {
   if (!seq) return;
   if (!seq.IsSequence()) parent.fail(key, "expected a list of rows");
   for (std::size_t i = 0; i < seq.size(); ++i) {
     if (!seq[i].IsMap()) parent.fail(fmt::format("{}[{}]", key, i), "expected a mapping");
-    ConfigReader row(seq[i], parent.source(), parent.path(fmt::format("{}[{}]", key, i)));
+    common::ConfigReader row(seq[i], parent.source(), parent.path(fmt::format("{}[{}]", key, i)));
     f(row);
     row.finish();
   }
 }
 
-double positive_us(ConfigReader& r) { return r.positive("us"); }
+double positive_us(common::ConfigReader& r) { return r.positive("us"); }
 
-/// Refuses keys outside `allowed` (for mappings that hold lists, which ConfigReader::child cannot consume).
+/// Refuses keys outside `allowed` (for mappings that hold lists, which common::ConfigReader::child cannot consume).
 void check_keys(const YAML::Node& n, const std::string& source, const std::string& prefix, const std::vector<std::string>& allowed) {
   for (auto it = n.begin(); it != n.end(); ++it) {
     const auto key = it->first.as<std::string>();
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-      throw ConfigError(source, prefix.empty() ? key : prefix + "." + key,
+      throw common::ConfigError(source, prefix.empty() ? key : prefix + "." + key,
                         fmt::format("unknown key (expected one of {})", fmt::join(allowed, ", ")));
   }
 }
@@ -100,10 +100,10 @@ ClusterSpec cluster_from_node(const YAML::Node& node, const std::string& source)
 }
 
 Profile parse_profile(const std::string& text, const std::string& source) {
-  YAML::Node root = parse_yaml(text, source);
+  YAML::Node root = common::parse_yaml(text, source);
   if (!root.IsMap() || !root["version"])
-    throw ConfigError(source, "version", "missing: not a slicetune profile file (write one with `slicetune profile`)");
-  ConfigReader r(root, source);
+    throw common::ConfigError(source, "version", "missing: not a slicetune profile file (write one with `slicetune profile`)");
+  common::ConfigReader r(root, source);
   Profile p;
   p.source = source;
   p.version = static_cast<int>(r.integer("version"));
@@ -142,7 +142,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
   if (root["gemm"]) {
     if (!root["gemm"].IsMap()) r.fail("gemm", "expected a mapping with tile, runs_as and points");
     check_keys(root["gemm"], source, "gemm", {"tile", "grid", "runs_as", "points"});
-    ConfigReader g(root["gemm"], source, "gemm");
+    common::ConfigReader g(root["gemm"], source, "gemm");
     auto tile = g.child("tile");
     p.gemm_tile_m = static_cast<int>(tile.positive_integer("m"));
     p.gemm_tile_n = static_cast<int>(tile.positive_integer("n"));
@@ -171,11 +171,11 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     }
     if (root["gemm"]["runs_as"]) {
       auto ra = g.child("runs_as");
-      for (DType t : {DType::fp32, DType::bf16, DType::fp16, DType::fp8})
+      for (common::DType t : {common::DType::fp32, common::DType::bf16, common::DType::fp16, common::DType::fp8})
         if (ra.has(dtype_name(t))) p.runs_as[t] = read_dtype(ra, dtype_name(t));
       ra.finish();
     }
-    for_each_row(g, root["gemm"]["points"], "points", [&](ConfigReader& row) {
+    for_each_row(g, root["gemm"]["points"], "points", [&](common::ConfigReader& row) {
       GemmPoint pt;
       pt.dtype = read_dtype(row, "dtype");
       pt.m = row.positive_integer("m");
@@ -185,13 +185,13 @@ Profile parse_profile(const std::string& text, const std::string& source) {
       p.gemm.push_back(pt);
     });
     // every grid point must be measured for every dtype present, or interpolation would have holes
-    std::set<std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>> have;
-    std::set<DType> dtypes;
+    std::set<std::tuple<common::DType, std::int64_t, std::int64_t, std::int64_t>> have;
+    std::set<common::DType> dtypes;
     for (const auto& pt : p.gemm) {
       have.insert({pt.dtype, pt.m, pt.n, pt.k});
       dtypes.insert(pt.dtype);
     }
-    for (DType t : dtypes)
+    for (common::DType t : dtypes)
       for (auto m : p.grid_m)
         for (auto n : p.grid_n)
           for (auto k : p.grid_k)
@@ -202,7 +202,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     if (!root[key]) return;
     for_each_row(r, root[key], key, read_row);
   };
-  list("attention", [&](ConfigReader& row) {
+  list("attention", [&](common::ConfigReader& row) {
     AttentionPoint pt;
     pt.dtype = read_dtype(row, "dtype");
     pt.backward = row.boolean("backward");
@@ -213,7 +213,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     pt.us = positive_us(row);
     p.attention.push_back(pt);
   });
-  list("elementwise", [&](ConfigReader& row) {
+  list("elementwise", [&](common::ConfigReader& row) {
     ElementwisePoint pt;
     pt.kind = row.str("kind");
     pt.backward = row.boolean("backward");
@@ -221,13 +221,13 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     pt.us = positive_us(row);
     p.elementwise.push_back(pt);
   });
-  list("optimizer", [&](ConfigReader& row) {
+  list("optimizer", [&](common::ConfigReader& row) {
     OptimizerPoint pt;
     pt.params = row.positive_integer("params");
     pt.us = positive_us(row);
     p.optimizer.push_back(pt);
   });
-  auto read_collective = [&](ConfigReader& row, bool with_time) {
+  auto read_collective = [&](common::ConfigReader& row, bool with_time) {
     CollectivePoint pt;
     const auto op = row.choice("op", {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"});
     parse_collective_kind(op, pt.kind);
@@ -237,8 +237,8 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     if (with_time) pt.us = positive_us(row);
     return pt;
   };
-  list("collectives", [&](ConfigReader& row) { p.collectives.push_back(read_collective(row, true)); });
-  list("collectives_beside_compute", [&](ConfigReader& row) { p.collectives_beside_compute.push_back(read_collective(row, true)); });
+  list("collectives", [&](common::ConfigReader& row) { p.collectives.push_back(read_collective(row, true)); });
+  list("collectives_beside_compute", [&](common::ConfigReader& row) { p.collectives_beside_compute.push_back(read_collective(row, true)); });
   if (root["interference"]) {
     auto i = r.child("interference");
     InterferenceMeasurement m;
@@ -276,7 +276,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
 }
 
 Profile load_profile(const std::string& name_or_path) {
-  auto cfg = resolve_config("profiles", name_or_path);
+  auto cfg = common::resolve_config("profiles", name_or_path);
   return parse_profile(cfg.text, cfg.source);
 }
 
@@ -373,6 +373,6 @@ std::string format_profile(const Profile& p) {
   return o;
 }
 
-void write_profile(const std::string& path, const Profile& p) { write_file_atomically(path, format_profile(p)); }
+void write_profile(const std::string& path, const Profile& p) { common::write_file_atomically(path, format_profile(p)); }
 
 }  // namespace hardware

@@ -34,14 +34,14 @@ struct ProfileInfo {
 
 /// One GEMM measurement: C(m, n) = A(m, k) B(k, n), mean time per call, averaged over ranks.
 struct GemmPoint {
-  DType dtype = DType::fp32;
+  common::DType dtype = common::DType::fp32;
   std::int64_t m = 0, n = 0, k = 0;
   double us = 0;
 };
 
 /// One attention-core measurement; the profiled model interpolates in executed FLOPs.
 struct AttentionPoint {
-  DType dtype = DType::fp32;
+  common::DType dtype = common::DType::fp32;
   bool backward = false;
   std::int64_t batch = 0, heads = 0, s = 0, head_dim = 0;  ///< causal, s_q = s_kv = s
   double us = 0;
@@ -104,7 +104,7 @@ struct Profile {
   YAML::Node cluster_node;
   ClusterSpec cluster;
   /// GEMM: requested dtype -> dtype the backend really computes in (CPU: bf16 runs as fp32).
-  std::map<DType, DType> runs_as;
+  std::map<common::DType, common::DType> runs_as;
   int gemm_tile_m = 1, gemm_tile_n = 1;  ///< the kernel's tile: sizes are padded up to it
   /// The GEMM grid's axes: every (m, n, k) of their product is measured for each dtype in `gemm`;
   /// other points (a model's exact shapes) are used where asked for exactly.
@@ -125,7 +125,7 @@ struct Profile {
   std::string source;  ///< file it was loaded from ("" if built in memory)
 };
 
-/// @brief Reads a profile file (a path, or the name of one under configs/profiles/). Throws ConfigError naming the file and key on any problem, and a
+/// @brief Reads a profile file (a path, or the name of one under configs/profiles/). Throws common::ConfigError naming the file and key on any problem, and a
 /// clear "version N, this build reads version 1" message for a file of another version.
 Profile load_profile(const std::string& name_or_path);
 Profile parse_profile(const std::string& text, const std::string& source);

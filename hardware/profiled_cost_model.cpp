@@ -66,7 +66,7 @@ class ProfiledCostModel final : public CostModel {
   ProfiledCostModel(const ClusterSpec& cluster, Profile p, std::ostream* notes)
       : cluster_(apply_profile_overrides(cluster, p)), analytic_(make_analytic_cost_model(cluster_)), profile_(std::move(p)),
         notes_(notes ? notes : &std::cerr) {
-    if (profile_.host && profile_.host->collective_handoff_us) handoff_ = Duration::from_us(*profile_.host->collective_handoff_us);
+    if (profile_.host && profile_.host->collective_handoff_us) handoff_ = common::Duration::from_us(*profile_.host->collective_handoff_us);
     for (const auto& g : profile_.gemm) gemm_exact_[{g.dtype, g.m, g.n, g.k}] = g.us;
     for (const auto& a : profile_.attention) {
       AttentionOp op{.batch = a.batch, .heads = a.heads, .kv_heads = a.heads, .s_q = a.s, .s_kv = a.s, .head_dim = a.head_dim,
@@ -87,7 +87,7 @@ class ProfiledCostModel final : public CostModel {
   }
 
   ComputeCost gemm(const GemmOp& op) const override {
-    const DType d = runs_as(op.dtype);
+    const common::DType d = runs_as(op.dtype);
     double us_one = 0;
     if (auto it = gemm_exact_.find({d, op.m, op.n, op.k}); it != gemm_exact_.end()) {
       us_one = it->second;
@@ -99,7 +99,7 @@ class ProfiledCostModel final : public CostModel {
                                        front(profile_.grid_k), back(profile_.grid_k)));
       return analytic_->gemm(op);
     }
-    return {Duration::from_us(us_one * static_cast<double>(op.batch)), op.bytes()};
+    return {common::Duration::from_us(us_one * static_cast<double>(op.batch)), op.bytes()};
   }
 
   ComputeCost attention(const AttentionOp& op) const override {
@@ -110,7 +110,7 @@ class ProfiledCostModel final : public CostModel {
                                             op.head_dim, x, it == attention_.end() ? "nothing for this head_dim" : it->second.range()));
       return analytic_->attention(op);
     }
-    return {Duration::from_us(it->second.at(x)), op.bytes()};
+    return {common::Duration::from_us(it->second.at(x)), op.bytes()};
   }
 
   ComputeCost elementwise(const ElementwiseOp& op) const override {
@@ -122,7 +122,7 @@ class ProfiledCostModel final : public CostModel {
                                               op.elements, it == elementwise_.end() ? "nothing" : it->second.range()));
       return analytic_->elementwise(op);
     }
-    return {Duration::from_us(it->second.at(x)), op.bytes};
+    return {common::Duration::from_us(it->second.at(x)), op.bytes};
   }
 
   ComputeCost optimizer(const OptimizerOp& op) const override {
@@ -131,7 +131,7 @@ class ProfiledCostModel final : public CostModel {
       note(Fallback::optimizer, fmt::format("{} parameters (measured {})", op.params, optimizer_.range()));
       return analytic_->optimizer(op);
     }
-    return {Duration::from_us(optimizer_.at(x)), op.bytes()};
+    return {common::Duration::from_us(optimizer_.at(x)), op.bytes()};
   }
 
   // The measured time replaces the analytic total; the analytic model still says which links the
@@ -142,7 +142,7 @@ class ProfiledCostModel final : public CostModel {
     if (profile_.info.backend == "cpu") c.sms = cluster_.gpu.sm_count;  // the communication thread takes the rank's core
     auto it = collectives_.find({op.kind, op.ranks, op.nodes});
     // the backend moves elements of the dtype it computes in (CPU: fp32 for a bf16 plan)
-    const double x = static_cast<double>(op.bytes) * dtype_bytes(runs_as(op.dtype)) / dtype_bytes(op.dtype);
+    const double x = static_cast<double>(op.bytes) * common::dtype_bytes(runs_as(op.dtype)) / common::dtype_bytes(op.dtype);
     if (it == collectives_.end() || !it->second.covers(x)) {
       note(Fallback::collective, fmt::format("{} over {} ranks on {} node(s), {:g} bytes (measured {})", to_string(op.kind), op.ranks,
                                              op.nodes, x, it == collectives_.end() ? "nothing for this group" : it->second.range()));
@@ -158,12 +158,12 @@ class ProfiledCostModel final : public CostModel {
     if (auto b = beside_compute_.find({op.kind, op.ranks, op.nodes}); b != beside_compute_.end() && b->second.covers(x)) {
       const double beside_us = b->second.at(x), busy_share = it->second.at(x) / beside_us;
       c.sms = busy_share >= 0.5 ? cluster_.gpu.sm_count : 0;
-      c.latency = Duration::from_us(beside_us) + handoff_;
-      c.transfer = Duration{};
+      c.latency = common::Duration::from_us(beside_us) + handoff_;
+      c.transfer = common::Duration{};
       return c;
     }
-    const Duration total = Duration::from_us(it->second.at(x));
-    const Duration latency = std::min(total, Duration::from_us(it->second.pts.front().second));
+    const common::Duration total = common::Duration::from_us(it->second.at(x));
+    const common::Duration latency = std::min(total, common::Duration::from_us(it->second.pts.front().second));
     c.latency = latency + handoff_;  // the consumer sees completion only after the thread hand-offs
     c.transfer = total - latency;
     return c;
@@ -173,7 +173,7 @@ class ProfiledCostModel final : public CostModel {
   std::string describe() const override { return "profiled: " + (profile_.source.empty() ? std::string("(in memory)") : profile_.source); }
 
  private:
-  DType runs_as(DType t) const {
+  common::DType runs_as(common::DType t) const {
     auto it = profile_.runs_as.find(t);
     return it == profile_.runs_as.end() ? t : it->second;
   }
@@ -183,7 +183,7 @@ class ProfiledCostModel final : public CostModel {
 
   /// Trilinear interpolation in (log m, log n, log k) of log(throughput of the tile-padded problem),
   /// then time = padded FLOPs / throughput: exact at grid points, steps at tile boundaries.
-  std::optional<double> gemm_grid(DType d, const GemmOp& op) const {
+  std::optional<double> gemm_grid(common::DType d, const GemmOp& op) const {
     const auto& gm = profile_.grid_m;
     const auto& gn = profile_.grid_n;
     const auto& gk = profile_.grid_k;
@@ -223,9 +223,9 @@ class ProfiledCostModel final : public CostModel {
   std::unique_ptr<CostModel> analytic_;
   Profile profile_;
   std::ostream* notes_;
-  Duration handoff_{};
-  std::map<std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>, double> gemm_exact_;
-  std::map<std::tuple<DType, bool, std::int64_t>, Curve> attention_;
+  common::Duration handoff_{};
+  std::map<std::tuple<common::DType, std::int64_t, std::int64_t, std::int64_t>, double> gemm_exact_;
+  std::map<std::tuple<common::DType, bool, std::int64_t>, Curve> attention_;
   std::map<std::pair<std::string, bool>, Curve> elementwise_;
   Curve optimizer_;
   std::map<std::tuple<CollectiveKind, int, int>, Curve> collectives_;
@@ -239,7 +239,7 @@ class ProfiledCostModel final : public CostModel {
 ClusterSpec apply_profile_overrides(ClusterSpec c, const Profile& p) {
   const bool cpu = p.info.backend == "cpu";
   if (p.host) {
-    const Duration launch = Duration::from_us(p.host->launch_us);
+    const common::Duration launch = common::Duration::from_us(p.host->launch_us);
     if (cpu) c.host.launch.fill(launch);
     else c.host.launch[static_cast<int>(Stack::cpp)] = launch;
   }

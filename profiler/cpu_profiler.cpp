@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "hardware/collective_model.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "executor/cpu/kernels.hpp"
 #include "executor/cpu/wait_polling.hpp"
 #include "profiler/cuda_profiler.hpp"
@@ -30,11 +30,7 @@ char* openblas_get_config(void);
 char* openblas_get_corename(void);
 }
 
-#define MPI_CHECK(call)                                                                                         \
-  do {                                                                                                          \
-    const int mpi_err_ = (call);                                                                                \
-    if (mpi_err_ != MPI_SUCCESS) throw std::runtime_error(fmt::format("{}:{}: MPI error {}", __FILE__, __LINE__, mpi_err_)); \
-  } while (0)
+#include "common/check.hpp"
 
 namespace profiler {
 
@@ -42,7 +38,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using hardware::CollectiveKind;
-using hardware::DType;
+using common::DType;
 namespace ex = executor::cpu;
 
 bool g_we_initialised_mpi = false;
@@ -704,7 +700,7 @@ void init_mpi_if_needed() {
   MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
   g_we_initialised_mpi = true;
   if (provided < MPI_THREAD_SERIALIZED)
-    throw hardware::ConfigError("--backend cpu", "", "the MPI library gives no MPI_THREAD_SERIALIZED; the interference test needs it");
+    throw common::ConfigError("--backend cpu", "", "the MPI library gives no MPI_THREAD_SERIALIZED; the interference test needs it");
 }
 
 hardware::Profile measure_cpu(const Options& o) {

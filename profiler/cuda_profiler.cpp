@@ -9,7 +9,7 @@
 #include <ctime>
 
 #include "hardware/collective_model.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/embedded_configs.hpp"
 #include "profiler/cuda/cuda_measure.hpp"
 
 namespace profiler {
@@ -35,7 +35,7 @@ YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
     if (c.kind == hardware::CollectiveKind::all_reduce) busbw = std::max(busbw, c.busbw_gb_s());
   auto num = [](double v) { return fmt::format("{}", round_sig(v)); };
   const char* base = d.major >= 10 ? "gb200-nvl72" : d.major == 9 ? "dgx-h100" : "dgx-a100";
-  YAML::Node n = YAML::Load(hardware::resolve_config("clusters", base).text);
+  YAML::Node n = YAML::Load(common::resolve_config("clusters", base).text);
   n["name"] = fmt::format("profiled-{}x-{}", d.ranks, d.name);
   n["gpu"]["name"] = d.name;
   if (best > 0)
@@ -61,7 +61,7 @@ hardware::Profile measure_cuda(const Options& o) {
   try {
     r = cuda::measure(req);
   } catch (const std::runtime_error& e) {
-    throw hardware::ConfigError("--backend cuda", "", e.what());
+    throw common::ConfigError("--backend cuda", "", e.what());
   }
   hardware::Profile p;
   p.info.backend = "cuda";
@@ -79,9 +79,9 @@ hardware::Profile measure_cuda(const Options& o) {
   p.info.libraries = r.device.libraries;
   p.gemm_tile_m = 128;  // cuBLASLt's common tile on Hopper; sizes are padded to it before interpolating
   p.gemm_tile_n = 128;
-  p.runs_as = {{hardware::DType::fp16, hardware::DType::bf16}};
+  p.runs_as = {{common::DType::fp16, common::DType::bf16}};
   p.grid_m = p.grid_n = p.grid_k = req.grid;
-  for (const auto& g : r.gemm) p.gemm.push_back({.dtype = hardware::DType::bf16, .m = g.m, .n = g.n, .k = g.k, .us = g.us});
+  for (const auto& g : r.gemm) p.gemm.push_back({.dtype = common::DType::bf16, .m = g.m, .n = g.n, .k = g.k, .us = g.us});
   const int nodes = std::max(1, r.device.ranks / r.device.local_ranks);
   for (const auto& c : r.collectives) {
     const auto kind = c.kind == cuda::Collective::all_reduce   ? hardware::CollectiveKind::all_reduce

@@ -2,7 +2,7 @@
 // Host-only header: no CUDA types, so CPU-only code can include it. Built only when SLICETUNE_CUDA.
 #pragma once
 #include "hardware/profile.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "profiler/profiler.hpp"
 
 namespace profiler {

@@ -1,6 +1,6 @@
 #include "profiler/profiler.hpp"
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "profiler/cuda_profiler.hpp"
 
 namespace profiler {
@@ -13,10 +13,10 @@ hardware::Profile measure(const Options& o) {
 #ifdef SLICETUNE_PROFILER_CUDA
     return measure_cuda(o);
 #else
-    throw hardware::ConfigError("--backend", "", "cuda: this slicetune was built without CUDA, cuBLASLt and NCCL (SLICETUNE_CUDA off)");
+    throw common::ConfigError("--backend", "", "cuda: this slicetune was built without CUDA, cuBLASLt and NCCL (SLICETUNE_CUDA off)");
 #endif
   }
-  throw hardware::ConfigError("--backend", "", "expected cpu | cuda, got '" + o.backend + "'");
+  throw common::ConfigError("--backend", "", "expected cpu | cuda, got '" + o.backend + "'");
 }
 
 bool cuda_available() {

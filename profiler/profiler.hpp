@@ -27,7 +27,7 @@ struct Options {
 /// @brief Runs every measurement nccl-tests style (warm-up, timed iterations, times reduced across
 /// ranks, then a separate correctness pass that throws on a wrong result). Collective across the MPI
 /// job: every rank calls it; MPI is initialised here if it is not yet. The returned profile is
-/// complete on every rank; only rank 0 should write it. Throws hardware::ConfigError for a backend
+/// complete on every rank; only rank 0 should write it. Throws common::ConfigError for a backend
 /// this build or machine cannot run.
 hardware::Profile measure(const Options& options);
 

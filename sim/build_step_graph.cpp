@@ -12,7 +12,7 @@ namespace {
 using hardware::AttentionOp;
 using hardware::CollectiveKind;
 using hardware::CollectiveOp;
-using hardware::DType;
+using common::DType;
 using hardware::ElementwiseKind;
 using hardware::ElementwiseOp;
 using hardware::GemmOp;
@@ -191,7 +191,7 @@ class Builder {
     if (!p_.sequence_parallel || p_.tp == 1) return x;
     const auto& info = g_.tensors[x];
     TensorId y = tensor(info.rows * p_.tp, info.cols, info.dtype, info.role, info.op, layer, s.index, -1, info.backward, 2);
-    add(tp_task(CollectiveKind::all_gather, static_cast<double>(info.rows) * p_.tp * info.cols * hardware::dtype_bytes(info.dtype),
+    add(tp_task(CollectiveKind::all_gather, static_cast<double>(info.rows) * p_.tp * info.cols * common::dtype_bytes(info.dtype),
                 op, phase, layer, s),
         {x}, {y});
     return y;
@@ -204,7 +204,7 @@ class Builder {
   ElementwiseKind norm_kind() const { return m_.norm == Norm::layernorm ? ElementwiseKind::layernorm : ElementwiseKind::rmsnorm; }
   std::int64_t rows(const Slice& s) const { return p_.sequence_parallel ? s.tokens() / p_.tp : s.tokens(); }
   GemmOp gemm(std::int64_t m, std::int64_t n, std::int64_t k) const { return GemmOp{.m = m, .n = n, .k = k, .dtype = p_.dtype}; }
-  int bpe() const { return hardware::dtype_bytes(act_dtype_); }
+  int bpe() const { return common::dtype_bytes(act_dtype_); }
 
   // ---- the layer vocabulary -------------------------------------------------------------------
   void emit_weights();

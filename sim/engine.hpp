@@ -10,7 +10,7 @@
 
 namespace sim {
 
-using hardware::Duration;
+using common::Duration;
 
 struct TaskTiming {
   Duration start, end;

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "hardware/config_error.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/config_reader.hpp"
+#include "common/embedded_configs.hpp"
 
 namespace sim {
 
@@ -21,7 +21,7 @@ double ModelSpec::training_flops(std::int64_t sequences, std::int64_t seq) const
 }
 
 ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
-  hardware::ConfigReader r(hardware::parse_yaml(yaml_text, source), source);
+  common::ConfigReader r(common::parse_yaml(yaml_text, source), source);
   ModelSpec m;
   m.source = source;
   m.name = r.str("name");
@@ -47,7 +47,7 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
-  auto cfg = hardware::resolve_config("models", name_or_path);
+  auto cfg = common::resolve_config("models", name_or_path);
   return parse_model(cfg.text, cfg.source);
 }
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace sim {
 
@@ -74,42 +74,42 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (m.hidden % p.col_slices)
     return bad(Infeasibility::col_slices, "col_slices", fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices));
   if (c.gpu.peak_flops(p.dtype) <= 0)
-    return bad(Infeasibility::dtype, "dtype", fmt::format("{} has no {} support", c.gpu.name, hardware::to_string(p.dtype)));
+    return bad(Infeasibility::dtype, "dtype", fmt::format("{} has no {} support", c.gpu.name, common::to_string(p.dtype)));
   return std::nullopt;
 }
 
 Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
   Plan p;
   p.tp = in.tp.value_or(1);
-  if (p.tp <= 0) throw hardware::ConfigError(source, "tp", "expected a positive integer");
+  if (p.tp <= 0) throw common::ConfigError(source, "tp", "expected a positive integer");
   if (in.dp) {
     p.dp = *in.dp;
-    if (p.dp <= 0) throw hardware::ConfigError(source, "dp", "expected a positive integer");
+    if (p.dp <= 0) throw common::ConfigError(source, "dp", "expected a positive integer");
   } else {
     if (c.total_gpus() % p.tp)
-      throw hardware::ConfigError(source, "tp", fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
+      throw common::ConfigError(source, "tp", fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
     p.dp = c.total_gpus() / p.tp;
   }
   p.micro_batch = in.micro_batch.value_or(1);
-  if (p.micro_batch <= 0) throw hardware::ConfigError(source, "micro_batch", "expected a positive integer");
+  if (p.micro_batch <= 0) throw common::ConfigError(source, "micro_batch", "expected a positive integer");
   p.global_batch = in.global_batch.value_or(p.micro_batch * p.dp);
   p.seq_len = in.seq_len.value_or(m.seq_len);
-  if (p.seq_len <= 0) throw hardware::ConfigError(source, "seq_len", "expected a positive integer");
-  p.dtype = in.dtype.value_or(hardware::DType::bf16);
+  if (p.seq_len <= 0) throw common::ConfigError(source, "seq_len", "expected a positive integer");
+  p.dtype = in.dtype.value_or(common::DType::bf16);
   p.sequence_parallel = in.sequence_parallel.value_or(false);
   p.strategy = in.strategy.value_or(Strategy::none);
   p.row_slices = in.row_slices.value_or(p.strategy == Strategy::domino ? 2 : 1);
   p.row_axis = in.row_axis.value_or(RowAxis::batch);
   p.col_slices = in.col_slices.value_or(1);
   p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
-  if (!(p.dp_bucket_mb > 0)) throw hardware::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
+  if (!(p.dp_bucket_mb > 0)) throw common::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
   p.stack = in.stack.value_or(hardware::Stack::eager);
-  if (auto problem = check_plan(m, c, p)) throw hardware::ConfigError(source, problem->key, problem->message);
+  if (auto problem = check_plan(m, c, p)) throw common::ConfigError(source, problem->key, problem->message);
   return p;
 }
 
 PlanInput parse_plan_input(const std::string& yaml_text, const std::string& source) {
-  hardware::ConfigReader r(hardware::parse_yaml(yaml_text, source), source);
+  common::ConfigReader r(common::parse_yaml(yaml_text, source), source);
   PlanInput in;
   auto opt_int = [&](const char* key, std::optional<int>& dst) {
     if (r.has(key)) dst = static_cast<int>(r.positive_integer(key));
@@ -123,8 +123,8 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   if (r.has("pp") && r.positive_integer("pp") != 1) r.fail("pp", "only pp: 1 is supported");
   if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len");
   if (r.has("dtype")) {
-    hardware::DType t;
-    hardware::parse_dtype(r.choice("dtype", {"bf16", "fp16", "fp8", "fp32"}), t);
+    common::DType t;
+    common::parse_dtype(r.choice("dtype", {"bf16", "fp16", "fp8", "fp32"}), t);
     in.dtype = t;
   }
   if (r.has("sequence_parallel")) in.sequence_parallel = r.boolean("sequence_parallel");
@@ -141,7 +141,7 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
 }
 
 PlanInput load_plan_input(const std::string& path) {
-  return parse_plan_input(hardware::read_text_file(path), path);
+  return parse_plan_input(common::read_text_file(path), path);
 }
 
 std::string plan_to_yaml(const Plan& p, const std::string& comment) {
@@ -150,7 +150,7 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
   out += fmt::format(
       "tp: {}\ndp: {}\npp: {}\nmicro_batch: {}\nglobal_batch: {}\nseq_len: {}\ndtype: {}\nsequence_parallel: {}\n"
       "strategy: {}\nrow_slices: {}\nrow_axis: {}\ncol_slices: {}\ndp_bucket_mb: {}\nstack: {}\n",
-      p.tp, p.dp, p.pp, p.micro_batch, p.global_batch, p.seq_len, hardware::to_string(p.dtype),
+      p.tp, p.dp, p.pp, p.micro_batch, p.global_batch, p.seq_len, common::to_string(p.dtype),
       p.sequence_parallel ? "true" : "false", to_string(p.strategy), p.row_slices, to_string(p.row_axis),
       p.col_slices, p.dp_bucket_mb, hardware::to_string(p.stack));
   return out;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "hardware/cluster.hpp"
-#include "hardware/units.hpp"
+#include "common/units.hpp"
 #include "sim/model.hpp"
 
 namespace sim {
@@ -25,7 +25,7 @@ struct Plan {
   int micro_batch = 1;
   int global_batch = 1;
   std::int64_t seq_len = 0;
-  hardware::DType dtype = hardware::DType::bf16;
+  common::DType dtype = common::DType::bf16;
   bool sequence_parallel = false;
   Strategy strategy = Strategy::none;
   int row_slices = 1;
@@ -43,7 +43,7 @@ struct Plan {
 struct PlanInput {
   std::optional<int> tp, dp, micro_batch, global_batch, row_slices, col_slices;
   std::optional<std::int64_t> seq_len;
-  std::optional<hardware::DType> dtype;
+  std::optional<common::DType> dtype;
   std::optional<bool> sequence_parallel;
   std::optional<Strategy> strategy;
   std::optional<RowAxis> row_axis;
@@ -74,7 +74,7 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
 
 /// @brief Fills unset fields (dp = GPUs / tp, global_batch = micro_batch x dp, seq_len = the
 /// model's, row_slices = 2 for domino and 1 otherwise, ...) and checks the result; throws
-/// hardware::ConfigError naming `source`, the key and the reason when infeasible.
+/// common::ConfigError naming `source`, the key and the reason when infeasible.
 Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in,
                   const std::string& source = "plan");
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/table.hpp"
+#include "common/table.hpp"
 
 namespace sim {
 
@@ -14,7 +14,7 @@ nlohmann::json plan_json(const Plan& p) {
           {"global_batch", p.global_batch},
           {"grad_accum_steps", p.grad_accum_steps()},
           {"seq_len", p.seq_len},
-          {"dtype", hardware::to_string(p.dtype)},
+          {"dtype", common::to_string(p.dtype)},
           {"sequence_parallel", p.sequence_parallel},
           {"strategy", to_string(p.strategy)},
           {"row_slices", p.row_slices},
@@ -52,10 +52,10 @@ nlohmann::json report_json(const Target& t, const StepReport& r, const std::stri
 }
 
 std::string report_table(const Target& t, const StepReport& r) {
-  Table tab({"quantity", "value", "unit"}, {});
-  auto ms = [](hardware::Duration d) { return fmt::format("{:.3f}", d.ms()); };
+  common::Table tab({"quantity", "value", "unit"}, {});
+  auto ms = [](common::Duration d) { return fmt::format("{:.3f}", d.ms()); };
   const double step = r.step_time.ms();
-  auto pct = [step](hardware::Duration d) { return step > 0 ? fmt::format("{:.1f}", 100.0 * d.ms() / step) : std::string("0"); };
+  auto pct = [step](common::Duration d) { return step > 0 ? fmt::format("{:.1f}", 100.0 * d.ms() / step) : std::string("0"); };
   tab.row({"step time", ms(r.step_time), "ms"});
   tab.row({"micro-batch time", ms(r.micro_batch_time), "ms"});
   tab.row({"compute (busy)", ms(r.compute), "ms"});

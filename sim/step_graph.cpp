@@ -113,4 +113,18 @@ StepGraph StepGraph::assemble(std::vector<Task> tasks, const std::vector<std::pa
   return g;
 }
 
+std::string task_class(const Task& t) {
+  if (auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) {
+    const char* name = c->kind == hardware::CollectiveKind::all_reduce       ? "AllReduce"
+                       : c->kind == hardware::CollectiveKind::all_gather     ? "AllGather"
+                       : c->kind == hardware::CollectiveKind::reduce_scatter ? "ReduceScatter"
+                                                                             : "collective";
+    return fmt::format("{} ({})", name, t.group == CommGroup::dp ? "dp" : "tp");
+  }
+  if (std::holds_alternative<hardware::GemmOp>(t.kind)) return "GEMM";
+  if (std::holds_alternative<hardware::AttentionOp>(t.kind)) return "attention";
+  if (std::holds_alternative<hardware::OptimizerOp>(t.kind)) return "optimizer";
+  return "element-wise";
+}
+
 }  // namespace sim

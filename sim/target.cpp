@@ -1,6 +1,6 @@
 #include "sim/target.hpp"
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace sim {
 
@@ -9,7 +9,7 @@ Target resolve_target(const TargetInput& in) {
   t.model = load_model(in.model);
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
   if (in.nodes) {
-    if (*in.nodes <= 0) throw hardware::ConfigError("--nodes", "", "expected a positive number of nodes");
+    if (*in.nodes <= 0) throw common::ConfigError("--nodes", "", "expected a positive number of nodes");
     t.cluster.nodes = *in.nodes;
   }
   PlanInput pi;

@@ -27,7 +27,7 @@ struct Target {
 };
 
 /// @brief Loads model and cluster, sets the node count, reads the plan file, applies the flags and
-/// resolves the plan. Throws hardware::ConfigError (file, key, reason) on any problem.
+/// resolves the plan. Throws common::ConfigError (file, key, reason) on any problem.
 Target resolve_target(const TargetInput& in);
 
 }  // namespace sim

@@ -1,5 +1,5 @@
 // defines: sim::Task (one node of the step graph), TaskKind, Stream, Phase, Op, CommGroup,
-//          TensorInfo, TensorRole, TensorId
+//          TensorInfo, TensorRole, TensorId, task_class
 #pragma once
 #include <cstdint>
 #include <string>
@@ -65,7 +65,7 @@ enum class TensorRole : std::uint8_t {
 /// except the embedding and the LM head, stored [vocab / tp, hidden] (logits = X W^T).
 struct TensorInfo {
   std::int64_t rows = 0, cols = 0;
-  hardware::DType dtype = hardware::DType::bf16;
+  common::DType dtype = common::DType::bf16;
   TensorRole role = TensorRole::activation;
   Op op = Op::embedding;        ///< the op whose output (or weight) this is
   bool backward = false;        ///< a gradient flowing backward (for naming)
@@ -74,7 +74,7 @@ struct TensorInfo {
   std::int8_t chunk = -1;       ///< column chunk, -1 if not chunked
   std::uint8_t variant = 0;     ///< distinguishes tensors with equal tags (e.g. weight 0 = matrix, 1 = norm bias)
 
-  double bytes() const { return static_cast<double>(rows) * static_cast<double>(cols) * hardware::dtype_bytes(dtype); }
+  double bytes() const { return static_cast<double>(rows) * static_cast<double>(cols) * common::dtype_bytes(dtype); }
   std::string name() const;
 };
 
@@ -98,5 +98,10 @@ struct Task {
   /// Model FLOPs (MFU accounting); 0 for communication and memory-bound tasks.
   double flops() const;
 };
+
+/// @brief "GEMM", "attention", "element-wise", "optimizer", or the collective with its group:
+/// "AllReduce (tp)", "AllGather (tp)", "ReduceScatter (tp)", "AllReduce (dp)" — the classes
+/// validation and reports sum tasks by.
+std::string task_class(const Task& t);
 
 }  // namespace sim

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "hardware/atomic_write.hpp"
+#include "common/atomic_write.hpp"
 
 namespace sim {
 
@@ -51,6 +51,6 @@ std::string ChromeTrace::json() const {
   return out;
 }
 
-void ChromeTrace::write(const std::string& path) const { hardware::write_file_atomically(path, json()); }
+void ChromeTrace::write(const std::string& path) const { common::write_file_atomically(path, json()); }
 
 }  // namespace sim

@@ -18,8 +18,8 @@ std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
 }
 
 double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
-  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
-  return static_cast<double>(rank_params(m, p)) * (hardware::dtype_bytes(act) + 4.0 + 12.0);
+  const common::DType act = p.dtype == common::DType::fp8 ? common::DType::bf16 : p.dtype;
+  return static_cast<double>(rank_params(m, p)) * (common::dtype_bytes(act) + 4.0 + 12.0);
 }
 
 MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
@@ -48,10 +48,10 @@ MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
 }
 
 sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
-  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
+  const common::DType act = p.dtype == common::DType::fp8 ? common::DType::bf16 : p.dtype;
   const double n = static_cast<double>(rank_params(model_, p));
   sim::MemoryEstimate m;
-  m.weights = n * hardware::dtype_bytes(act);
+  m.weights = n * common::dtype_bytes(act);
   m.gradients = 4.0 * n;
   m.optimizer = 12.0 * n;
   const PerToken pt = per_token(p);
@@ -65,7 +65,7 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   const auto& m = model_;
   const std::int64_t h = m.hidden, tp = p.tp, C = p.col_slices;
   const std::int64_t F = m.ffn_hidden / tp, F1 = m.fc1_out() / tp, Q = m.qkv_out() / tp, V = m.vocab / tp;
-  const hardware::DType act = p.dtype == hardware::DType::fp8 ? hardware::DType::bf16 : p.dtype;
+  const common::DType act = p.dtype == common::DType::fp8 ? common::DType::bf16 : p.dtype;
   auto gemm = [&](std::int64_t a, std::int64_t b, std::int64_t k) {
     return cost_.gemm(GemmOp{.m = a, .n = b, .k = k, .dtype = p.dtype}).time.ps;
   };

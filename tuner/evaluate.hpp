@@ -13,7 +13,7 @@
 
 namespace tuner {
 
-using hardware::Duration;
+using common::Duration;
 
 /// @brief Parameters one rank holds (the sum of the step graph's weight tensors), closed form.
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/report_json.hpp"
-#include "sim/table.hpp"
+#include "common/table.hpp"
 
 namespace tuner {
 
@@ -40,7 +40,7 @@ nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
 }  // namespace
 
 std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c) {
-  sim::Table t({"rank", "plan", "step time", "tokens/s", "MFU", "exposed comm", "memory", "speedup"},
+  common::Table t({"rank", "plan", "step time", "tokens/s", "MFU", "exposed comm", "memory", "speedup"},
                {"", "", "ms", "", "%", "ms", "GB", "x baseline"});
   const RankedPlan* base = r.baseline ? &*r.baseline : nullptr;
   auto row = [&](const std::string& rank, const RankedPlan& p) {
@@ -56,7 +56,7 @@ std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c)
 }
 
 std::string refusal_table(const SearchResult& r) {
-  sim::Table t({"refused", "plans", "example", "why"}, {"", "", "", ""});
+  common::Table t({"refused", "plans", "example", "why"}, {"", "", "", ""});
   for (const auto& f : r.refusals) t.row({std::string(sim::to_string(f.reason)), fmt::format("{}", f.count), plan_label(f.example), f.message});
   return t.str();
 }
@@ -67,7 +67,7 @@ std::string explain_table(const std::vector<std::pair<std::string, LayerBreakdow
     header.push_back(name);
     units.push_back("ms");
   }
-  sim::Table t(header, units);
+  common::Table t(header, units);
   // per-micro-batch figures times the micro-batches of a step, so plans with different
   // micro-batch sizes compare per step
   auto add = [&](const std::string& label, auto get, bool scale = true) {

@@ -25,7 +25,7 @@ struct SearchSpace {
   std::vector<double> dp_bucket_mb{25.0, 100.0};
   int global_batch = 0;      ///< sequences per step; 0: default_global_batch
   std::int64_t seq_len = 0;  ///< 0: the model's
-  hardware::DType dtype = hardware::DType::bf16;
+  common::DType dtype = common::DType::bf16;
   hardware::Stack stack = hardware::Stack::eager;
 };
 

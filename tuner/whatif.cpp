@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hardware/atomic_write.hpp"
-#include "hardware/config_error.hpp"
+#include "common/atomic_write.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
-#include "sim/table.hpp"
+#include "common/table.hpp"
 #include "tuner/report.hpp"
 
 namespace tuner {
@@ -33,7 +33,7 @@ const std::vector<std::pair<std::string, std::string>>& sweep_keys() {
 SweepAxis parse_sweep(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-    throw hardware::ConfigError("--sweep", "", fmt::format("expected KEY=V1,V2,... got '{}'", arg));
+    throw common::ConfigError("--sweep", "", fmt::format("expected KEY=V1,V2,... got '{}'", arg));
   SweepAxis a;
   a.key = arg.substr(0, eq);
   bool known = false;
@@ -42,12 +42,12 @@ SweepAxis parse_sweep(const std::string& arg) {
     known |= k == a.key;
     keys += (keys.empty() ? "" : " | ") + k;
   }
-  if (!known) throw hardware::ConfigError("--sweep", a.key, "unknown key; expected one of " + keys);
+  if (!known) throw common::ConfigError("--sweep", a.key, "unknown key; expected one of " + keys);
   std::string rest = arg.substr(eq + 1);
   for (std::size_t p = 0; p <= rest.size();) {
     const auto c = std::min(rest.find(',', p), rest.size());
     const std::string v = rest.substr(p, c - p);
-    if (v.empty()) throw hardware::ConfigError("--sweep", a.key, fmt::format("empty value in '{}'", rest));
+    if (v.empty()) throw common::ConfigError("--sweep", a.key, fmt::format("empty value in '{}'", rest));
     a.values.push_back(v);
     p = c + 1;
   }
@@ -65,13 +65,13 @@ namespace {
 double positive_number(const std::string& key, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || !(x > 0)) throw hardware::ConfigError("--sweep", key, fmt::format("expected a positive number, got '{}'", v));
+  if (end == v.c_str() || *end != '\0' || !(x > 0)) throw common::ConfigError("--sweep", key, fmt::format("expected a positive number, got '{}'", v));
   return x;
 }
 
 int positive_int(const std::string& key, const std::string& v) {
   const double x = positive_number(key, v);
-  if (x != static_cast<double>(static_cast<int>(x))) throw hardware::ConfigError("--sweep", key, fmt::format("expected a positive integer, got '{}'", v));
+  if (x != static_cast<double>(static_cast<int>(x))) throw common::ConfigError("--sweep", key, fmt::format("expected a positive integer, got '{}'", v));
   return static_cast<int>(x);
 }
 
@@ -90,7 +90,7 @@ void apply_setting(hardware::ClusterSpec& c, SearchSpace& s, const std::string& 
     const int nodes = c.nodes;
     c = hardware::load_cluster(v);
     c.nodes = nodes;
-  } else throw hardware::ConfigError("--sweep", key, "unknown key");
+  } else throw common::ConfigError("--sweep", key, "unknown key");
 }
 
 std::vector<WhatIfPoint> whatif(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const SearchSpace& space,
@@ -167,7 +167,7 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
     header.push_back(h);
     units.push_back(u);
   }
-  sim::Table t(header, units);
+  common::Table t(header, units);
   for (const auto& p : points) {
     std::vector<std::string> cells;
     for (const auto& [k, v] : p.settings) cells.push_back(v);
@@ -213,15 +213,15 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
 #ifndef SLICETUNE_GNUPLOT
   (void)points;
   (void)title;
-  throw hardware::ConfigError("--plot", "", fmt::format("gnuplot was not found when slicetune was built; cannot draw {} (the CSV has the data)", path));
+  throw common::ConfigError("--plot", "", fmt::format("gnuplot was not found when slicetune was built; cannot draw {} (the CSV has the data)", path));
 #else
   namespace fs = std::filesystem;
   const std::string ext = fs::path(path).extension().string();
   std::string terminal;
   if (ext == ".png") terminal = "pngcairo size 1000,620 enhanced font 'Sans,11'";
   else if (ext == ".svg") terminal = "svg size 1000,620 enhanced font 'Sans,11' background rgb 'white'";
-  else throw hardware::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
-  if (points.empty() || points.front().settings.empty()) throw hardware::ConfigError("--plot", "", "nothing to plot: no sweep");
+  else throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
+  if (points.empty() || points.front().settings.empty()) throw common::ConfigError("--plot", "", "nothing to plot: no sweep");
   // x axis: the value of a single numeric key; otherwise one tick per point labelled key=value
   bool numeric = points.front().settings.size() == 1;
   for (const auto& p : points) {
@@ -286,7 +286,7 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
   if (rc != 0 || !fs::exists(tmp_out) || fs::file_size(tmp_out) == 0) {
     std::error_code ec;
     fs::remove(tmp_out, ec);
-    throw hardware::ConfigError("--plot", "", fmt::format("gnuplot failed drawing {}: {}", path, err));
+    throw common::ConfigError("--plot", "", fmt::format("gnuplot failed drawing {}: {}", path, err));
   }
   fs::rename(tmp_out, path);
 #endif

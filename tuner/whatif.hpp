@@ -25,7 +25,7 @@ struct SweepAxis {
   std::string key;
   std::vector<std::string> values;
 };
-/// @brief Parses "KEY=V1,V2"; throws hardware::ConfigError naming --sweep and the key on bad input.
+/// @brief Parses "KEY=V1,V2"; throws common::ConfigError naming --sweep and the key on bad input.
 SweepAxis parse_sweep(const std::string& arg);
 /// @brief The keys parse_sweep accepts, with their meaning and unit.
 const std::vector<std::pair<std::string, std::string>>& sweep_keys();

@@ -13,9 +13,11 @@
 
 #include "executor/backend.hpp"
 #include "executor/cpu/kernels.hpp"
-#include "executor/cpu/mpi_check.hpp"
+#include <mpi.h>
+
+#include "common/check.hpp"
 #include "executor/cpu/wait_polling.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -115,8 +117,8 @@ class CpuBackend final : public Backend {
   }
 
   void prepare(const sim::StepGraph& g, const TrainingOptions& t) override {
-    if (g.plan.dtype != hardware::DType::fp32)
-      throw hardware::ConfigError("--dtype", "", fmt::format("the cpu backend runs fp32 only, got {}", hardware::to_string(g.plan.dtype)));
+    if (g.plan.dtype != common::DType::fp32)
+      throw common::ConfigError("--dtype", "", fmt::format("the cpu backend runs fp32 only, got {}", common::to_string(g.plan.dtype)));
     g_ = &g;
     t_ = t;
     data_.resize(g.tensors.size());

@@ -6,7 +6,7 @@
 #include "executor/backend.hpp"
 #include "executor/cuda/device.hpp"
 #include "executor/cuda/launch_plan.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace executor {
 namespace {
@@ -19,7 +19,7 @@ class CudaBackend final : public Backend {
   std::string describe() const override { return device_->describe(); }
 
   void prepare(const sim::StepGraph& g, const TrainingOptions& t) override {
-    if (auto why = cuda::check_cuda_plan(g.model, g.plan)) throw hardware::ConfigError("--backend cuda", "plan", *why);
+    if (auto why = cuda::check_cuda_plan(g.model, g.plan)) throw common::ConfigError("--backend cuda", "plan", *why);
     g_ = &g;
     plan_ = cuda::plan_launches(g);
     const int tp_rank = o_.world_rank % o_.tp;

@@ -15,37 +15,8 @@
 #include <type_traits>
 #include <string>
 
-namespace executor::cuda {
+#include "common/check.hpp"
 
-[[noreturn]] inline void check_failed(const char* what, const std::string& detail, const char* file, int line) {
-  throw std::runtime_error(std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " + detail);
-}
-
-}  // namespace executor::cuda
-
-#define CUDA_CHECK(call)                                                                                  \
-  do {                                                                                                    \
-    cudaError_t err_ = (call);                                                                            \
-    if (err_ != cudaSuccess) ::executor::cuda::check_failed(#call, cudaGetErrorString(err_), __FILE__, __LINE__); \
-  } while (0)
-#define CUBLAS_CHECK(call)                                                                                \
-  do {                                                                                                    \
-    cublasStatus_t st_ = (call);                                                                          \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
-      ::executor::cuda::check_failed(#call, cublasGetStatusString(st_), __FILE__, __LINE__);              \
-  } while (0)
-#define NCCL_CHECK(call)                                                                                  \
-  do {                                                                                                    \
-    ncclResult_t r_ = (call);                                                                             \
-    if (r_ != ncclSuccess) ::executor::cuda::check_failed(#call, ncclGetErrorString(r_), __FILE__, __LINE__); \
-  } while (0)
-#ifndef MPI_CHECK
-#define MPI_CHECK(call)                                                                                   \
-  do {                                                                                                    \
-    int rc_ = (call);                                                                                     \
-    if (rc_ != MPI_SUCCESS) ::executor::cuda::check_failed(#call, "MPI error " + std::to_string(rc_), __FILE__, __LINE__); \
-  } while (0)
-#endif
 // after a kernel launch: launch errors (bad configuration) surface here, with the kernel's line
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 

@@ -51,34 +51,34 @@ namespace {
 using sim::Op;
 constexpr std::size_t kLtWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (Hopper kernels like 32 MiB)
 
-ncclDataType_t nccl_dtype(hardware::DType t) {
+ncclDataType_t nccl_dtype(common::DType t) {
   switch (t) {
-    case hardware::DType::fp32: return ncclFloat;
-    case hardware::DType::bf16: return ncclBfloat16;
-    case hardware::DType::fp16: return ncclHalf;
-    case hardware::DType::fp8: break;
+    case common::DType::fp32: return ncclFloat;
+    case common::DType::bf16: return ncclBfloat16;
+    case common::DType::fp16: return ncclHalf;
+    case common::DType::fp8: break;
   }
   throw std::runtime_error("cuda backend: no NCCL type for fp8");
 }
 
-float host_float(const unsigned char* p, hardware::DType t) {
+float host_float(const unsigned char* p, common::DType t) {
   switch (t) {
-    case hardware::DType::fp32: { float f; std::memcpy(&f, p, 4); return f; }
-    case hardware::DType::bf16: { std::uint16_t b; std::memcpy(&b, p, 2); std::uint32_t u = static_cast<std::uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
-    case hardware::DType::fp16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
-    case hardware::DType::fp8: break;
+    case common::DType::fp32: { float f; std::memcpy(&f, p, 4); return f; }
+    case common::DType::bf16: { std::uint16_t b; std::memcpy(&b, p, 2); std::uint32_t u = static_cast<std::uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+    case common::DType::fp16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
+    case common::DType::fp8: break;
   }
   return 0.0f;
 }
 
 /// Host fp32 -> the tensor's dtype (weights at step 0).
-std::vector<unsigned char> host_encode(const std::vector<float>& v, hardware::DType t) {
-  const int b = hardware::dtype_bytes(t);
+std::vector<unsigned char> host_encode(const std::vector<float>& v, common::DType t) {
+  const int b = common::dtype_bytes(t);
   std::vector<unsigned char> out(v.size() * static_cast<std::size_t>(b));
   for (std::size_t i = 0; i < v.size(); ++i) {
     unsigned char* p = out.data() + i * b;
-    if (t == hardware::DType::fp32) std::memcpy(p, &v[i], 4);
-    else if (t == hardware::DType::bf16) { const __nv_bfloat16 x = __float2bfloat16(v[i]); std::memcpy(p, &x, 2); }
+    if (t == common::DType::fp32) std::memcpy(p, &v[i], 4);
+    else if (t == common::DType::bf16) { const __nv_bfloat16 x = __float2bfloat16(v[i]); std::memcpy(p, &x, 2); }
     else { const __half x = __float2half(v[i]); std::memcpy(p, &x, 2); }
   }
   return out;
@@ -160,7 +160,7 @@ class GpuDevice final : public Device {
         const auto w = setup.init_weight(static_cast<sim::TensorId>(i));
         const auto bytes = host_encode(w, ti.dtype);
         CUDA_CHECK(cudaMemcpy(ptr(static_cast<sim::TensorId>(i)), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-        if (ti.dtype != hardware::DType::fp32) {  // AdamW's fp32 master copy starts from the same values
+        if (ti.dtype != common::DType::fp32) {  // AdamW's fp32 master copy starts from the same values
           float* master = static_cast<float*>(alloc(w.size() * sizeof(float)));
           CUDA_CHECK(cudaMemcpy(master, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
           masters_[static_cast<sim::TensorId>(i)] = master;
@@ -181,7 +181,7 @@ class GpuDevice final : public Device {
         p.v = static_cast<float*>(alloc(bytes));
         CUDA_CHECK(cudaMemset(p.m, 0, bytes));
         CUDA_CHECK(cudaMemset(p.v, 0, bytes));
-        p.master = w.dtype == hardware::DType::fp32 ? static_cast<float*>(ptr(out[k])) : masters_.at(out[k]);
+        p.master = w.dtype == common::DType::fp32 ? static_cast<float*>(ptr(out[k])) : masters_.at(out[k]);
         params_.push_back(p);
       }
     }
@@ -279,7 +279,7 @@ class GpuDevice final : public Device {
       }
       return out;
     }
-    const int b = hardware::dtype_bytes(ti.dtype);
+    const int b = common::dtype_bytes(ti.dtype);
     for (std::size_t i = 0; i < n; ++i) out[i] = host_float(raw.data() + i * b, ti.dtype);
     return out;
   }
@@ -315,10 +315,10 @@ class GpuDevice final : public Device {
 
   void run_compute(std::uint32_t t, cudaStream_t s) {
     switch (act_) {
-      case hardware::DType::fp32: return run_compute_as<float>(t, s);
-      case hardware::DType::bf16: return run_compute_as<__nv_bfloat16>(t, s);
-      case hardware::DType::fp16: return run_compute_as<__half>(t, s);
-      case hardware::DType::fp8: break;
+      case common::DType::fp32: return run_compute_as<float>(t, s);
+      case common::DType::bf16: return run_compute_as<__nv_bfloat16>(t, s);
+      case common::DType::fp16: return run_compute_as<__half>(t, s);
+      case common::DType::fp8: break;
     }
     throw std::logic_error("cuda backend: fp8 plans are refused by check_cuda_plan");
   }
@@ -337,7 +337,7 @@ class GpuDevice final : public Device {
   const sim::StepGraph* g_ = nullptr;
   DeviceSetup setup_;
   const LaunchPlan* plan_ = nullptr;
-  hardware::DType act_ = hardware::DType::bf16;
+  common::DType act_ = common::DType::bf16;
   std::vector<void*> allocations_;
   char* arena_ = nullptr;
   char* attention_scratch_ = nullptr;
@@ -373,7 +373,7 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
         cuda::cast_forward<T>(as<float>(c.a), static_cast<T*>(cast_scratch_), T_(c.a).rows * T_(c.a).cols, s);
         a = cast_scratch_;
       }
-      const char* b = static_cast<const char*>(ptr(c.b)) + c.b_offset * hardware::dtype_bytes(T_(c.b).dtype);
+      const char* b = static_cast<const char*>(ptr(c.b)) + c.b_offset * common::dtype_bytes(T_(c.b).dtype);
       cuda::matmul_forward(lt_, *gemms_[t], a, b, ptr(c.c), lt_workspace_, kLtWorkspaceBytes, s);
       return;
     }

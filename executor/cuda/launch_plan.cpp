@@ -6,12 +6,12 @@
 #include <algorithm>
 
 #include "executor/cuda/attention_layout.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace executor::cuda {
 namespace {
 
-using hardware::DType;
+using common::DType;
 using sim::Op;
 using sim::Phase;
 
@@ -20,7 +20,7 @@ constexpr std::uint64_t kAlign = 256;  // cudaMalloc alignment; keeps every tens
 std::uint64_t align_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 [[noreturn]] void unsupported(const sim::StepGraph& g, std::size_t t, const std::string& what) {
-  throw hardware::ConfigError("--backend cuda", g.task_name(t), what);
+  throw common::ConfigError("--backend cuda", g.task_name(t), what);
 }
 
 bool is_column_parallel(Op o) { return o == Op::qkv || o == Op::fc1; }
@@ -157,7 +157,7 @@ std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const si
 }
 
 LaunchPlan plan_launches(const sim::StepGraph& g) {
-  if (auto why = check_cuda_plan(g.model, g.plan)) throw hardware::ConfigError("--backend cuda", "plan", *why);
+  if (auto why = check_cuda_plan(g.model, g.plan)) throw common::ConfigError("--backend cuda", "plan", *why);
   LaunchPlan p;
   const std::size_t n = g.size();
 
@@ -167,7 +167,7 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& ti = g.tensors[i];
     p.tensors[i] = {.offset = off, .bytes = static_cast<std::uint64_t>(ti.rows) * static_cast<std::uint64_t>(ti.cols) *
-                                            static_cast<std::uint64_t>(hardware::dtype_bytes(ti.dtype))};
+                                            static_cast<std::uint64_t>(common::dtype_bytes(ti.dtype))};
     off += align_up(p.tensors[i].bytes);
     if (ti.role == sim::TensorRole::weight) p.weight_params += static_cast<std::uint64_t>(ti.rows * ti.cols);
   }
@@ -175,7 +175,7 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
 
   // ---- launches ----
   p.launches.resize(n);
-  const int act_bytes = hardware::dtype_bytes(g.plan.dtype == DType::fp8 ? DType::bf16 : g.plan.dtype);
+  const int act_bytes = common::dtype_bytes(g.plan.dtype == DType::fp8 ? DType::bf16 : g.plan.dtype);
   for (std::size_t t = 0; t < n; ++t) {
     const auto& task = g.tasks[t];
     Launch& l = p.launches[t];

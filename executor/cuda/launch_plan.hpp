@@ -77,7 +77,7 @@ struct LaunchPlan {
 
 /// @brief Translates `graph` (built by sim::build_step_graph) into launches. Every cross-stream
 /// edge becomes a wait on an event the producer records right after it; same-stream edges need
-/// nothing (in-order streams). Throws hardware::ConfigError if the graph holds a task the CUDA
+/// nothing (in-order streams). Throws common::ConfigError if the graph holds a task the CUDA
 /// backend cannot run (call check_cuda_plan first for a friendlier message).
 LaunchPlan plan_launches(const sim::StepGraph& graph);
 

@@ -8,12 +8,12 @@
 
 namespace executor::cuda {
 
-inline cudaDataType_t cuda_dtype(hardware::DType t) {
+inline cudaDataType_t cuda_dtype(common::DType t) {
   switch (t) {
-    case hardware::DType::fp32: return CUDA_R_32F;
-    case hardware::DType::bf16: return CUDA_R_16BF;
-    case hardware::DType::fp16: return CUDA_R_16F;
-    case hardware::DType::fp8: break;
+    case common::DType::fp32: return CUDA_R_32F;
+    case common::DType::bf16: return CUDA_R_16BF;
+    case common::DType::fp16: return CUDA_R_16F;
+    case common::DType::fp8: break;
   }
   throw std::runtime_error("cuda backend: fp8 tensors are not supported");
 }
@@ -44,7 +44,7 @@ struct PreparedGemm {
 
 /// @brief Descriptors and algorithm for `g` with A/B of `ab` and C of `c_type`; fp32 inputs use
 /// true fp32 (no TF32) so that the CUDA backend matches the CPU backend in fp32 runs.
-inline PreparedGemm prepare_gemm(cublasLtHandle_t lt, const GemmCall& g, hardware::DType ab, hardware::DType c_type,
+inline PreparedGemm prepare_gemm(cublasLtHandle_t lt, const GemmCall& g, common::DType ab, common::DType c_type,
                                  std::size_t workspace_bytes) {
   PreparedGemm p;
   const cudaDataType_t abt = cuda_dtype(ab), ct = cuda_dtype(c_type);
@@ -63,7 +63,7 @@ inline PreparedGemm prepare_gemm(cublasLtHandle_t lt, const GemmCall& g, hardwar
                                                     sizeof(workspace_bytes)));
   // The heuristic assumes 256-byte aligned operands; a column chunk of B starts at b_offset
   // elements, so tell it the real alignment of cuBLAS's A (our B). Everything else is 256-aligned.
-  const std::uint64_t b_bytes = static_cast<std::uint64_t>(g.b_offset) * static_cast<std::uint64_t>(hardware::dtype_bytes(ab));
+  const std::uint64_t b_bytes = static_cast<std::uint64_t>(g.b_offset) * static_cast<std::uint64_t>(common::dtype_bytes(ab));
   std::uint32_t align = 256;
   while (align > 1 && b_bytes % align != 0) align /= 2;
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof(align)));

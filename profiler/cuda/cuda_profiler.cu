@@ -18,29 +18,7 @@
 
 #include "profiler/cuda/cuda_measure.hpp"
 
-#define CUDA_CHECK(call)                                                                                            \
-  do {                                                                                                              \
-    const cudaError_t e_ = (call);                                                                                  \
-    if (e_ != cudaSuccess)                                                                                          \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
-#define CUBLAS_CHECK(call)                                                                                          \
-  do {                                                                                                              \
-    const cublasStatus_t s_ = (call);                                                                               \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                                                \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": cuBLASLt status " +     \
-                               std::to_string(static_cast<int>(s_)));                                               \
-  } while (0)
-#define NCCL_CHECK(call)                                                                                            \
-  do {                                                                                                              \
-    const ncclResult_t r_ = (call);                                                                                 \
-    if (r_ != ncclSuccess)                                                                                          \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + ncclGetErrorString(r_)); \
-  } while (0)
-#define MPI_CHECK(call)                                                                                             \
-  do {                                                                                                              \
-    if ((call) != MPI_SUCCESS) throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": MPI error"); \
-  } while (0)
+#include "common/check.hpp"
 
 namespace profiler::cuda {
 

@@ -59,7 +59,7 @@ TEST_CASE("every GEMM call of a tp 2, 2-column-chunk plan computes its layer mat
     in.strategy = sim::Strategy::domino;
     in.row_slices = 1;
     in.col_slices = 2;
-    in.dtype = hardware::DType::fp32;
+    in.dtype = common::DType::fp32;
     const auto plan = sim::resolve_plan(m, cl, in);
     const auto g = sim::build_step_graph(m, cl, plan);
     const auto p = executor::cuda::plan_launches(g);

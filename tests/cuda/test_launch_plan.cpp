@@ -7,7 +7,7 @@
 
 #include "executor/cuda/attention_layout.hpp"
 #include "executor/cuda/launch_plan.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 namespace {
 
@@ -43,7 +43,7 @@ sim::PlanInput plan(int tp, int dp, int mb, sim::Strategy s, int rows = 1, int c
   in.row_slices = rows;
   in.col_slices = cols;
   in.sequence_parallel = sp;
-  in.dtype = hardware::DType::bf16;
+  in.dtype = common::DType::bf16;
   return in;
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("GEMM calls: column chunks of the row-parallel weights and transposes"
     if (t.phase == sim::Phase::bwd_wgrad) {
       CHECK(g.accumulate);  // weight gradients accumulate (+=) across slices and micro-batches
       CHECK(g.trans_a);
-      CHECK(b.graph.tensors[g.c].dtype == hardware::DType::fp32);
+      CHECK(b.graph.tensors[g.c].dtype == common::DType::fp32);
       ++wgrads;
     } else {
       CHECK_FALSE(g.accumulate);
@@ -190,12 +190,12 @@ TEST_CASE("plan checks: what the CUDA backend refuses, in one line naming the ke
   sim::Plan p;
   p.seq_len = 32;
   CHECK_FALSE(executor::cuda::check_cuda_plan(m, p).has_value());
-  p.dtype = hardware::DType::fp8;
+  p.dtype = common::DType::fp8;
   auto why = executor::cuda::check_cuda_plan(m, p);
   REQUIRE(why);
   CHECK(why->find("dtype=fp8") != std::string::npos);
   CHECK(why->find('\n') == std::string::npos);
-  p.dtype = hardware::DType::bf16;
+  p.dtype = common::DType::bf16;
   p.strategy = sim::Strategy::domino;
   p.row_slices = 2;
   p.row_axis = sim::RowAxis::sequence;
@@ -212,7 +212,7 @@ TEST_CASE("plan checks: what the CUDA backend refuses, in one line naming the ke
   auto in = plan(1, 1, 2, sim::Strategy::domino, 2, 1);
   in.row_axis = sim::RowAxis::sequence;
   auto b = build("tiny", in);
-  CHECK_THROWS_AS(executor::cuda::plan_launches(b.graph), hardware::ConfigError);
+  CHECK_THROWS_AS(executor::cuda::plan_launches(b.graph), common::ConfigError);
 }
 
 TEST_CASE("attention scratch: sizes in closed form") {

@@ -1,15 +1,15 @@
-// The accuracy bars of issue 3, checked against every row of shared/calibration/ (the same
+// The accuracy bars of issue 3, checked against every row of data/calibration/ (the same
 // evaluation `slicetune accuracy` writes to docs/accuracy.md).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "sim/accuracy.hpp"
+#include "validate/accuracy.hpp"
 
 namespace {
-const sim::AccuracyReport& report() {
-  static const sim::AccuracyReport r = sim::evaluate_accuracy(SLICETUNE_SHARED_DIR);
+const validate::AccuracyReport& report() {
+  static const validate::AccuracyReport r = validate::evaluate_accuracy(SLICETUNE_CALIBRATION_DIR);
   return r;
 }
 }  // namespace

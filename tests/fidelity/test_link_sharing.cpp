@@ -46,7 +46,7 @@ TEST_CASE("max-min: a variable's bound caps it and frees capacity for the others
 
 namespace {
 
-using hardware::Duration;
+using common::Duration;
 
 /// Known costs: every GEMM 100 us compute-bound; every collective 100 us of transfer that fills
 /// this GPU's NVLink port alone, holding 10 of 100 SMs.

@@ -2,10 +2,11 @@
 #include <doctest/doctest.h>
 
 #include "hardware/collective_sweep.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/gemm_model.hpp"
 
 using namespace hardware;
+using namespace common;
 
 TEST_CASE("ring Simple all-reduce on 8 H100 tends to 18 links x 20.6 GB/s = 370.8 GB/s busbw") {
   // NCCL's ring bus bandwidth is nChannels x per-channel NVLink bw = 18 x 20.6 GB/s; at 8 GB the
@@ -69,13 +70,13 @@ TEST_CASE("row slicing costs GEMM efficiency: GPT-3 13B QKV at TP=8, whole vs ha
 }
 
 TEST_CASE("cluster files: the nccl section is strict") {
-  auto text = hardware::read_text_file(std::string(SLICETUNE_SOURCE_DIR) + "/configs/clusters/dgx-h100.yaml");
+  auto text = common::read_text_file(std::string(SLICETUNE_SOURCE_DIR) + "/configs/clusters/dgx-h100.yaml");
   text += "  surprise: 1\n";  // an unknown key under nccl (the last section)
   CHECK_THROWS_AS(parse_cluster(text, "x.yaml"), ConfigError);
 }
 
 TEST_CASE("cluster files: gemm_efficiency is one fraction for all dtypes or one per dtype") {
-  auto text = hardware::read_text_file(std::string(SLICETUNE_SOURCE_DIR) + "/configs/clusters/dgx-h100.yaml");
+  auto text = common::read_text_file(std::string(SLICETUNE_SOURCE_DIR) + "/configs/clusters/dgx-h100.yaml");
   const auto pos = text.find("  gemm_efficiency: {");
   REQUIRE(pos != std::string::npos);
   text.replace(pos, text.find('\n', pos) - pos, "  gemm_efficiency: 0.6");

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "hardware/config_error.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/config_reader.hpp"
+#include "common/embedded_configs.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/profiled_cost_model.hpp"
 #include "sim/engine.hpp"
@@ -16,6 +16,7 @@
 #include "sim/step_graph.hpp"
 
 using namespace hardware;
+using namespace common;
 
 namespace {
 

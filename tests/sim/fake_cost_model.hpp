@@ -32,21 +32,21 @@ class FakeCostModel final : public hardware::CostModel {
   explicit FakeCostModel(hardware::ClusterSpec c = fake_cluster(), bool with_latency = false)
       : c_(std::move(c)), with_latency_(with_latency) {}
   hardware::ComputeCost gemm(const hardware::GemmOp& op) const override {
-    return {hardware::Duration::from_us(static_cast<double>(op.m)), static_cast<double>(op.n)};
+    return {common::Duration::from_us(static_cast<double>(op.m)), static_cast<double>(op.n)};
   }
   hardware::ComputeCost attention(const hardware::AttentionOp& op) const override {
-    return {hardware::Duration::from_us(static_cast<double>(op.s_q)), 0};
+    return {common::Duration::from_us(static_cast<double>(op.s_q)), 0};
   }
   hardware::ComputeCost elementwise(const hardware::ElementwiseOp& op) const override {
-    return {hardware::Duration::from_us(static_cast<double>(op.elements)), op.bytes};
+    return {common::Duration::from_us(static_cast<double>(op.elements)), op.bytes};
   }
   hardware::ComputeCost optimizer(const hardware::OptimizerOp& op) const override {
-    return {hardware::Duration::from_us(static_cast<double>(op.params)), 0};
+    return {common::Duration::from_us(static_cast<double>(op.params)), 0};
   }
   hardware::CollectiveCost collective(const hardware::CollectiveOp& op) const override {
     hardware::CollectiveCost cc;
-    cc.latency = with_latency_ ? hardware::Duration::from_us(op.ranks - 1.0) : hardware::Duration{};
-    cc.transfer = hardware::Duration::from_ns(static_cast<double>(op.bytes));
+    cc.latency = with_latency_ ? common::Duration::from_us(op.ranks - 1.0) : common::Duration{};
+    cc.transfer = common::Duration::from_ns(static_cast<double>(op.bytes));
     cc.wire_bytes[static_cast<int>(op.nodes > 1 ? hardware::LinkClass::nic : hardware::LinkClass::nvlink)] = static_cast<double>(op.bytes);
     cc.sms = 10;
     cc.channels = 10;

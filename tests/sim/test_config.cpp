@@ -3,15 +3,15 @@
 
 #include <functional>
 
-#include "hardware/config_error.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/config_reader.hpp"
+#include "common/embedded_configs.hpp"
 #include "sim/target.hpp"
 
 namespace {
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const hardware::ConfigError& e) {
+  } catch (const common::ConfigError& e) {
     return e.what();
   }
   return "no error";
@@ -37,14 +37,14 @@ TEST_CASE("unknown keys are refused") {
   const auto e = error_of([] { sim::parse_plan_input("tp: 2\nrow_slice: 2\n", "plan.yaml"); });
   CHECK(e == "plan.yaml: row_slice: unknown key");
   const auto c = error_of([] {
-    auto text = std::string(hardware::resolve_config("clusters", "dgx-h100").text) + "turbo: true\n";
+    auto text = std::string(common::resolve_config("clusters", "dgx-h100").text) + "turbo: true\n";
     hardware::parse_cluster(text, "c.yaml");
   });
   CHECK(c == "c.yaml: turbo: unknown key");
 }
 
 TEST_CASE("host.kernel_efficiency must be a fraction in (0, 1] per stack") {
-  std::string text(hardware::resolve_config("clusters", "dgx-h100").text);
+  std::string text(common::resolve_config("clusters", "dgx-h100").text);
   const auto at = text.find("kernel_efficiency: {eager: 0.66");
   REQUIRE(at != std::string::npos);
   text.replace(at, std::string("kernel_efficiency: {eager: 0.66").size(), "kernel_efficiency: {eager: 1.5");
@@ -73,7 +73,7 @@ TEST_CASE("infeasible plans are refused with the reason") {
   in.flags.dp = 2;
   CHECK(error_of([&] { sim::resolve_target(in); }).find("tp x dp x pp = 8 x 2 x 1 = 16 but the cluster has 8 GPUs") != std::string::npos);
   in.flags.dp.reset();
-  in.flags.dtype = hardware::DType::fp8;
+  in.flags.dtype = common::DType::fp8;
   in.cluster = "dgx-a100";
   CHECK(error_of([&] { sim::resolve_target(in); }) == "flags: dtype: A100-SXM4-80GB has no fp8 support");
 }

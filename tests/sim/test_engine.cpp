@@ -7,7 +7,7 @@
 
 using hardware::CollectiveKind;
 using hardware::CollectiveOp;
-using hardware::Duration;
+using common::Duration;
 using hardware::GemmOp;
 using sim::Stream;
 using sim::Task;

@@ -1,9 +1,9 @@
-// defines: sim::Table (aligned terminal tables with a units row, nccl-tests style)
+// defines: common::Table (aligned terminal tables with a units row, nccl-tests style)
 #pragma once
 #include <string>
 #include <vector>
 
-namespace sim {
+namespace common {
 
 /// @brief A text table: header row, units row, then data rows; numeric-looking cells right-aligned.
 class Table {
@@ -17,4 +17,4 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-}  // namespace sim
+}  // namespace common

@@ -1,11 +1,11 @@
-// defines: hardware::Duration (simulated time, integer picoseconds), hardware::DType
+// defines: common::Duration (simulated time, integer picoseconds), common::DType
 #pragma once
 #include <cmath>
 #include <compare>
 #include <cstdint>
 #include <string_view>
 
-namespace hardware {
+namespace common {
 
 /// @brief A span of simulated time in integer picoseconds (ns would round away sub-ns GEMM tiles).
 /// Integer ticks keep event ordering exact and results bit-for-bit reproducible.
@@ -54,4 +54,4 @@ constexpr std::string_view to_string(DType t) {
 }
 bool parse_dtype(std::string_view s, DType& out);
 
-}  // namespace hardware
+}  // namespace common

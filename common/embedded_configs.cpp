@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "hardware/config_error.hpp"
-#include "hardware/embedded_configs.hpp"
+#include "common/config_reader.hpp"
+#include "common/embedded_configs.hpp"
 
-namespace hardware {
+namespace common {
 
 std::vector<std::string> embedded_names(const std::string& kind) {
   std::vector<std::string> out;
@@ -32,4 +32,4 @@ ConfigText resolve_config(const std::string& kind, const std::string& name_or_pa
                                                   singular, fmt::join(embedded_names(kind), ", ")));
 }
 
-}  // namespace hardware
+}  // namespace common

@@ -1,4 +1,4 @@
-// defines: hardware::ConfigError, hardware::ConfigReader (strict YAML mapping reader)
+// defines: common::ConfigError, common::ConfigReader (strict YAML mapping reader)
 #pragma once
 #include <yaml-cpp/yaml.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace hardware {
+namespace common {
 
 /// @brief Bad input: names the file (or source), the key and what was expected.
 /// The message is one line; cli/ prints it and exits non-zero.
@@ -61,4 +61,4 @@ class ConfigReader {
   std::set<std::string> used_;
 };
 
-}  // namespace hardware
+}  // namespace common

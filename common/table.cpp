@@ -1,10 +1,10 @@
-#include "sim/table.hpp"
+#include "common/table.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
 
-namespace sim {
+namespace common {
 
 namespace {
 bool numeric(const std::string& s) {
@@ -64,4 +64,4 @@ std::string Table::str() const {
   return out;
 }
 
-}  // namespace sim
+}  // namespace common

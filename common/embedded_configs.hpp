@@ -1,9 +1,9 @@
-// defines: hardware::embedded_configs, resolve_config (name-or-path -> YAML text and source)
+// defines: common::embedded_configs, resolve_config (name-or-path -> YAML text and source)
 #pragma once
 #include <string>
 #include <vector>
 
-namespace hardware {
+namespace common {
 
 struct EmbeddedConfig {
   const char* key;   ///< "models/gpt3-13b", "clusters/dgx-h100"
@@ -25,4 +25,4 @@ ConfigText resolve_config(const std::string& kind, const std::string& name_or_pa
 /// @brief Names of the embedded configs of one kind, sorted.
 std::vector<std::string> embedded_names(const std::string& kind);
 
-}  // namespace hardware
+}  // namespace common

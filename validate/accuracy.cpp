@@ -1,4 +1,4 @@
-#include "sim/accuracy.hpp"
+#include "validate/accuracy.hpp"
 
 #include <fmt/format.h>
 
@@ -9,14 +9,20 @@
 #include <sstream>
 
 #include "hardware/collective_sweep.hpp"
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/gemm_model.hpp"
 #include "hardware/interference.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
 
-namespace sim {
+namespace validate {
+
+using sim::ModelSpec;
+using sim::Plan;
+using sim::PlanInput;
+using sim::StepReport;
+using sim::Strategy;
 
 double AccuracySection::mean_abs_error() const {
   double s = 0;
@@ -44,7 +50,7 @@ double AccuracySection::max_abs_error() const {
 
 namespace {
 
-using hardware::ConfigError;
+using common::ConfigError;
 
 /// CSV rows (comment lines '#' and the header skipped) as string cells, with the header.
 struct Csv {
@@ -69,7 +75,7 @@ std::vector<std::string> split(const std::string& line) {
 Csv read_csv(const std::string& path) {
   Csv csv;
   csv.path = path;
-  std::istringstream in(hardware::read_text_file(path));
+  std::istringstream in(common::read_text_file(path));
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -90,9 +96,9 @@ double num(const Csv& csv, const std::vector<std::string>& row, const std::strin
 
 // ---- all-reduce bus bandwidth -----------------------------------------------------------------
 AccuracySection nccl_section(const std::string& dir) {
-  AccuracySection s{.title = "NCCL all-reduce bus bandwidth (one node)", .source = "calibration/nccl-allreduce-busbw.csv",
+  AccuracySection s{.title = "NCCL all-reduce bus bandwidth (one node)", .source = "data/calibration/nccl-allreduce-busbw.csv",
                     .bar = "within 10 % for sizes >= 64 MB, within 25 % below"};
-  const Csv csv = read_csv(dir + "/calibration/nccl-allreduce-busbw.csv");
+  const Csv csv = read_csv(dir + "/nccl-allreduce-busbw.csv");
   for (const auto& row : csv.rows) {
     const std::string system = row.at(static_cast<std::size_t>(csv.col("system")));
     const std::string algo = row.at(static_cast<std::size_t>(csv.col("algo")));
@@ -102,7 +108,7 @@ AccuracySection nccl_section(const std::string& dir) {
     hardware::CollectiveOptions opt;
     if (algo == "ring") opt.algo = hardware::CollectiveAlgo::ring;  // measured with NCCL_ALGO=Ring
     const hardware::CollectiveOp op{.kind = hardware::CollectiveKind::all_reduce, .bytes = bytes, .ranks = gpus, .nodes = 1,
-                                    .dtype = hardware::DType::fp32};
+                                    .dtype = common::DType::fp32};
     const auto pred = hardware::collective_row(cluster, op, opt);
     s.rows.push_back({.label = fmt::format("{} {} GPUs {} B ({})", system, gpus, bytes, algo == "ring" ? "NCCL_ALGO=Ring" : "NVLS enabled"),
                       .measured = num(csv, row, "busbw_GBps"), .predicted = pred.busbw_GBps, .unit = "GB/s",
@@ -113,14 +119,14 @@ AccuracySection nccl_section(const std::string& dir) {
 
 // ---- GEMM ---------------------------------------------------------------------------------------
 AccuracySection gemm_section(const std::string& dir) {
-  AccuracySection s{.title = "GEMM throughput, one H100 SXM", .source = "calibration/gemm-h100.csv",
+  AccuracySection s{.title = "GEMM throughput, one H100 SXM", .source = "data/calibration/gemm-h100.csv",
                     .bar = "within 10 % for square shapes >= 2048"};
-  const Csv csv = read_csv(dir + "/calibration/gemm-h100.csv");
+  const Csv csv = read_csv(dir + "/gemm-h100.csv");
   const auto cluster = hardware::load_cluster("dgx-h100");
   for (const auto& row : csv.rows) {
     const std::string dt = row.at(static_cast<std::size_t>(csv.col("dtype")));
-    hardware::DType dtype;
-    if (!hardware::parse_dtype(dt, dtype)) throw ConfigError(csv.path, "dtype", fmt::format("'{}' is not a dtype", dt));
+    common::DType dtype;
+    if (!common::parse_dtype(dt, dtype)) throw ConfigError(csv.path, "dtype", fmt::format("'{}' is not a dtype", dt));
     const auto m = static_cast<std::int64_t>(num(csv, row, "m")), n = static_cast<std::int64_t>(num(csv, row, "n")),
                k = static_cast<std::int64_t>(num(csv, row, "k"));
     const std::string note = row.size() > static_cast<std::size_t>(csv.col("note")) ? row[static_cast<std::size_t>(csv.col("note"))] : "";
@@ -144,10 +150,10 @@ AccuracySection gemm_section(const std::string& dir) {
 
 // ---- step-level -------------------------------------------------------------------------------
 StepReport simulate_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in) {
-  const Plan p = resolve_plan(m, c, in, "accuracy");
+  const Plan p = sim::resolve_plan(m, c, in, "accuracy");
   auto cost = hardware::make_analytic_cost_model(c);
-  Engine engine(*cost);
-  return engine.simulate(build_step_graph(m, c, p));
+  sim::Engine engine(*cost);
+  return engine.simulate(sim::build_step_graph(m, c, p));
 }
 
 PlanInput megatron(int tp, int mb, std::int64_t seq) {
@@ -157,7 +163,7 @@ PlanInput megatron(int tp, int mb, std::int64_t seq) {
   in.micro_batch = mb;
   in.global_batch = mb;
   in.seq_len = seq;
-  in.dtype = hardware::DType::fp16;
+  in.dtype = common::DType::fp16;
   in.strategy = Strategy::none;
   in.stack = hardware::Stack::eager;
   return in;
@@ -169,7 +175,7 @@ PlanInput megatron(int tp, int mb, std::int64_t seq) {
 // (same FLOPs in the GEMMs; the unfused attention's score matrix is 64/40 larger). 64 also divides
 // the TP sizes 16 and 32 of the share rows.
 ModelSpec domino_13b() {
-  ModelSpec m = load_model("gpt3-13b");
+  ModelSpec m = sim::load_model("gpt3-13b");
   m.heads = m.kv_heads = 64;
   return m;
 }
@@ -178,11 +184,11 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
   AccuracySection& share = report.tp_share;
   AccuracySection s{.title = fmt::format("Domino speedup over Megatron-LM, 8x H100, TP=8 (micro-batch {}, 2 row slices; Megatron eager, Domino cuda_graphs)",
                                          kDominoMicroBatch),
-                    .source = "calibration/domino-h100.md", .bar = "within +-0.05", .absolute = true};
+                    .source = "data/calibration/domino-h100.md", .bar = "within +-0.05", .absolute = true};
   share = AccuracySection{.title = fmt::format("GPT-3 13B Megatron-LM TP-communication share of the step (micro-batch {}, seq 1024, eager)", kDominoMicroBatch),
-                          .source = "calibration/domino-h100.md", .bar = "within +-5 points", .absolute = true};
-  const std::string path = dir + "/calibration/domino-h100.md";
-  const std::string text = hardware::read_text_file(path);
+                          .source = "data/calibration/domino-h100.md", .bar = "within +-5 points", .absolute = true};
+  const std::string path = dir + "/domino-h100.md";
+  const std::string text = common::read_text_file(path);
   const std::regex speed_row(R"(\|\s*GPT-3 ([0-9.]+B)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|)");
   const auto h100 = hardware::load_cluster("dgx-h100");
   // Megatron-LM runs eagerly; DeepSpeed-Domino's published runs use CUDA graphs and torch.compile
@@ -197,7 +203,7 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
     const std::string size = (*it)[1];
     std::string name = "gpt3-" + size;
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    const ModelSpec m = name == "gpt3-13b" ? domino_13b() : load_model(name);
+    const ModelSpec m = name == "gpt3-13b" ? domino_13b() : sim::load_model(name);
     for (int col = 0; col < 2; ++col) {
       const std::int64_t seq = col == 0 ? 512 : 1024;
       const PlanInput base = megatron(8, kDominoMicroBatch, seq);
@@ -239,9 +245,9 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
 }
 
 AccuracySection a100_section(const std::string& dir) {
-  AccuracySection s{.title = "Megatron-DeepSpeed iteration time, A100-SXM4-80GB, one node", .source = "calibration/a100-megatron-1node-2and4gpu.csv",
+  AccuracySection s{.title = "Megatron-DeepSpeed iteration time, A100-SXM4-80GB, one node", .source = "data/calibration/a100-megatron-1node-2and4gpu.csv",
                     .bar = "mean absolute error <= 8 % over the rows with pp = 1"};
-  const Csv csv = read_csv(dir + "/calibration/a100-megatron-1node-2and4gpu.csv");
+  const Csv csv = read_csv(dir + "/a100-megatron-1node-2and4gpu.csv");
   const auto a100 = hardware::load_cluster("dgx-a100");
   for (const auto& row : csv.rows) {
     const int gpus = static_cast<int>(num(csv, row, "gpus")), gb = static_cast<int>(num(csv, row, "global_batch")),
@@ -275,7 +281,7 @@ AccuracySection a100_section(const std::string& dir) {
 std::string pct(double e) { return fmt::format("{:+.1f} %", 100 * e); }
 
 void section_md(std::string& md, const AccuracySection& s) {
-  md += fmt::format("## {}\n\nSource: `shared/{}`. Bar: {}.\n\n", s.title, s.source, s.bar);
+  md += fmt::format("## {}\n\nSource: `{}`. Bar: {}.\n\n", s.title, s.source, s.bar);
   md += "| measured row | measured | predicted | error | note |\n|---|---:|---:|---:|---|\n";
   for (const auto& r : s.rows) {
     const std::string err = r.predicted == 0 && !r.scored ? "–"
@@ -290,27 +296,27 @@ void section_md(std::string& md, const AccuracySection& s) {
 
 }  // namespace
 
-AccuracyReport evaluate_accuracy(const std::string& shared_dir, bool progress) {
+AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progress) {
   AccuracyReport r;
   r.domino_micro_batch = kDominoMicroBatch;
   auto say = [&](const char* what) {
     if (progress) fmt::print(stderr, "accuracy: {}\n", what);
   };
   say("NCCL all-reduce");
-  r.nccl = nccl_section(shared_dir);
+  r.nccl = nccl_section(calibration_dir);
   say("GEMM");
-  r.gemm = gemm_section(shared_dir);
+  r.gemm = gemm_section(calibration_dir);
   say("Domino speedups and TP-communication shares (H100)");
-  r.domino = domino_section(shared_dir, r);
+  r.domino = domino_section(calibration_dir, r);
   say("A100 Megatron iteration times (400 simulated steps)");
-  r.a100 = a100_section(shared_dir);
+  r.a100 = a100_section(calibration_dir);
   return r;
 }
 
 std::string accuracy_markdown(const AccuracyReport& r) {
   std::string md =
       "# Prediction accuracy\n\n"
-      "Generated by `slicetune accuracy --out docs/accuracy.md` from every row of `shared/calibration/`"
+      "Generated by `slicetune accuracy --out docs/accuracy.md` from every row of `data/calibration/`"
       " (analytic cost model, embedded cluster files). Do not edit by hand.\n\n## Summary\n\n"
       "| what | rows scored | mean abs error | worst row | worst error | bar |\n|---|---:|---:|---|---:|---|\n";
   for (const AccuracySection* s : {&r.nccl, &r.gemm, &r.domino, &r.tp_share, &r.a100}) {
@@ -324,7 +330,7 @@ std::string accuracy_markdown(const AccuracyReport& r) {
   }
   md += "\n";
   const auto h = hardware::load_cluster("dgx-h100"), a = hardware::load_cluster("dgx-a100");
-  using hardware::DType;
+  using common::DType;
   using hardware::Stack;
   md += "## Fitted constants\n\nEverything else is a datasheet figure or NCCL's own tuner constant"
         " (`hardware/collective_model.cpp`). No per-row corrections.\n\n"
@@ -364,7 +370,7 @@ std::string accuracy_markdown(const AccuracyReport& r) {
       "- The H100 steps are {:.0f}-{:.0f} % slower than the isolated-kernel model (MFU about {:.0f} % for Megatron here): the framework"
       " runs its kernels at {:.2f}-{:.2f} of their microbenchmark speed. The GEMM rows above stay at microbenchmark speed (gemm_efficiency).\n"
       "- A100 rows with pp > 1 are listed but not scored until pipeline parallelism exists.\n"
-      "- Interference (no calibration file; defaults from `reference/nccl-cost-model.md`): beside an NVLS all-reduce on H100"
+      "- Interference (no calibration file; defaults from `docs/cost-models.md`): beside an NVLS all-reduce on H100"
       " (16 of 132 SMs, the NVLink port full) a compute-bound GEMM takes {:+.0f} % longer and a memory-bound kernel {:+.0f} %;"
       " published: +18.9 % on average, +40 % at most (arXiv 2507.03114).\n\n",
       kDominoMicroBatch, f1, 1 / (1 - f1), s13, ex.measured, s13, ex.measured, s13 * ex.measured, 100 * f1, f1 * s13 * ex.measured,
@@ -378,4 +384,4 @@ std::string accuracy_markdown(const AccuracyReport& r) {
   return md;
 }
 
-}  // namespace sim
+}  // namespace validate

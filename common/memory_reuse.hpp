@@ -1,7 +1,7 @@
-// defines: hardware::keep_freed_memory (process setting for programs that build many step graphs)
+// defines: common::keep_freed_memory (process setting for programs that build many step graphs)
 #pragma once
 
-namespace hardware {
+namespace common {
 
 /// @brief Asks the C library to keep freed memory for reuse instead of returning it to the OS after
 /// each graph. Building and simulating a step graph allocates a few MB that are freed right after;
@@ -10,4 +10,4 @@ namespace hardware {
 /// Call once at program start; harmless elsewhere.
 void keep_freed_memory();
 
-}  // namespace hardware
+}  // namespace common

@@ -1,13 +1,13 @@
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
 #include <fmt/format.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "hardware/units.hpp"
+#include "common/units.hpp"
 
-namespace hardware {
+namespace common {
 
 bool parse_dtype(std::string_view s, DType& out) {
   if (s == "fp32") out = DType::fp32;
@@ -144,4 +144,4 @@ void ConfigReader::finish() const {
   }
 }
 
-}  // namespace hardware
+}  // namespace common

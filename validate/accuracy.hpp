@@ -1,10 +1,10 @@
-// defines: sim::AccuracyReport and its parts, evaluate_accuracy (every row of the calibration set
+// defines: validate::AccuracyReport and its parts, evaluate_accuracy (every row of the calibration set
 //          predicted and compared), accuracy_markdown (docs/accuracy.md)
 #pragma once
 #include <string>
 #include <vector>
 
-namespace sim {
+namespace validate {
 
 /// @brief One measured row and its prediction.
 struct AccuracyRow {
@@ -35,10 +35,10 @@ struct AccuracyReport {
   double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 };
 
-/// @brief Predicts every row of the calibration files under `shared_dir`/calibration with the
+/// @brief Predicts every row of the calibration files under `calibration_dir` (the repository's data/calibration) with the
 /// embedded clusters and the analytic cost model. Throws ConfigError if a file is missing or
 /// malformed. `progress`: one line per section on stderr.
-AccuracyReport evaluate_accuracy(const std::string& shared_dir, bool progress = false);
+AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progress = false);
 
 /// @brief docs/accuracy.md: summary of the bars, then every row with predicted, measured, error.
 std::string accuracy_markdown(const AccuracyReport& r);
@@ -46,4 +46,4 @@ std::string accuracy_markdown(const AccuracyReport& r);
 /// @brief The micro-batch assumed for the four Domino speedups and the TP-share figures.
 inline constexpr int kDominoMicroBatch = 16;
 
-}  // namespace sim
+}  // namespace validate

@@ -1,4 +1,4 @@
-#include "hardware/memory_reuse.hpp"
+#include "common/memory_reuse.hpp"
 
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
 
@@ -6,7 +6,7 @@
 #include <malloc.h>
 #endif
 
-namespace hardware {
+namespace common {
 
 void keep_freed_memory() {
 #if defined(__GLIBC__)
@@ -15,4 +15,4 @@ void keep_freed_memory() {
 #endif
 }
 
-}  // namespace hardware
+}  // namespace common

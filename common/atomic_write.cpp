@@ -1,4 +1,4 @@
-#include "hardware/atomic_write.hpp"
+#include "common/atomic_write.hpp"
 
 #include <unistd.h>
 
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "hardware/config_error.hpp"
+#include "common/config_reader.hpp"
 
-namespace hardware {
+namespace common {
 
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -30,4 +30,4 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
 }
 
-}  // namespace hardware
+}  // namespace common
