@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "bridge/export.hpp"
 #include "cli/command.hpp"
 #include "common/atomic_write.hpp"
 #include "hardware/cost_model.hpp"
@@ -16,11 +17,11 @@ namespace {
 struct SimulateFlags {
   cli::TargetFlags target;
   bool json = false;
-  std::string trace, dot;
+  std::string trace, dot, export_framework;
 };
 
 void run_simulate(const SimulateFlags& f) {
-  sim::Target t = sim::resolve_target(f.target.input());
+  sim::Target t = f.target.resolve();
   auto cost = f.target.cost_model(t.cluster);
   sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
   sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
@@ -34,6 +35,14 @@ void run_simulate(const SimulateFlags& f) {
   if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
     fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
                t.cluster.gpu.hbm_capacity_bytes / 1e9, t.cluster.gpu.name);
+  if (!f.export_framework.empty()) {
+    const auto fw = bridge::parse_framework(f.export_framework, "--export");
+    std::cout << bridge::export_plan(fw, {.model = t.model, .cluster = t.cluster, .plan = t.plan,
+                                          .headline = fmt::format("slicetune simulate: {} on {} x {}: {} — predicted {:.2f} ms per step, {:.0f} tokens/s",
+                                                                  t.model.name, t.cluster.nodes, t.cluster.name, sim::describe(t.plan),
+                                                                  r.step_time.ms(), r.tokens_per_s)});
+    return;
+  }
   if (f.json) {
     std::cout << sim::report_json(t, r, cost->describe()).dump(2) << "\n";
     return;
@@ -54,6 +63,8 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write a Chrome-trace timeline (Perfetto) of the step");
   cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT");
+  cmd->add_option("--export", flags->export_framework,
+                  "print the plan as a launch script for megatron | deepspeed-domino | nemo (arguments, environment, what it cannot express)");
   cmd->callback([flags] { run_simulate(*flags); });
 });
 

@@ -76,7 +76,7 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
   auto flags = std::make_shared<ValidateFlags>();
   flags->target.cluster = "cpu-host";
   auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
-  cli::add_target_flags(cmd, flags->target);
+  cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
   cmd->add_option("--measured", flags->measured, "a `slicetune run --out` / `--json` file (default: run the plan now, under mpirun)");
   cmd->add_option("--backend", flags->backend, "when running: cpu | cuda")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "when running: training steps")->capture_default_str();
