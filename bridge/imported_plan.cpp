@@ -107,10 +107,10 @@ sim::Target resolve_imported(const ImportedPlan& imp, const sim::TargetInput& in
   }
   pi.merge(imp.plan);
   pi.merge(in.flags);
+  if (check && imp.pp && *imp.pp != 1)
+    throw common::ConfigError(imp.source, "--pipeline-model-parallel-size", fmt::format("pp={}: slicetune models pp = 1 only (not yet)", *imp.pp));
   t.plan = check ? sim::resolve_plan(t.model, t.cluster, pi, t.plan_source) : sim::fill_plan(t.model, t.cluster, pi, t.plan_source);
   if (imp.pp) t.plan.pp = *imp.pp;  // as the framework was asked (check_plan refuses pp > 1 for simulation)
-  if (check && t.plan.pp != 1)
-    throw common::ConfigError(imp.source, "--pipeline-model-parallel-size", fmt::format("pp={}: slicetune models pp = 1 only (not yet)", t.plan.pp));
   return t;
 }
 

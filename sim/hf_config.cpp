@@ -127,7 +127,7 @@ HfImport read_llama_like(const Json& j, const std::string& source, HfImport out)
   r.mark("rms_norm_eps", "norm rmsnorm");
   m.position = Position::rope;
   r.mark("rope_theta", "position rope (theta does not change the cost)");
-  m.tied_embeddings = r.boolean_or("tie_word_embeddings", out.family == "qwen2" || out.family == "qwen3", "tied_embeddings");
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false, "tied_embeddings");  // transformers: LlamaConfig, MistralConfig, Qwen2Config default False
   if (r.has("head_dim")) {
     const auto hd = r.positive_int("head_dim", "head_dim (checked)");
     if (hd * m.heads != m.hidden)
