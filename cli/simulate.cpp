@@ -26,7 +26,7 @@ void run_simulate(const SimulateFlags& f) {
   sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
   sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
   sim::StepReport r = engine.simulate(g);
-  if (!f.trace.empty()) sim::ChromeTrace().add("predicted", r).write(f.trace);
+  if (!f.trace.empty()) sim::ChromeTrace(cost.get()).add("predicted", r).write(f.trace);
   if (!f.dot.empty()) {
     std::ostringstream os;
     g.write_dot(os);
@@ -44,7 +44,9 @@ void run_simulate(const SimulateFlags& f) {
     return;
   }
   if (f.json) {
-    std::cout << sim::report_json(t, r, cost->describe()).dump(2) << "\n";
+    auto j = sim::report_json(t, r, cost->describe());
+    j["schema_version"] = cli::kJsonSchemaVersion;
+    std::cout << j.dump(2) << "\n";
     return;
   }
   fmt::print("slicetune simulate: {} on {} ({} node{} x {} GPUs), {} cost model\n", t.model.name, t.cluster.name, t.cluster.nodes,

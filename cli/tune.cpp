@@ -34,7 +34,11 @@ void run_tune(const TuneFlags& f) {
   const tuner::SearchResult r = tuner::search(model, cluster, *cost, space, opt);
   if (shown) fmt::print(stderr, "\n");
   if (r.top.empty()) {
-    if (f.json) std::cout << tuner::search_json(r, cluster).dump(2) << "\n";
+    if (f.json) {
+      auto j = tuner::search_json(r, cluster);
+      j["schema_version"] = cli::kJsonSchemaVersion;
+      std::cout << j.dump(2) << "\n";
+    }
     else fmt::print("{}", tuner::refusal_table(r));
     throw common::ConfigError("tune", "", fmt::format("no feasible plan for {} on {} x {} ({} plans refused; see the table above)",
                                                         model.name, cluster.nodes, cluster.name, r.infeasible));
@@ -71,6 +75,7 @@ void run_tune(const TuneFlags& f) {
   }
   if (f.json) {
     auto j = tuner::search_json(r, cluster);
+    j["schema_version"] = cli::kJsonSchemaVersion;
     j["model"] = model.name;
     j["cost_model"] = cost->describe();
     j["best_plan_yaml"] = sim::plan_to_yaml(best.plan);
