@@ -8,6 +8,7 @@
 #include "hardware/profile.hpp"
 #include "profiler/profiler.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 #include "sim/target.hpp"
 
 namespace {
@@ -32,7 +33,7 @@ void add_model_shapes(const std::string& model, const std::vector<int>& tps, pro
       in.nodes = 1;
       in.flags.tp = tp;
       in.flags.dp = 1;
-      in.flags.strategy = strategy == "domino" ? sim::Strategy::domino : sim::Strategy::none;
+      in.flags.strategy = &sim::find_strategy(strategy);
       if (rows) in.flags.row_slices = rows;
       in.flags.micro_batch = std::max(1, rows);
       if (cols) in.flags.col_slices = cols;

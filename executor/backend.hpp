@@ -44,7 +44,7 @@ std::string_view to_string(BackendKind k);
 bool parse_backend_kind(std::string_view s, BackendKind& out);
 
 /// @brief Where this process sits: its MPI rank in MPI_COMM_WORLD and the group split.
-/// World rank r is TP rank r % tp of TP group r / tp (StepGraph::rank / tp_instance).
+/// World rank r is TP rank r % tp of TP group r / tp (StepGraph::rank / tp: the instance of the graph's "tp" group).
 struct BackendOptions {
   int world_rank = 0;
   int world_size = 1;
