@@ -24,9 +24,12 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   tp_nodes_ = std::max(1, p.tp / c.node.gpus_per_node);
   dp_nodes_ = std::max(1, c.nodes / tp_nodes_);
   // Megatron-LM's layout: TP ranks are adjacent (tp fastest), DP groups stride by tp.
-  streams_.compute = add_stream({.name = "compute", .kind = StreamKind::compute, .label = "compute (busy)"});
-  streams_.tp_comm = add_stream({.name = "tp_comm", .kind = StreamKind::comm, .label = "TP communication"});
-  streams_.dp_comm = add_stream({.name = "dp_comm", .kind = StreamKind::comm, .label = "DP communication"});
+  g_.streams.reserve(4);
+  g_.groups.reserve(4);
+  group_seq_.reserve(4);
+  streams_.compute = add_stream({.name = "compute", .kind = StreamKind::compute});
+  streams_.tp_comm = add_stream({.name = "tp_comm", .kind = StreamKind::comm});
+  streams_.dp_comm = add_stream({.name = "dp_comm", .kind = StreamKind::comm});
   tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
   dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = rank % p.tp});
 

@@ -9,7 +9,8 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <unordered_map>
+
+#include "sim/rate_memo.hpp"
 
 namespace sim {
 namespace {
@@ -113,6 +114,9 @@ class Simulation {
               ranks_[r].peers[gi].push_back({static_cast<int>(q), static_cast<GroupId>(gj)});
         }
     active_.reserve(max_running);  // never reallocates: at most one activity per stream
+    active_key_.reserve(max_running);
+    // the memo key packs a rank in 12 bits and a flow partner in 10: beyond that, no memo
+    if (ranks_.size() > 0xFFF || max_running > 0x3FF) memoize_ = false;
     for (const auto& rs : ranks_) rank_views_.push_back({rs.running, rs.compute_streams, rs.comm_streams});
     view_.ranks = rank_views_;
     view_.link_bytes_per_ps = link_bytes_per_ps_;
@@ -158,15 +162,15 @@ class Simulation {
   std::vector<EngineView::Rank> rank_views_;
   EngineView view_;
   bool memoize_ = true;  // every model's rates depend on the running set alone (EngineModel::memoizable)
-  struct KeyHash {
-    std::size_t operator()(const std::vector<std::uint64_t>& k) const {
-      std::uint64_t h = 0x9E3779B97F4A7C15ull;
-      for (auto w : k) h = (h ^ w) * 0x100000001B3ull + (h >> 29);
-      return static_cast<std::size_t>(h);
-    }
-  };
-  std::vector<std::uint64_t> key_;  // scratch: the running set being looked up
-  std::unordered_map<std::vector<std::uint64_t>, std::vector<double>, KeyHash> memo_;
+  /// An activity's word of the memo key: its cost (index in its rank's table), stream, stage and rank.
+  std::uint64_t memo_word(const Activity& a) const {
+    return ranks_[a.rank].cost_index[a.task] | (std::uint64_t{a.stream} << 32) | (std::uint64_t(a.stage) << 40) |
+           (std::uint64_t(a.rank) << 42);
+  }
+  std::vector<std::uint64_t> active_key_;  // per activity (as active_): memo_word
+  std::vector<std::uint64_t> key_;         // scratch: the key with flows, several ranks
+  std::vector<double> rates_;       // scratch: its rates
+  RateMemo memo_;
   std::uint32_t next_flow_ = 0;
   std::vector<StreamId> peer_streams_;  // scratch: where each peer starts its member of a collective
 };
@@ -187,6 +191,7 @@ void Simulation::start(int r, StreamId s, std::int64_t now, std::uint32_t flow) 
   if (timeline_) rs.timing[t].start = Duration::from_ps(now);
   rs.running[s] = static_cast<int>(active_.size());
   active_.push_back(a);
+  active_key_.push_back(memo_word(a));
 }
 
 void Simulation::complete(std::size_t ai, std::int64_t now) {
@@ -196,6 +201,7 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
   if (a.stage == Stage::latency && c.second_ps > 0) {
     a.stage = Stage::transfer;
     a.remaining = static_cast<double>(c.second_ps);
+    active_key_[ai] = memo_word(a);
     return;
   }
   if (timeline_) rs.timing[a.task].end = Duration::from_ps(now);
@@ -209,24 +215,22 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
 // and stream, in which stage, in which flow - so they are remembered per set: a transformer's
 // layers repeat the same few sets thousands of times per step.
 void Simulation::update_rates() {
-  const bool joint = ranks_.size() > 1;
-  key_.clear();
-  for (std::size_t i = 0; i < active_.size(); ++i) {
-    const Activity& a = active_[i];
-    std::size_t leader = i;  // the first activity of the same flow
-    if (joint)
+  // the key: one word per activity, in order; with several ranks also which earlier activity
+  // (if any) is the same collective flow
+  std::span<const std::uint64_t> key = active_key_;
+  if (ranks_.size() > 1) {
+    key_.assign(active_key_.begin(), active_key_.end());
+    for (std::size_t i = 0; i < active_.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
-        if (active_[j].flow == a.flow) {
-          leader = j;
+        if (active_[j].flow == active_[i].flow) {
+          key_[i] |= std::uint64_t{j + 1} << 54;
           break;
         }
-    key_.push_back(reinterpret_cast<std::uintptr_t>(a.cost));
-    key_.push_back((static_cast<std::uint64_t>(a.rank) << 32) | (static_cast<std::uint64_t>(a.stream) << 24) |
-                   (static_cast<std::uint64_t>(a.stage) << 16) | leader);
+    key = key_;
   }
   if (memoize_) {
-    if (auto it = memo_.find(key_); it != memo_.end()) {
-      for (std::size_t i = 0; i < active_.size(); ++i) active_[i].rate = it->second[i];
+    if (const auto known = memo_.find(key)) {
+      for (std::size_t i = 0; i < active_.size(); ++i) active_[i].rate = (*known)[i];
       return;
     }
   }
@@ -234,9 +238,9 @@ void Simulation::update_rates() {
   view_.activities = active_;
   for (auto& m : models_) m->update_rates(view_);
   if (memoize_) {
-    std::vector<double> rates(active_.size());
-    for (std::size_t i = 0; i < active_.size(); ++i) rates[i] = active_[i].rate;
-    memo_.emplace(key_, std::move(rates));
+    rates_.clear();
+    for (const auto& a : active_) rates_.push_back(a.rate);
+    memo_.insert(key, rates_);
   }
 }
 
@@ -314,8 +318,12 @@ RunStats Simulation::run() {
     if (removed) {
       std::size_t w = 0;
       for (std::size_t i = 0; i < active_.size(); ++i)
-        if (active_[i].task != ~0u) active_[w++] = active_[i];
+        if (active_[i].task != ~0u) {
+          active_key_[w] = active_key_[i];
+          active_[w++] = active_[i];
+        }
       active_.resize(w);
+      active_key_.resize(w);
       for (auto& rs : ranks_) std::fill(rs.running.begin(), rs.running.end(), kIdle);
       for (std::size_t i = 0; i < active_.size(); ++i) ranks_[active_[i].rank].running[active_[i].stream] = static_cast<int>(i);
     }
@@ -364,7 +372,6 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   rep.compute = total(mb.compute, ls.compute);
   for (std::size_t s = 0; s < g0.streams.size(); ++s)
     rep.streams.push_back({.name = g0.streams[s].name,
-                           .label = g0.streams[s].label,
                            .kind = g0.streams[s].kind,
                            .busy = total(mb.busy.empty() ? 0 : mb.busy[s], ls.busy[s])});
   rep.exposed_comm = total(mb.exposed, ls.exposed);

@@ -30,8 +30,7 @@ struct RankTimeline {
 
 /// @brief How long one stream of the reported rank was busy during the step.
 struct StreamTime {
-  std::string name;   ///< StreamSpec::name ("tp_comm")
-  std::string label;  ///< StreamSpec::label ("TP communication")
+  std::string name;  ///< StreamSpec::name ("tp_comm")
   StreamKind kind = StreamKind::compute;
   Duration busy;
 };

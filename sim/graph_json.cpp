@@ -178,7 +178,7 @@ TaskKind read_kind(Reader& t) {
 
 json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
   json streams = json::array(), groups = json::array(), tensors = json::array(), tasks = json::array(), edges = json::array();
-  for (const auto& s : g.streams) streams.push_back({{"name", s.name}, {"kind", to_string(s.kind)}, {"label", s.label}});
+  for (const auto& s : g.streams) streams.push_back({{"name", s.name}, {"kind", to_string(s.kind)}});
   for (const auto& gr : g.groups) groups.push_back({{"name", gr.name}, {"size", gr.size}, {"nodes", gr.nodes}, {"instance", gr.instance}});
   for (const auto& t : g.tensors)
     tensors.push_back({{"rows", t.rows},
@@ -265,7 +265,7 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
   if (streams.empty() || streams.size() > 255) r.fail("streams", "expected 1..255 streams");
   for (std::size_t i = 0; i < streams.size(); ++i) {
     Reader s = r.element(streams, i, "streams");
-    StreamSpec spec{.name = s.string("name"), .kind = StreamKind::compute, .label = s.string("label")};
+    StreamSpec spec{.name = s.string("name"), .kind = StreamKind::compute};
     if (!parse_stream_kind(s.string("kind"), spec.kind)) s.fail("kind", "expected compute | comm");
     for (const auto& o : g.streams)
       if (o.name == spec.name) s.fail("name", fmt::format("stream '{}' is declared twice", spec.name));

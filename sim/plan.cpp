@@ -56,9 +56,12 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
                fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
   // knobs: in range; a knob of another strategy (that matters here) at its neutral value
   const Strategy& st = *p.strategy;
-  for (const Knob* k : plan_knobs()) {
+  const auto knobs = plan_knobs();
+  const auto owns = own_knobs(st);
+  for (std::size_t i = 0; i < knobs.size(); ++i) {
+    const Knob* k = knobs[i];
     const int v = k->get(p);
-    const Knob* own = st.knob(k->key);
+    const Knob* own = owns[i];
     if (own && (v < own->min || v > own->max || (!own->choices.empty() && v >= static_cast<int>(own->choices.size()))))
       return bad(own->refused_as, std::string(k->key), fmt::format("{}={} is out of range ({})", k->key, v, own->expected()));
     if (!own && v != k->neutral && k->applies(p)) {
@@ -110,10 +113,10 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   p.dtype = in.dtype.value_or(common::DType::bf16);
   p.sequence_parallel = in.sequence_parallel.value_or(false);
   p.strategy = in.strategy.value_or(&default_strategy());
-  for (const Knob* k : plan_knobs()) {
-    const Knob* own = p.strategy->knob(k->key);
-    k->set(p, k->get_input(in).value_or(own ? own->default_value : k->neutral));
-  }
+  const auto knobs = plan_knobs();
+  const auto owns = own_knobs(*p.strategy);
+  for (std::size_t i = 0; i < knobs.size(); ++i)
+    knobs[i]->set(p, knobs[i]->get_input(in).value_or(owns[i] ? owns[i]->default_value : knobs[i]->neutral));
   p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
   if (!(p.dp_bucket_mb > 0)) throw common::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
   p.stack = in.stack.value_or(hardware::Stack::eager);

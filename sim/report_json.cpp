@@ -69,7 +69,7 @@ std::string report_table(const Target& t, const StepReport& r) {
   tab.row({"micro-batch time", ms(r.micro_batch_time), "ms"});
   tab.row({"compute (busy)", ms(r.compute), "ms"});
   for (const auto& s : r.streams)
-    if (s.kind == StreamKind::comm) tab.row({s.label, ms(s.busy), "ms"});
+    if (s.kind == StreamKind::comm) tab.row({stream_label(s.name), ms(s.busy), "ms"});
   tab.row({"exposed communication", ms(r.exposed_comm), "ms"});
   tab.row({"exposed communication share", pct(r.exposed_comm), "% of step"});
   tab.row({"idle (launch-bound / waiting)", ms(r.idle), "ms"});

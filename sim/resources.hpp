@@ -21,12 +21,17 @@ bool parse_stream_kind(std::string_view s, StreamKind& out);
 
 /// @brief One in-order queue of a rank (a CUDA stream): tasks on it run one at a time in issue
 /// order; edges across streams are events.
+/// Reports name a communication stream's busy time after it: "tp_comm" -> "TP communication"
+/// (stream_label), so such streams are named after what they carry.
 struct StreamSpec {
-  std::string name;   ///< "compute", "tp_comm", "dp_comm"; traces and saved graphs name it so
+  std::string name;  ///< "compute", "tp_comm", "dp_comm"; traces, reports and saved graphs name it so
   StreamKind kind = StreamKind::compute;
-  std::string label;  ///< what reports call its busy time: "TP communication"
   bool operator==(const StreamSpec&) const = default;
 };
+
+/// @brief What reports call a stream's busy time: "<X>_comm" -> "<X upper-cased> communication"
+/// ("TP communication"), any other name as it is.
+std::string stream_label(std::string_view name);
 
 /// @brief A communicator the rank belongs to: "tp" and "dp" today; "pp", "cp", "ep" and a 2D grid's
 /// "row" / "col" / "depth" groups, or a two-rank point-to-point pair, are declared the same way.

@@ -26,21 +26,8 @@ hardware::AttentionOp Shapes::attention(std::int64_t B, std::int64_t S, std::int
                                .dtype = act_dtype};
 }
 
-std::vector<hardware::GemmOp> Shapes::layer_gemms(std::int64_t T, std::int64_t C) const {
-  std::vector<hardware::GemmOp> g{qkv_fwd(T), fc1_fwd(T)};
-  for (std::int64_t c = 0; c < C; ++c) {
-    g.push_back(out_proj_fwd(T, C));
-    g.push_back(fc2_fwd(T, C));
-  }
-  for (auto op : {fc2_dgrad(T), fc2_wgrad(T), fc1_dgrad(T), fc1_wgrad(T), out_proj_dgrad(T), out_proj_wgrad(T), qkv_dgrad(T), qkv_wgrad(T)})
-    g.push_back(op);
-  return g;
-}
-
-std::vector<hardware::GemmOp> Shapes::lm_head_gemms(std::int64_t T) const { return {lm_head_fwd(T), lm_head_dgrad(T), lm_head_wgrad(T)}; }
-
-std::vector<WeightShape> Shapes::layer_weights() const {
-  return {{Op::norm1, np, h}, {Op::qkv, h, Q}, {Op::out_proj, A, h}, {Op::norm2, np, h}, {Op::fc1, h, F1}, {Op::fc2, F, h}};
+std::array<WeightShape, 6> Shapes::layer_weights() const {
+  return {{{Op::norm1, np, h}, {Op::qkv, h, Q}, {Op::out_proj, A, h}, {Op::norm2, np, h}, {Op::fc1, h, F1}, {Op::fc2, F, h}}};
 }
 
 std::int64_t Shapes::layer_params() const {

@@ -11,6 +11,7 @@
 // A GEMM m x n x k computes [m, n] = [m, k] . [k, n]. Weights are [in, out] (Y = X W), except the
 // embedding and the LM head, [V, h] (logits = X W^T).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -66,14 +67,24 @@ struct Shapes {
   hardware::GemmOp lm_head_wgrad(std::int64_t T) const { return gemm(V, h, T); }
   /// Causal attention of B sequences' queries at positions [q_offset, q_offset + S) over keys [0, q_offset + S).
   hardware::AttentionOp attention(std::int64_t B, std::int64_t S, std::int64_t q_offset, bool backward) const;
-  /// Every GEMM and attention kernel of one layer for a slice (forward and backward; C column
-  /// chunks of each row-parallel GEMM), in no particular order: what the tuner's GEMM bound sums.
-  std::vector<hardware::GemmOp> layer_gemms(std::int64_t T, std::int64_t C) const;
-  std::vector<hardware::GemmOp> lm_head_gemms(std::int64_t T) const;
+  /// Calls f(gemm, count) for every GEMM of one layer and slice of T tokens, forward and backward,
+  /// with C column chunks of each row-parallel GEMM (count: how many times it runs): what the
+  /// tuner's GEMM bound sums. The builder emits exactly these (sim/builder.cpp).
+  template <typename F>
+  void for_each_layer_gemm(std::int64_t T, std::int64_t C, F&& f) const {
+    f(qkv_fwd(T), 1), f(fc1_fwd(T), 1), f(out_proj_fwd(T, C), C), f(fc2_fwd(T, C), C);
+    f(fc2_dgrad(T), 1), f(fc2_wgrad(T), 1), f(fc1_dgrad(T), 1), f(fc1_wgrad(T), 1);
+    f(out_proj_dgrad(T), 1), f(out_proj_wgrad(T), 1), f(qkv_dgrad(T), 1), f(qkv_wgrad(T), 1);
+  }
+  /// The same for the LM head (forward, input gradient, weight gradient).
+  template <typename F>
+  void for_each_lm_head_gemm(std::int64_t T, F&& f) const {
+    f(lm_head_fwd(T), 1), f(lm_head_dgrad(T), 1), f(lm_head_wgrad(T), 1);
+  }
 
   // ---- weights and parameters of this rank
   /// One layer's weights in the order the builder creates them: norm1, qkv, out_proj, norm2, fc1, fc2.
-  std::vector<WeightShape> layer_weights() const;
+  std::array<WeightShape, 6> layer_weights() const;
   WeightShape embedding() const { return {Op::embedding, V, h, 0}; }
   /// Learned position table [seq_len, h] (the embedding's variant 1); 0 parameters with RoPE.
   WeightShape positions() const { return {Op::embedding, model.position == Position::learned ? seq_len : 0, h, 1}; }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <ostream>
 #include <stdexcept>
 
@@ -23,6 +24,14 @@ bool parse_enum(std::string_view s, E& out, int count) {
 }  // namespace
 
 std::string_view to_string(StreamKind k) { return k == StreamKind::compute ? "compute" : "comm"; }
+
+std::string stream_label(std::string_view name) {
+  constexpr std::string_view suffix = "_comm";
+  if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::string(name);
+  std::string s(name.substr(0, name.size() - suffix.size()));
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s + " communication";
+}
 bool parse_stream_kind(std::string_view s, StreamKind& out) { return parse_enum(s, out, 2); }
 
 std::string_view to_string(Phase p) {

@@ -14,7 +14,8 @@ namespace {
 
 struct Registry {
   std::vector<const Strategy*> strategies;
-  std::vector<const Knob*> knobs;  // plan_knobs(), kept current by add()
+  std::vector<const Knob*> knobs;             // plan_knobs(), kept current by add()
+  std::vector<std::vector<const Knob*>> own;  // per strategy, per plan knob: its own knob of that key, or null
 
   void add(const Strategy& s) {
     strategies.push_back(&s);
@@ -22,6 +23,11 @@ struct Registry {
       bool seen = false;
       for (const Knob* o : knobs) seen |= o->key == k.key;
       if (!seen) knobs.push_back(&k);
+    }
+    own.clear();
+    for (const Strategy* t : strategies) {
+      own.emplace_back();
+      for (const Knob* k : knobs) own.back().push_back(t->knob(k->key));
     }
   }
 };
@@ -89,5 +95,12 @@ void register_strategy(const Strategy& s) {
 const Strategy& default_strategy() { return strategy_none(); }
 
 std::span<const Knob* const> plan_knobs() { return registry().knobs; }
+
+std::span<const Knob* const> own_knobs(const Strategy& s) {
+  const auto& r = registry();
+  for (std::size_t i = 0; i < r.strategies.size(); ++i)
+    if (r.strategies[i] == &s) return r.own[i];
+  throw std::logic_error(fmt::format("strategy '{}' is not registered (sim::register_strategy)", s.name));
+}
 
 }  // namespace sim

@@ -59,6 +59,9 @@ struct Strategy {
   std::vector<Knob> knobs;       ///< the settings it reads, in the order the tuner enumerates them
   bool baseline = false;         ///< the tuner's reference plan: no overlap (Megatron-LM)
   bool searched = true;          ///< in the tuner's default search space
+  /// With every knob neutral, the graph has default_strategy()'s tasks on the same streams (it may
+  /// order them differently): the tuner's compute bound, a sum over tasks, is then shared.
+  bool neutral_tasks_are_default = false;
   /// The strategy's part of describe(plan): "megatron", "domino 2x1 seq".
   std::string (*describe)(const Plan&);
   /// Why the strategy cannot run this plan (one line), beyond the shared checks of check_plan.
@@ -84,6 +87,9 @@ const Strategy& default_strategy();
 /// @brief Every knob of every registered strategy, once per key, in registration order: what plan
 /// files, flags, JSON and YAML carry.
 std::span<const Knob* const> plan_knobs();
+/// @brief For each of plan_knobs(), the strategy's own knob of that key, or null if it has none
+/// (then the plan holds the knob's neutral value). Throws std::logic_error for an unregistered strategy.
+std::span<const Knob* const> own_knobs(const Strategy& s);
 
 const Strategy& strategy_none();    ///< sim/strategy_none.cpp: Megatron-LM, no overlap
 const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domino row and column slicing

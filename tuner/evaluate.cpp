@@ -63,8 +63,8 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     }
     const std::int64_t T = batch * seq;
     layer_ps += cost_.attention(sh.attention(batch, seq, off, false)).time.ps + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
-    for (const auto& g : sh.layer_gemms(T, p.col_slices)) layer_ps += ps(g);
-    for (const auto& g : sh.lm_head_gemms(T)) head_ps += ps(g);
+    sh.for_each_layer_gemm(T, p.col_slices, [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
+    sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
   }
   const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
   const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps;
@@ -74,9 +74,17 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
 }
 
 Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
-  // the class: everything that shapes one micro-batch's tasks (not dp, global batch or bucket size)
-  ClassKey key{p.strategy->name, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack), {}};
-  for (const sim::Knob* k : sim::plan_knobs()) key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
+  // the class: everything that shapes one micro-batch's tasks (not dp, global batch or bucket size);
+  // a strategy whose neutral graph has the default strategy's tasks shares that class
+  const sim::Strategy* st = p.strategy;
+  bool neutral = true;
+  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack), {}};
+  for (const sim::Knob* k : sim::plan_knobs()) {
+    key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
+    neutral &= key.knobs.back() == k->neutral;
+  }
+  if (neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
+  key.strategy = st->name;
   ClassBound b;
   bool cached = false;
   {
@@ -88,6 +96,7 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   }
   if (!cached) {
     sim::Plan q = p;
+    q.strategy = st;
     q.dp = 1;
     q.global_batch = q.micro_batch;
     const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;

@@ -97,9 +97,9 @@ sim::StepGraph independent(std::vector<sim::Task> tasks) {
   g.graph = sim::StepGraph::Graph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), g.tasks.size());
   g.in_degree.assign(g.tasks.size(), 0);
   g.plan.stack = hardware::Stack::cpp;
-  g.streams = {{.name = "compute", .kind = sim::StreamKind::compute, .label = "compute"},
-               {.name = "tp_comm", .kind = sim::StreamKind::comm, .label = "TP communication"},
-               {.name = "dp_comm", .kind = sim::StreamKind::comm, .label = "DP communication"}};
+  g.streams = {{.name = "compute", .kind = sim::StreamKind::compute},
+               {.name = "tp_comm", .kind = sim::StreamKind::comm},
+               {.name = "dp_comm", .kind = sim::StreamKind::comm}};
   g.groups = {{.name = "tp", .size = 8}, {.name = "dp", .size = 8}};
   return g;
 }

@@ -13,9 +13,9 @@ namespace test {
 constexpr sim::StreamId kCompute = 0, kTpComm = 1, kDpComm = 2;
 constexpr sim::GroupId kTpGroup = 0, kDpGroup = 1;
 inline std::vector<sim::StreamSpec> streams() {
-  return {{.name = "compute", .kind = sim::StreamKind::compute, .label = "compute (busy)"},
-          {.name = "tp_comm", .kind = sim::StreamKind::comm, .label = "TP communication"},
-          {.name = "dp_comm", .kind = sim::StreamKind::comm, .label = "DP communication"}};
+  return {{.name = "compute", .kind = sim::StreamKind::compute},
+          {.name = "tp_comm", .kind = sim::StreamKind::comm},
+          {.name = "dp_comm", .kind = sim::StreamKind::comm}};
 }
 inline std::vector<sim::GroupSpec> groups(int tp_instance = 0, int dp_instance = 0) {
   return {{.name = "tp", .size = 8, .nodes = 1, .instance = tp_instance}, {.name = "dp", .size = 8, .nodes = 1, .instance = dp_instance}};

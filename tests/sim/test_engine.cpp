@@ -232,10 +232,10 @@ TEST_CASE("two pipeline roles with different work meet at a send/recv") {
   // reached it, at 100 us; it moves 50,000 B in 50 us, ending at 150 us on both sides. Stage 0's
   // second GEMM runs 100-130 us beside the send. Stage 1's last GEMM runs 150-210 us.
   // Step = the slower stage = 210 us; stage 0's timeline is the report's.
-  const std::vector<sim::StreamSpec> s0{{.name = "compute", .kind = sim::StreamKind::compute, .label = "compute"},
-                                        {.name = "pp_comm", .kind = sim::StreamKind::comm, .label = "pipeline"}};
+  const std::vector<sim::StreamSpec> s0{{.name = "compute", .kind = sim::StreamKind::compute},
+                                        {.name = "pp_comm", .kind = sim::StreamKind::comm}};
   std::vector<sim::StreamSpec> s1 = s0;
-  s1.push_back({.name = "dp_comm", .kind = sim::StreamKind::comm, .label = "DP communication"});
+  s1.push_back({.name = "dp_comm", .kind = sim::StreamKind::comm});
   const sim::GroupSpec pp{.name = "pp", .size = 2, .nodes = 1, .instance = 0};
   auto p2p = [](std::int64_t bytes) {
     Task t;

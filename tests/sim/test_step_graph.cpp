@@ -189,3 +189,33 @@ TEST_CASE("simulation is deterministic bit for bit") {
     same &= a.timelines[0].timing[i].start == b.timelines[0].timing[i].start && a.timelines[0].timing[i].end == b.timelines[0].timing[i].end;
   CHECK(same);
 }
+
+TEST_CASE("domino with one slice and one chunk issues Megatron-LM's tasks (Strategy::neutral_tasks_are_default)") {
+  // The tuner computes one compute bound for both (a sum over tasks), so the claim is checked here:
+  // the same tasks on the same streams in the same order; only Megatron's ordering edges are
+  // missing: a weight-gradient GEMM waiting for the input-gradient collective issued just before
+  // it - 2 per layer (MLP, attention) and 1 for the LM head.
+  for (bool sp : {false, true}) {
+    const auto n = target("gpt3-2.7b", plan(4, 2, &sim::strategy_none(), 1, 1, sim::RowAxis::batch, sp));
+    const auto d = target("gpt3-2.7b", plan(4, 2, &sim::strategy_domino(), 1, 1, sim::RowAxis::batch, sp));
+    CHECK(d.plan.strategy->neutral_tasks_are_default);
+    const auto gn = sim::build_step_graph(n.model, n.cluster, n.plan), gd = sim::build_step_graph(d.model, d.cluster, d.plan);
+    REQUIRE(gn.size() == gd.size());
+    bool same = true;
+    for (std::size_t i = 0; i < gn.size(); ++i)
+      same &= gn.task_name(i) == gd.task_name(i) && gn.tasks[i].stream == gd.tasks[i].stream &&
+              gn.tasks[i].kind.index() == gd.tasks[i].kind.index() && gn.tasks[i].flops() == gd.tasks[i].flops() &&
+              gn.tasks[i].launches == gd.tasks[i].launches;
+    CHECK(same);
+    auto serializing = [](const sim::StepGraph& g) {
+      std::size_t k = 0;
+      for (std::size_t u = 0; u < g.size(); ++u)
+        for (auto v : boost::make_iterator_range(g.successors(u)))
+          k += v == u + 1 && g.tasks[u].is_collective() && g.tasks[v].phase == sim::Phase::bwd_wgrad &&
+               std::holds_alternative<hardware::GemmOp>(g.tasks[v].kind);
+      return k;
+    };
+    CHECK(serializing(gn) == 2 * static_cast<std::size_t>(n.model.layers) + 1);
+    CHECK(serializing(gd) == 0);
+  }
+}
