@@ -136,8 +136,10 @@ std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const
 // ---- TP collectives ---------------------------------------------------------------------------------
 
 Task Builder::tp_task(CollectiveKind k, double bytes, Op op, Phase phase, int layer, const Slice& s, int chunk) const {
-  Task t = task(CollectiveOp{.kind = k, .bytes = static_cast<std::int64_t>(bytes), .ranks = p_.tp, .nodes = tp_nodes_, .dtype = sh_.act_dtype},
-                op, phase, layer, s, chunk);
+  Task t = task(
+      CollectiveOp{
+          .kind = k, .bytes = static_cast<std::int64_t>(bytes), .ranks = p_.tp, .nodes = tp_nodes_, .dtype = sh_.act_dtype},
+      op, phase, layer, s, chunk);
   t.stream = streams_.tp_comm;
   t.group = tp_group_;
   return t;
@@ -145,7 +147,8 @@ Task Builder::tp_task(CollectiveKind k, double bytes, Op op, Phase phase, int la
 
 /// AllReduce in place (no SP), or ReduceScatter into a new [rows/tp, cols] tensor (SP). Returns the
 /// tensor the consumer reads and the collective's task id (none at tp 1).
-std::pair<TensorId, std::optional<std::uint32_t>> Builder::reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s, int chunk) {
+std::pair<TensorId, std::optional<std::uint32_t>> Builder::reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s,
+                                                                      int chunk) {
   if (p_.tp == 1) return {x, std::nullopt};
   const auto& info = g_.tensors[x];
   const double bytes = info.bytes();
@@ -163,13 +166,15 @@ TensorId Builder::gather_in(TensorId x, Op op, Phase phase, int layer, const Sli
   if (!p_.sequence_parallel || p_.tp == 1) return x;
   const auto& info = g_.tensors[x];
   TensorId y = tensor(info.rows * p_.tp, info.cols, info.dtype, info.role, info.op, layer, s.index, -1, info.backward, 2);
-  add(tp_task(CollectiveKind::all_gather, static_cast<double>(info.rows) * p_.tp * info.cols * common::dtype_bytes(info.dtype), op,
-              phase, layer, s),
+  add(tp_task(CollectiveKind::all_gather, static_cast<double>(info.rows) * p_.tp * info.cols * common::dtype_bytes(info.dtype),
+              op, phase, layer, s),
       {x}, {y});
   return y;
 }
 
-ElementwiseKind Builder::norm_kind() const { return m_.norm == Norm::layernorm ? ElementwiseKind::layernorm : ElementwiseKind::rmsnorm; }
+ElementwiseKind Builder::norm_kind() const {
+  return m_.norm == Norm::layernorm ? ElementwiseKind::layernorm : ElementwiseKind::rmsnorm;
+}
 ElementwiseKind Builder::activation_kind() const {
   return m_.activation == Activation::gelu ? ElementwiseKind::gelu : ElementwiseKind::swiglu;
 }
@@ -217,8 +222,10 @@ void Builder::emit_embedding(const Slice& s) {
   targets_.push_back(tgt);
   TensorId e = act(T, h, Op::embedding, -1, s.index);
   Task t = task(ew(ElementwiseKind::embedding, T * h, 2.0 * bpe()), Op::embedding, Phase::fwd, -1, s);
-  if (m_.position == Position::learned) add(std::move(t), {tok, w_emb_, w_pos_}, {e});
-  else add(std::move(t), {tok, w_emb_}, {e});
+  if (m_.position == Position::learned)
+    add(std::move(t), {tok, w_emb_, w_pos_}, {e});
+  else
+    add(std::move(t), {tok, w_emb_}, {e});
   ss_[s.index].x = reduce_out(e, Op::embed_comm, Phase::fwd, -1, s).first;
 }
 
@@ -241,7 +248,8 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
   else
     kv.push_back(sv.qkv);
   sv.ctx = act(T, sh_.A, Op::attention, l, s.index);
-  add(task(sh_.attention(s.batch, s.seq, s.q_offset, false), Op::attention, Phase::fwd, l, s), kv, std::span<const TensorId>(&sv.ctx, 1));
+  add(task(sh_.attention(s.batch, s.seq, s.q_offset, false), Op::attention, Phase::fwd, l, s), kv,
+      std::span<const TensorId>(&sv.ctx, 1));
   st.partial.clear();
   const int C = p_.col_slices;
   for (int c = 0; c < C; ++c) {
@@ -274,8 +282,8 @@ void Builder::emit_mlp_fwd(int l, const Slice& s) {
   sv.f1 = act(T, sh_.F1, Op::fc1, l, s.index);
   add(task(sh_.fc1_fwd(T), Op::fc1, Phase::fwd, l, s), {sv.n2g, w.fc1}, {sv.f1});
   sv.act = act(T, sh_.F, Op::activation, l, s.index);
-  add(task(ew(activation_kind(), T * sh_.F, (m_.fc1_out() / m_.ffn_hidden + 1.0) * bpe()), Op::activation, Phase::fwd, l, s), {sv.f1},
-      {sv.act});
+  add(task(ew(activation_kind(), T * sh_.F, (m_.fc1_out() / m_.ffn_hidden + 1.0) * bpe()), Op::activation, Phase::fwd, l, s),
+      {sv.f1}, {sv.act});
   st.partial.clear();
   const int C = p_.col_slices;
   for (int c = 0; c < C; ++c) {
@@ -291,7 +299,8 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
   TensorId x = act(R, h, Op::residual2, l, s.index);
   std::vector<TensorId> in{st.x};
   in.insert(in.end(), st.partial.begin(), st.partial.end());
-  add(task(ew(ElementwiseKind::residual_add, R * h, 3.0 * bpe()), Op::residual2, Phase::fwd, l, s), in, std::span<const TensorId>(&x, 1));
+  add(task(ew(ElementwiseKind::residual_add, R * h, 3.0 * bpe()), Op::residual2, Phase::fwd, l, s), in,
+      std::span<const TensorId>(&x, 1));
   st.x = x;
 }
 
@@ -306,7 +315,8 @@ void Builder::emit_head_fwd(const Slice& s) {
   logits_[s.index] = logits;
   // vocab-parallel cross-entropy: local max, sum-exp and target logit, then one TP AllReduce
   TensorId stats = tensor(T, 3, DType::fp32, TensorRole::activation, Op::loss_comm, -1, s.index);
-  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, targets_[s.index]}, {stats});
+  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, targets_[s.index]},
+      {stats});
   if (p_.tp > 1) {
     Task t = tp_task(CollectiveKind::all_reduce, static_cast<double>(T) * 3 * 4, Op::loss_comm, Phase::fwd, -1, s);
     std::get<CollectiveOp>(t.kind).dtype = DType::fp32;
@@ -319,8 +329,8 @@ void Builder::emit_loss(const Slice& s) {
   const std::int64_t T = s.tokens(), V = sh_.V;
   TensorId dl = tensor(T, V, DType::fp32, TensorRole::gradient, Op::lm_head, -1, s.index, -1, true);
   TensorId loss = tensor(T, 1, DType::fp32, TensorRole::activation, Op::loss, -1, s.index);
-  add(task(ew(ElementwiseKind::cross_entropy, T * V, 8.0), Op::loss, Phase::fwd, -1, s), {logits_[s.index], stats_[s.index], targets_[s.index]},
-      {dl, loss});
+  add(task(ew(ElementwiseKind::cross_entropy, T * V, 8.0), Op::loss, Phase::fwd, -1, s),
+      {logits_[s.index], stats_[s.index], targets_[s.index]}, {dl, loss});
   dlogits_[s.index] = dl;
 }
 
@@ -333,7 +343,8 @@ BackwardTasks Builder::emit_head_bwd(const Slice& s) {
   add(task(sh_.lm_head_dgrad(T), Op::lm_head, Phase::bwd_dgrad, -1, s), {dlogits_[s.index], w_head_}, {dn});
   auto [din, coll] = reduce_out(dn, Op::embed_comm, Phase::bwd_dgrad, -1, s);
   st.d_in = din;
-  const auto wg = add(task(sh_.lm_head_wgrad(T), Op::lm_head, Phase::bwd_wgrad, -1, s), {dlogits_[s.index], nf_[s.index]}, {d_head_});
+  const auto wg =
+      add(task(sh_.lm_head_wgrad(T), Op::lm_head, Phase::bwd_wgrad, -1, s), {dlogits_[s.index], nf_[s.index]}, {d_head_});
   return {coll, wg};
 }
 
@@ -341,7 +352,8 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId dx = grad(R, h, Op::final_norm, -1, s.index);
-  add(task(ew(norm_kind(), R * h, 3.0 * bpe(), true), Op::final_norm, Phase::bwd_dgrad, -1, s), {st.d_in, st.x, w_fnorm_}, {dx, d_fnorm_});
+  add(task(ew(norm_kind(), R * h, 3.0 * bpe(), true), Op::final_norm, Phase::bwd_dgrad, -1, s), {st.d_in, st.x, w_fnorm_},
+      {dx, d_fnorm_});
   st.dy = dx;
 }
 
@@ -355,7 +367,8 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
   add(task(sh_.fc2_dgrad(T), Op::fc2, Phase::bwd_dgrad, l, s), {dyg, w.fc2}, {da});
   add(task(sh_.fc2_wgrad(T), Op::fc2, Phase::bwd_wgrad, l, s), {dyg, sv.act}, {w.d_fc2});
   TensorId df1 = grad(T, F1, Op::fc1, l, s.index);
-  add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s), {sv.f1, da}, {df1});
+  add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s), {sv.f1, da},
+      {df1});
   TensorId dn2 = grad(T, h, Op::norm2, l, s.index);
   add(task(sh_.fc1_dgrad(T), Op::fc1, Phase::bwd_dgrad, l, s), {df1, w.fc1}, {dn2});
   auto [din, coll] = reduce_out(dn2, Op::mlp_comm, Phase::bwd_dgrad, l, s);
@@ -369,8 +382,8 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId dx = grad(R, h, Op::residual1, l, s.index);
-  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm2, Phase::bwd_dgrad, l, s), {st.d_in, saved_[l][s.index].x_mid, w.norm2, st.dy},
-      {dx, w.d_norm2});
+  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm2, Phase::bwd_dgrad, l, s),
+      {st.d_in, saved_[l][s.index].x_mid, w.norm2, st.dy}, {dx, w.d_norm2});
   st.dy = dx;
 }
 
@@ -410,8 +423,8 @@ void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId dx = grad(R, h, Op::residual2, l - 1, s.index);
-  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm1, Phase::bwd_dgrad, l, s), {st.d_in, saved_[l][s.index].x, w.norm1, st.dy},
-      {dx, w.d_norm1});
+  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm1, Phase::bwd_dgrad, l, s),
+      {st.d_in, saved_[l][s.index].x, w.norm1, st.dy}, {dx, w.d_norm1});
   st.dy = dx;
 }
 
@@ -420,8 +433,10 @@ void Builder::emit_embedding_bwd(const Slice& s) {
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId dyg = gather_in(st.dy, Op::embed_comm, Phase::bwd_dgrad, -1, s);
   Task t = task(ew(ElementwiseKind::embedding, T * h, bpe() + 8.0, true), Op::embedding, Phase::bwd_wgrad, -1, s);
-  if (m_.position == Position::learned) add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_, d_pos_});
-  else add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_});
+  if (m_.position == Position::learned)
+    add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_, d_pos_});
+  else
+    add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_});
 }
 
 // ---- data-parallel gradient buckets, the step's end -----------------------------------------------------
@@ -458,7 +473,8 @@ void Builder::grad_ready(TensorId dw) {
 void Builder::flush_bucket() {
   if (bucket_.empty()) return;
   Task t;
-  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce, .bytes = bucket_params_ * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
+  t.kind = CollectiveOp{
+      .kind = CollectiveKind::all_reduce, .bytes = bucket_params_ * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
   t.stream = streams_.dp_comm;
   t.op = Op::dp_reduce;
   t.phase = Phase::dp_reduce;
@@ -477,8 +493,11 @@ void Builder::emit_sp_norm_grads() {
   std::vector<TensorId> norms{d_fnorm_};
   for (const auto& w : lw_) norms.insert(norms.end(), {w.d_norm1, w.d_norm2});
   Task t;
-  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce, .bytes = static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4,
-                        .ranks = p_.tp, .nodes = tp_nodes_, .dtype = DType::fp32};
+  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce,
+                        .bytes = static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4,
+                        .ranks = p_.tp,
+                        .nodes = tp_nodes_,
+                        .dtype = DType::fp32};
   t.stream = streams_.tp_comm;
   t.op = Op::dp_reduce;
   t.phase = Phase::dp_reduce;

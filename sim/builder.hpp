@@ -74,13 +74,13 @@ class Builder {
   GroupId dp_group() const { return dp_group_; }
 
   // ---- the layer vocabulary: forward, per slice, in data order ------------------------------------
-  void emit_embedding(const Slice& s);            ///< token (+ position) lookup; vocab-parallel AllReduce
-  void emit_attn_fwd(int l, const Slice& s);      ///< norm1, QKV, attention, out-proj chunks and their collectives
-  void emit_attn_residual(int l, const Slice& s); ///< x + attention output (consumes the collectives)
-  void emit_mlp_fwd(int l, const Slice& s);       ///< norm2, FC1, activation, FC2 chunks and their collectives
+  void emit_embedding(const Slice& s);             ///< token (+ position) lookup; vocab-parallel AllReduce
+  void emit_attn_fwd(int l, const Slice& s);       ///< norm1, QKV, attention, out-proj chunks and their collectives
+  void emit_attn_residual(int l, const Slice& s);  ///< x + attention output (consumes the collectives)
+  void emit_mlp_fwd(int l, const Slice& s);        ///< norm2, FC1, activation, FC2 chunks and their collectives
   void emit_mlp_residual(int l, const Slice& s);
-  void emit_head_fwd(const Slice& s);             ///< final norm, LM head, vocab-parallel loss statistics
-  void emit_loss(const Slice& s);                 ///< cross-entropy and its gradient
+  void emit_head_fwd(const Slice& s);  ///< final norm, LM head, vocab-parallel loss statistics
+  void emit_loss(const Slice& s);      ///< cross-entropy and its gradient
   // ---- backward, per slice, in data order (layers last to first) ----------------------------------
   BackwardTasks emit_head_bwd(const Slice& s);
   void emit_final_norm_bwd(const Slice& s);
@@ -94,10 +94,10 @@ class Builder {
   void emit_embedding_bwd(const Slice& s);
   // ---- weight gradients complete for the micro-batch (call after every slice's contribution);
   // they fill data-parallel buckets in this order, each bucket one AllReduce on dp_comm
-  void head_grads_ready();          ///< untied LM head
-  void mlp_grads_ready(int l);      ///< the norm of the block after it (layer l + 1's norm1, or the final norm), FC2, FC1
-  void attn_grads_ready(int l);     ///< norm2, out-proj, QKV
-  void embedding_grads_ready();     ///< layer 0's norm1, positions, embedding
+  void head_grads_ready();       ///< untied LM head
+  void mlp_grads_ready(int l);   ///< the norm of the block after it (layer l + 1's norm1, or the final norm), FC2, FC1
+  void attn_grads_ready(int l);  ///< norm2, out-proj, QKV
+  void embedding_grads_ready();  ///< layer 0's norm1, positions, embedding
 
   // ---- low level: what the pieces above are made of ------------------------------------------------
   /// A tensor [rows, cols] (sim/task.hpp, TensorInfo); `slice` is dropped when the plan does not slice.
@@ -107,7 +107,8 @@ class Builder {
   Task task(TaskKind kind, Op op, Phase phase, int layer, const Slice& s, int chunk = -1) const;
   /// Issues `t` (after everything issued so far), reading `in` and writing `out`; returns its id.
   std::uint32_t add(Task t, std::initializer_list<TensorId> in, std::initializer_list<TensorId> out) {
-    return add(std::move(t), std::span<const TensorId>(in.begin(), in.size()), std::span<const TensorId>(out.begin(), out.size()));
+    return add(std::move(t), std::span<const TensorId>(in.begin(), in.size()),
+               std::span<const TensorId>(out.begin(), out.size()));
   }
   std::uint32_t add(Task t, std::span<const TensorId> in, std::span<const TensorId> out);
   /// An ordering edge beyond the data dependencies: `to` waits for `from` (from < to).
@@ -138,7 +139,7 @@ class Builder {
     TensorId x = kNoTensor, x_mid = kNoTensor;  ///< layer input, after the attention residual
     TensorId n1g = kNoTensor, n2g = kNoTensor;  ///< norm outputs as the GEMMs read them (gathered under SP)
     TensorId qkv = kNoTensor, ctx = kNoTensor, f1 = kNoTensor, act = kNoTensor;
-    TensorId dqkv = kNoTensor;                  ///< backward: dQ, dK, dV of this slice
+    TensorId dqkv = kNoTensor;  ///< backward: dQ, dK, dV of this slice
   };
 
   TensorId act(std::int64_t rows, std::int64_t cols, Op op, int layer, int slice, int chunk = -1) {
@@ -148,10 +149,13 @@ class Builder {
     return tensor(rows, cols, sh_.act_dtype, TensorRole::gradient, op, layer, slice, chunk, true);
   }
   Task tp_task(hardware::CollectiveKind k, double bytes, Op op, Phase phase, int layer, const Slice& s, int chunk = -1) const;
-  std::pair<TensorId, std::optional<std::uint32_t>> reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s, int chunk = -1);
+  std::pair<TensorId, std::optional<std::uint32_t>> reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s,
+                                                               int chunk = -1);
   TensorId gather_in(TensorId x, Op op, Phase phase, int layer, const Slice& s);
-  hardware::ElementwiseOp ew(hardware::ElementwiseKind k, std::int64_t elements, double bytes_per_element, bool backward = false) const {
-    return hardware::ElementwiseOp{.kind = k, .elements = elements, .bytes = static_cast<double>(elements) * bytes_per_element, .backward = backward};
+  hardware::ElementwiseOp ew(hardware::ElementwiseKind k, std::int64_t elements, double bytes_per_element,
+                             bool backward = false) const {
+    return hardware::ElementwiseOp{
+        .kind = k, .elements = elements, .bytes = static_cast<double>(elements) * bytes_per_element, .backward = backward};
   }
   hardware::ElementwiseKind norm_kind() const;
   hardware::ElementwiseKind activation_kind() const;
@@ -173,15 +177,19 @@ class Builder {
   GroupId tp_group_ = 0, dp_group_ = 0;
   std::vector<std::uint32_t> group_seq_;  // next sequence number per group
   StepGraph g_;
-  struct TensorState { std::int32_t last_writer, readers; };
-  struct ReaderLink { std::int32_t task, next; };
+  struct TensorState {
+    std::int32_t last_writer, readers;
+  };
+  struct ReaderLink {
+    std::int32_t task, next;
+  };
   std::vector<TensorState> state_;
   std::vector<ReaderLink> readers_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges_;
   std::vector<Slice> slices_;
   std::vector<SliceState> ss_;
   std::vector<LayerWeights> lw_;
-  std::vector<std::vector<Saved>> saved_;                      // [layer][slice]
+  std::vector<std::vector<Saved>> saved_;                     // [layer][slice]
   std::vector<std::vector<std::vector<TensorId>>> kv_reads_;  // [layer][slice] qkv tensors attention reads
   TensorId w_emb_ = 0, w_pos_ = 0, w_head_ = 0, w_fnorm_ = 0, d_emb_ = 0, d_pos_ = 0, d_head_ = 0, d_fnorm_ = 0;
   std::vector<TensorId> tokens_, targets_, nf_, logits_, stats_, dlogits_;

@@ -12,13 +12,32 @@ std::size_t CostTable::OpHash::operator()(const TaskKind& k) const {
       [&](const auto& op) {
         using T = std::decay_t<decltype(op)>;
         if constexpr (std::is_same_v<T, hardware::GemmOp>) {
-          mix(op.m); mix(op.n); mix(op.k); mix(static_cast<int>(op.dtype)); mix(op.batch);
+          mix(op.m);
+          mix(op.n);
+          mix(op.k);
+          mix(static_cast<int>(op.dtype));
+          mix(op.batch);
         } else if constexpr (std::is_same_v<T, hardware::AttentionOp>) {
-          mix(op.batch); mix(op.heads); mix(op.kv_heads); mix(op.s_q); mix(op.s_kv); mix(op.head_dim); mix(op.q_offset); mix(op.backward); mix(op.causal);
+          mix(op.batch);
+          mix(op.heads);
+          mix(op.kv_heads);
+          mix(op.s_q);
+          mix(op.s_kv);
+          mix(op.head_dim);
+          mix(op.q_offset);
+          mix(op.backward);
+          mix(op.causal);
         } else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) {
-          mix(static_cast<int>(op.kind)); mix(op.elements); mix(static_cast<std::int64_t>(op.bytes)); mix(op.backward);
+          mix(static_cast<int>(op.kind));
+          mix(op.elements);
+          mix(static_cast<std::int64_t>(op.bytes));
+          mix(op.backward);
         } else if constexpr (std::is_same_v<T, hardware::CollectiveOp>) {
-          mix(static_cast<int>(op.kind)); mix(op.bytes); mix(op.ranks); mix(op.nodes); mix(static_cast<int>(op.dtype));
+          mix(static_cast<int>(op.kind));
+          mix(op.bytes);
+          mix(op.ranks);
+          mix(op.nodes);
+          mix(static_cast<int>(op.dtype));
         } else {
           mix(op.params);
         }
@@ -33,15 +52,18 @@ bool CostTable::OpEqual::operator()(const TaskKind& a, const TaskKind& b) const 
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         const auto& y = std::get<T>(b);
-        if constexpr (std::is_same_v<T, hardware::GemmOp>) return x.m == y.m && x.n == y.n && x.k == y.k && x.dtype == y.dtype && x.batch == y.batch;
+        if constexpr (std::is_same_v<T, hardware::GemmOp>)
+          return x.m == y.m && x.n == y.n && x.k == y.k && x.dtype == y.dtype && x.batch == y.batch;
         else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
           return x.batch == y.batch && x.heads == y.heads && x.kv_heads == y.kv_heads && x.s_q == y.s_q && x.s_kv == y.s_kv &&
-                 x.head_dim == y.head_dim && x.q_offset == y.q_offset && x.backward == y.backward && x.causal == y.causal && x.dtype == y.dtype;
+                 x.head_dim == y.head_dim && x.q_offset == y.q_offset && x.backward == y.backward && x.causal == y.causal &&
+                 x.dtype == y.dtype;
         else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
           return x.kind == y.kind && x.elements == y.elements && x.bytes == y.bytes && x.backward == y.backward;
         else if constexpr (std::is_same_v<T, hardware::CollectiveOp>)
           return x.kind == y.kind && x.bytes == y.bytes && x.ranks == y.ranks && x.nodes == y.nodes && x.dtype == y.dtype;
-        else return x.params == y.params;
+        else
+          return x.params == y.params;
       },
       a);
 }
@@ -89,10 +111,14 @@ TaskCost CostTable::price(const TaskKind& k) const {
   return std::visit(
       [&](const auto& op) -> TaskCost {
         using T = std::decay_t<decltype(op)>;
-        if constexpr (std::is_same_v<T, hardware::GemmOp>) return from_compute(m_.gemm(op));
-        else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return from_compute(m_.attention(op));
-        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return from_compute(m_.elementwise(op));
-        else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return from_compute(m_.optimizer(op));
+        if constexpr (std::is_same_v<T, hardware::GemmOp>)
+          return from_compute(m_.gemm(op));
+        else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
+          return from_compute(m_.attention(op));
+        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
+          return from_compute(m_.elementwise(op));
+        else if constexpr (std::is_same_v<T, hardware::OptimizerOp>)
+          return from_compute(m_.optimizer(op));
         else {
           const auto cc = m_.collective(op);
           TaskCost c;
@@ -120,11 +146,16 @@ common::Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hard
   return std::visit(
       [&](const auto& op) -> Duration {
         using T = std::decay_t<decltype(op)>;
-        if constexpr (std::is_same_v<T, hardware::GemmOp>) return on_stack(c.gemm(op).time);
-        else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return on_stack(c.attention(op).time);
-        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return on_stack(c.elementwise(op).time);
-        else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return on_stack(c.optimizer(op).time);
-        else return c.collective(op).total();
+        if constexpr (std::is_same_v<T, hardware::GemmOp>)
+          return on_stack(c.gemm(op).time);
+        else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
+          return on_stack(c.attention(op).time);
+        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
+          return on_stack(c.elementwise(op).time);
+        else if constexpr (std::is_same_v<T, hardware::OptimizerOp>)
+          return on_stack(c.optimizer(op).time);
+        else
+          return c.collective(op).total();
       },
       k);
 }

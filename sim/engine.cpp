@@ -26,19 +26,19 @@ struct Peer {
 
 struct RankState {
   const StepGraph* g = nullptr;
-  std::unique_ptr<CostTable> table;                  // distinct costs of this rank's tasks
-  std::vector<std::uint32_t> cost_index;             // task -> its cost in `table`
+  std::unique_ptr<CostTable> table;       // distinct costs of this rank's tasks
+  std::vector<std::uint32_t> cost_index;  // task -> its cost in `table`
   const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
-  std::vector<std::vector<std::uint32_t>> queue;     // per stream: included tasks, issue order
-  std::vector<std::int64_t> issue_ps;                // host has issued task i by then
+  std::vector<std::vector<std::uint32_t>> queue;  // per stream: included tasks, issue order
+  std::vector<std::int64_t> issue_ps;             // host has issued task i by then
   std::vector<std::uint32_t> pending;
   std::vector<TaskTiming> timing;
-  std::vector<std::size_t> head;                     // per stream
-  std::vector<int> running;                          // per stream: index into the activities, or kIdle
-  std::vector<char> compute_stream;                  // per stream: of kind compute
+  std::vector<std::size_t> head;     // per stream
+  std::vector<int> running;          // per stream: index into the activities, or kIdle
+  std::vector<char> compute_stream;  // per stream: of kind compute
   std::vector<StreamId> compute_streams, comm_streams;
-  std::vector<std::vector<Peer>> peers;              // per group: its other simulated members
-  std::vector<std::vector<std::uint32_t>> by_seq;    // per group: the task with each sequence number
+  std::vector<std::vector<Peer>> peers;            // per group: its other simulated members
+  std::vector<std::vector<std::uint32_t>> by_seq;  // per group: the task with each sequence number
 };
 
 struct RunStats {
@@ -169,7 +169,7 @@ class Simulation {
   }
   std::vector<std::uint64_t> active_key_;  // per activity (as active_): memo_word
   std::vector<std::uint64_t> key_;         // scratch: the key with flows, several ranks
-  std::vector<double> rates_;       // scratch: its rates
+  std::vector<double> rates_;              // scratch: its rates
   RateMemo memo_;
   std::uint32_t next_flow_ = 0;
   std::vector<StreamId> peer_streams_;  // scratch: where each peer starts its member of a collective
@@ -282,8 +282,10 @@ RunStats Simulation::run() {
       continue;
     }
     // A lone compute task runs at full speed whatever the models say (they price sharing).
-    if (active_.size() == 1 && active_[0].stage == Stage::compute) active_[0].rate = 1.0;
-    else update_rates();
+    if (active_.size() == 1 && active_[0].stage == Stage::compute)
+      active_[0].rate = 1.0;
+    else
+      update_rates();
     std::int64_t next = wake;
     for (auto& a : active_) {
       // ceil without the libm call (baseline x86-64 has no roundsd); full speed needs no division
@@ -332,8 +334,8 @@ RunStats Simulation::run() {
     for (std::size_t s = 0; s < rs.queue.size(); ++s)
       if (rs.head[s] != rs.queue[s].size()) {
         const auto t = rs.queue[s][rs.head[s]];
-        throw std::logic_error(fmt::format("engine deadlock: rank {} stream {} stuck at task {} ({})", rs.g->rank, rs.g->streams[s].name, t,
-                                           rs.g->task_name(t)));
+        throw std::logic_error(fmt::format("engine deadlock: rank {} stream {} stuck at task {} ({})", rs.g->rank,
+                                           rs.g->streams[s].name, t, rs.g->task_name(t)));
       }
   st.end = now;
   return st;
@@ -371,9 +373,8 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   rep.micro_batch_time = Duration::from_ps(accum > 1 ? mb.end : ls.end);
   rep.compute = total(mb.compute, ls.compute);
   for (std::size_t s = 0; s < g0.streams.size(); ++s)
-    rep.streams.push_back({.name = g0.streams[s].name,
-                           .kind = g0.streams[s].kind,
-                           .busy = total(mb.busy.empty() ? 0 : mb.busy[s], ls.busy[s])});
+    rep.streams.push_back(
+        {.name = g0.streams[s].name, .kind = g0.streams[s].kind, .busy = total(mb.busy.empty() ? 0 : mb.busy[s], ls.busy[s])});
   rep.exposed_comm = total(mb.exposed, ls.exposed);
   rep.idle = total(mb.idle, ls.idle);
   rep.events = mb.events + ls.events;

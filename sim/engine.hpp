@@ -37,17 +37,17 @@ struct StreamTime {
 
 /// @brief What one simulated training step costs. Busy times are those of the first graph given.
 struct StepReport {
-  Duration step_time;          ///< whole step: (accum - 1) micro-batches + the last + optimizer
-  Duration micro_batch_time;   ///< one micro-batch without the DP reduction and optimizer
-  Duration compute;            ///< a compute stream busy
+  Duration step_time;               ///< whole step: (accum - 1) micro-batches + the last + optimizer
+  Duration micro_batch_time;        ///< one micro-batch without the DP reduction and optimizer
+  Duration compute;                 ///< a compute stream busy
   std::vector<StreamTime> streams;  ///< each stream's busy time, in the graph's stream order
-  Duration exposed_comm;       ///< a communication stream runs while no compute stream does
-  Duration idle;               ///< no stream busy: launch-bound or waiting
-  double model_flops = 0;      ///< whole step, all GPUs
+  Duration exposed_comm;            ///< a communication stream runs while no compute stream does
+  Duration idle;                    ///< no stream busy: launch-bound or waiting
+  double model_flops = 0;           ///< whole step, all GPUs
   double mfu = 0;
   double tokens_per_s = 0;
-  std::size_t tasks = 0;       ///< tasks in the first rank's graph
-  std::size_t events = 0;      ///< engine events processed (all runs)
+  std::size_t tasks = 0;   ///< tasks in the first rank's graph
+  std::size_t events = 0;  ///< engine events processed (all runs)
   MemoryEstimate memory;
   std::vector<RankTimeline> timelines;  ///< filled when EngineOptions::timeline
 

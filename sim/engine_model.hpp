@@ -27,15 +27,15 @@ enum class Stage : std::uint8_t { compute, latency, transfer };
 
 /// @brief A task while it runs.
 struct Activity {
-  int rank = 0;             ///< which simulated graph (the order given to Engine::simulate)
-  std::uint32_t task = 0;   ///< task index in that graph
+  int rank = 0;            ///< which simulated graph (the order given to Engine::simulate)
+  std::uint32_t task = 0;  ///< task index in that graph
   StreamId stream = 0;
   Stage stage = Stage::compute;
-  std::uint32_t flow = 0;   ///< one collective started together on all its simulated members shares one flow
+  std::uint32_t flow = 0;          ///< one collective started together on all its simulated members shares one flow
   const TaskCost* cost = nullptr;  ///< what it costs and occupies (never null while running)
-  double remaining = 0;     ///< ps of work left at solo speed
-  double rate = 1;          ///< fraction of solo speed: what the models set
-  std::int64_t finish = 0;  ///< ps; the engine's
+  double remaining = 0;            ///< ps of work left at solo speed
+  double rate = 1;                 ///< fraction of solo speed: what the models set
+  std::int64_t finish = 0;         ///< ps; the engine's
 };
 
 /// @brief What a model sees: the running activities and, per simulated rank, which activity runs
@@ -43,9 +43,9 @@ struct Activity {
 struct EngineView {
   /// One simulated rank's streams.
   struct Rank {
-    std::span<const int> running;              ///< per stream: index into activities, or kIdle
-    std::span<const StreamId> compute_streams; ///< streams of kind compute, in stream order
-    std::span<const StreamId> comm_streams;    ///< streams of kind comm, in stream order
+    std::span<const int> running;               ///< per stream: index into activities, or kIdle
+    std::span<const StreamId> compute_streams;  ///< streams of kind compute, in stream order
+    std::span<const StreamId> comm_streams;     ///< streams of kind comm, in stream order
   };
   static constexpr int kIdle = -1;
 

@@ -40,15 +40,22 @@ json kind_json(const TaskKind& k) {
         if constexpr (std::is_same_v<T, hardware::GemmOp>)
           return {{"m", op.m}, {"n", op.n}, {"k", op.k}, {"dtype", common::to_string(op.dtype)}, {"batch", op.batch}};
         else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
-          return {{"batch", op.batch},   {"heads", op.heads},       {"kv_heads", op.kv_heads}, {"s_q", op.s_q},
-                  {"s_kv", op.s_kv},     {"head_dim", op.head_dim}, {"q_offset", op.q_offset}, {"causal", op.causal},
+          return {{"batch", op.batch},       {"heads", op.heads},
+                  {"kv_heads", op.kv_heads}, {"s_q", op.s_q},
+                  {"s_kv", op.s_kv},         {"head_dim", op.head_dim},
+                  {"q_offset", op.q_offset}, {"causal", op.causal},
                   {"backward", op.backward}, {"dtype", common::to_string(op.dtype)}};
         else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
-          return {{"kind", hardware::to_string(op.kind)}, {"elements", op.elements}, {"bytes", op.bytes}, {"backward", op.backward}};
+          return {
+              {"kind", hardware::to_string(op.kind)}, {"elements", op.elements}, {"bytes", op.bytes}, {"backward", op.backward}};
         else if constexpr (std::is_same_v<T, hardware::CollectiveOp>)
-          return {{"collective", hardware::to_string(op.kind)}, {"bytes", op.bytes}, {"ranks", op.ranks}, {"nodes", op.nodes},
+          return {{"collective", hardware::to_string(op.kind)},
+                  {"bytes", op.bytes},
+                  {"ranks", op.ranks},
+                  {"nodes", op.nodes},
                   {"dtype", common::to_string(op.dtype)}};
-        else return {{"params", op.params}};
+        else
+          return {{"params", op.params}};
       },
       k);
 }
@@ -63,7 +70,9 @@ class Reader {
     if (!j_.is_object()) fail("", "expected an object");
   }
 
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const { throw common::ConfigError(source_, where(key), what); }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw common::ConfigError(source_, where(key), what);
+  }
   bool has(const char* key) const { return j_.contains(key); }
   const json& get(const char* key) {
     if (!j_.contains(key)) fail(key, "missing");
@@ -72,8 +81,9 @@ class Reader {
   }
   std::int64_t integer(const char* key, std::int64_t min, std::int64_t max) {
     const json& v = get(key);
-    const bool fits = v.is_number_integer() &&
-                      (!v.is_number_unsigned() || v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+    const bool fits =
+        v.is_number_integer() && (!v.is_number_unsigned() ||
+                                  v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
     if (!fits || v.get<std::int64_t>() < min || v.get<std::int64_t>() > max)
       fail(key, fmt::format("expected an integer in {}..{}, got {}", min, max, v.dump()));
     return v.get<std::int64_t>();
@@ -105,7 +115,9 @@ class Reader {
     return d;
   }
   Reader child(const char* key) { return Reader(get(key), source_, where(key)); }
-  Reader element(const json& array, std::size_t i, const char* key) const { return Reader(array[i], source_, fmt::format("{}[{}]", where(key), i)); }
+  Reader element(const json& array, std::size_t i, const char* key) const {
+    return Reader(array[i], source_, fmt::format("{}[{}]", where(key), i));
+  }
   void finish() const {
     for (const auto& [k, v] : j_.items())
       if (!used_.count(k)) fail(k, "unknown key");
@@ -126,7 +138,10 @@ TaskKind read_kind(Reader& t) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 4;
   TaskKind k;
   if (kind == "gemm") {
-    k = hardware::GemmOp{.m = s.integer("m", 1, kMax), .n = s.integer("n", 1, kMax), .k = s.integer("k", 1, kMax), .dtype = s.dtype("dtype"),
+    k = hardware::GemmOp{.m = s.integer("m", 1, kMax),
+                         .n = s.integer("n", 1, kMax),
+                         .k = s.integer("k", 1, kMax),
+                         .dtype = s.dtype("dtype"),
                          .batch = s.integer("batch", 1, kMax)};
   } else if (kind == "attention") {
     hardware::AttentionOp a;
@@ -179,7 +194,8 @@ TaskKind read_kind(Reader& t) {
 json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
   json streams = json::array(), groups = json::array(), tensors = json::array(), tasks = json::array(), edges = json::array();
   for (const auto& s : g.streams) streams.push_back({{"name", s.name}, {"kind", to_string(s.kind)}});
-  for (const auto& gr : g.groups) groups.push_back({{"name", gr.name}, {"size", gr.size}, {"nodes", gr.nodes}, {"instance", gr.instance}});
+  for (const auto& gr : g.groups)
+    groups.push_back({{"name", gr.name}, {"size", gr.size}, {"nodes", gr.nodes}, {"instance", gr.instance}});
   for (const auto& t : g.tensors)
     tensors.push_back({{"rows", t.rows},
                        {"cols", t.cols},
@@ -213,18 +229,9 @@ json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
     tasks.push_back(std::move(row));
     for (auto v : boost::make_iterator_range(g.successors(i))) edges.push_back({i, v});
   }
-  return {{"format", kFormat},
-          {"version", kFormatVersion},
-          {"cluster", cluster.name},
-          {"nodes", cluster.nodes},
-          {"rank", g.rank},
-          {"represents", g.represents},
-          {"model", model_json(g.model)},
-          {"plan", plan_json(g.plan)},
-          {"streams", streams},
-          {"groups", groups},
-          {"tensors", tensors},
-          {"tasks", tasks},
+  return {{"format", kFormat},  {"version", kFormatVersion},  {"cluster", cluster.name},      {"nodes", cluster.nodes},
+          {"rank", g.rank},     {"represents", g.represents}, {"model", model_json(g.model)}, {"plan", plan_json(g.plan)},
+          {"streams", streams}, {"groups", groups},           {"tensors", tensors},           {"tasks", tasks},
           {"edges", edges}};
 }
 
@@ -259,7 +266,8 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
   g.model = parse_model(r.child("model").raw().dump(), fmt::format("{}: model", source));
   json plan = r.child("plan").raw();
   plan.erase("grad_accum_steps");  // derived; plan_json writes it for readers
-  g.plan = resolve_plan(g.model, cluster, parse_plan_input(plan.dump(), fmt::format("{}: plan", source)), fmt::format("{}: plan", source));
+  g.plan = resolve_plan(g.model, cluster, parse_plan_input(plan.dump(), fmt::format("{}: plan", source)),
+                        fmt::format("{}: plan", source));
 
   const json& streams = r.array("streams");
   if (streams.empty() || streams.size() > 255) r.fail("streams", "expected 1..255 streams");
@@ -292,7 +300,8 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
     t.rows = s.integer("rows", 0, std::int64_t{1} << 40);
     t.cols = s.integer("cols", 0, std::int64_t{1} << 40);
     t.dtype = s.dtype("dtype");
-    if (!parse_tensor_role(s.string("role"), t.role)) s.fail("role", "expected input | activation | gradient | weight | weight_grad");
+    if (!parse_tensor_role(s.string("role"), t.role))
+      s.fail("role", "expected input | activation | gradient | weight | weight_grad");
     if (!parse_op(s.string("op"), t.op)) s.fail("op", "unknown op");
     t.backward = s.boolean("backward");
     t.layer = static_cast<std::int16_t>(s.integer("layer", -1, std::numeric_limits<std::int16_t>::max()));
@@ -356,7 +365,8 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
     const json& e = edges[i];
     const bool ok = e.is_array() && e.size() == 2 && e[0].is_number_unsigned() && e[1].is_number_unsigned() &&
                     e[1].get<std::uint64_t>() < list.size() && e[0].get<std::uint64_t>() < e[1].get<std::uint64_t>();
-    if (!ok) r.fail(fmt::format("edges[{}]", i), fmt::format("expected [from, to] task indices with from < to < {}", list.size()));
+    if (!ok)
+      r.fail(fmt::format("edges[{}]", i), fmt::format("expected [from, to] task indices with from < to < {}", list.size()));
     pairs.emplace_back(e[0].get<std::uint32_t>(), e[1].get<std::uint32_t>());
   }
   r.finish();

@@ -50,8 +50,10 @@ class InterferenceModel final : public EngineModel {
       for (StreamId s : rank.comm_streams) {
         const int ai = rank.running[s];
         if (ai == EngineView::kIdle || acts[static_cast<std::size_t>(ai)].stage != Stage::transfer) continue;
-        if (joint) factor_[static_cast<std::size_t>(ai)] = f;
-        else acts[static_cast<std::size_t>(ai)].rate *= f;
+        if (joint)
+          factor_[static_cast<std::size_t>(ai)] = f;
+        else
+          acts[static_cast<std::size_t>(ai)].rate *= f;
         slowed = true;
       }
     }
@@ -73,6 +75,8 @@ class InterferenceModel final : public EngineModel {
 
 }  // namespace
 
-std::unique_ptr<EngineModel> make_interference_model(const hardware::CostModel& cost) { return std::make_unique<InterferenceModel>(cost); }
+std::unique_ptr<EngineModel> make_interference_model(const hardware::CostModel& cost) {
+  return std::make_unique<InterferenceModel>(cost);
+}
 
 }  // namespace sim

@@ -47,8 +47,8 @@ class LinkSharingModel final : public EngineModel {
 
  private:
   MaxMinSystem lmm_;
-  std::vector<int> var_;                           // per activity: its variable, -1 if not transferring
-  std::vector<int> link_;                          // per link class of the current rank: its constraint, -1 if none yet
+  std::vector<int> var_;                              // per activity: its variable, -1 if not transferring
+  std::vector<int> link_;                             // per link class of the current rank: its constraint, -1 if none yet
   std::vector<std::pair<std::uint32_t, int>> flows_;  // flow -> variable (several simulated ranks)
 };
 

@@ -22,11 +22,14 @@ MemoryEstimate estimate_memory(const StepGraph& g) {
         m.weights += t.bytes();
         m.optimizer += 12.0 * n;
         break;
-      case TensorRole::weight_grad: m.gradients += t.bytes(); break;
+      case TensorRole::weight_grad:
+        m.gradients += t.bytes();
+        break;
       case TensorRole::activation:
         if (saved[x]) m.activations += t.bytes();
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return m;

@@ -21,8 +21,15 @@ Shapes::Shapes(const ModelSpec& m, const Plan& p)
       act_dtype(activation_dtype(p.dtype)) {}
 
 hardware::AttentionOp Shapes::attention(std::int64_t B, std::int64_t S, std::int64_t q_offset, bool backward) const {
-  return hardware::AttentionOp{.batch = B, .heads = model.heads / tp, .kv_heads = model.kv_heads / tp, .s_q = S, .s_kv = q_offset + S,
-                               .head_dim = model.head_dim(), .q_offset = q_offset, .causal = true, .backward = backward,
+  return hardware::AttentionOp{.batch = B,
+                               .heads = model.heads / tp,
+                               .kv_heads = model.kv_heads / tp,
+                               .s_q = S,
+                               .s_kv = q_offset + S,
+                               .head_dim = model.head_dim(),
+                               .q_offset = q_offset,
+                               .causal = true,
+                               .backward = backward,
                                .dtype = act_dtype};
 }
 

@@ -29,7 +29,7 @@ common::DType activation_dtype(common::DType compute);
 
 /// @brief One weight matrix (or norm vector set) of a rank: [rows, cols].
 struct WeightShape {
-  Op op;                     ///< the op that reads it
+  Op op;  ///< the op that reads it
   std::int64_t rows = 0, cols = 0;
   std::uint8_t variant = 0;  ///< 1: the learned position table beside the token embedding
   std::int64_t params() const { return rows * cols; }

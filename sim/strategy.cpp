@@ -46,7 +46,8 @@ Registry& registry() {
 }  // namespace
 
 std::string Knob::format(int value) const {
-  if (!choices.empty() && value >= 0 && value < static_cast<int>(choices.size())) return std::string(choices[static_cast<std::size_t>(value)]);
+  if (!choices.empty() && value >= 0 && value < static_cast<int>(choices.size()))
+    return std::string(choices[static_cast<std::size_t>(value)]);
   return fmt::format("{}", value);
 }
 

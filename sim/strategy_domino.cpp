@@ -44,8 +44,10 @@ void schedule(Builder& b) {
   b.head_grads_ready();
   for (int l = L - 1; l >= 0; --l) {
     for (const auto& s : order) {
-      if (l == L - 1) b.emit_final_norm_bwd(s);
-      else b.emit_attn_norm_bwd(l + 1, s);
+      if (l == L - 1)
+        b.emit_final_norm_bwd(s);
+      else
+        b.emit_attn_norm_bwd(l + 1, s);
       b.emit_mlp_bwd(l, s);
     }
     b.mlp_grads_ready(l);
@@ -95,7 +97,10 @@ const Strategy& strategy_domino() {
                    .refused_as = Infeasibility::row_slices_sequence,
                    .get = [](const Plan& p) { return static_cast<int>(p.row_axis); },
                    .set = [](Plan& p, int v) { p.row_axis = static_cast<RowAxis>(v); },
-                   .get_input = [](const PlanInput& in) { return in.row_axis ? std::optional<int>(static_cast<int>(*in.row_axis)) : std::nullopt; },
+                   .get_input =
+                       [](const PlanInput& in) {
+                         return in.row_axis ? std::optional<int>(static_cast<int>(*in.row_axis)) : std::nullopt;
+                       },
                    .set_input = [](PlanInput& in, int v) { in.row_axis = static_cast<RowAxis>(v); },
                    .applies = [](const Plan& p) { return p.row_slices > 1; }},
               Knob{.key = "col_slices",
@@ -115,9 +120,10 @@ const Strategy& strategy_domino() {
       .baseline = false,
       .searched = true,
       .neutral_tasks_are_default = true,  // one slice, one chunk: Megatron-LM's tasks without its ordering edges
-      .describe = [](const Plan& p) {
-        return fmt::format("domino {}x{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "");
-      },
+      .describe =
+          [](const Plan& p) {
+            return fmt::format("domino {}x{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "");
+          },
       .schedule = schedule,
   };
   return s;

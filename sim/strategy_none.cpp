@@ -33,8 +33,10 @@ void schedule(Builder& b) {
   serialize(b, b.emit_head_bwd(s));
   b.head_grads_ready();
   for (int l = L - 1; l >= 0; --l) {
-    if (l == L - 1) b.emit_final_norm_bwd(s);
-    else b.emit_attn_norm_bwd(l + 1, s);
+    if (l == L - 1)
+      b.emit_final_norm_bwd(s);
+    else
+      b.emit_attn_norm_bwd(l + 1, s);
     serialize(b, b.emit_mlp_bwd(l, s));
     b.mlp_grads_ready(l);
     b.emit_mlp_norm_bwd(l, s);

@@ -13,7 +13,8 @@
 
 namespace {
 
-sim::Target target(const std::string& plan_yaml, const std::string& model = "tiny-llama", const std::string& cluster = "dgx-h100") {
+sim::Target target(const std::string& plan_yaml, const std::string& model = "tiny-llama",
+                   const std::string& cluster = "dgx-h100") {
   sim::TargetInput in{.model = model, .cluster = cluster, .nodes = 1};
   in.flags = sim::parse_plan_input(plan_yaml, "test");
   return sim::resolve_target(in);
@@ -31,9 +32,10 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("a saved graph loads back to the same graph and simulates to the same picosecond") {
-  for (const char* plan : {"tp: 2\ndp: 4\nmicro_batch: 4\nglobal_batch: 32\nsequence_parallel: true\nstrategy: domino\nrow_slices: 2\n"
-                           "row_axis: sequence\ncol_slices: 2\n",
-                           "tp: 2\nmicro_batch: 2\n"}) {
+  for (const char* plan :
+       {"tp: 2\ndp: 4\nmicro_batch: 4\nglobal_batch: 32\nsequence_parallel: true\nstrategy: domino\nrow_slices: 2\n"
+        "row_axis: sequence\ncol_slices: 2\n",
+        "tp: 2\nmicro_batch: 2\n"}) {
     CAPTURE(plan);
     const auto t = target(plan);
     const auto g = sim::build_step_graph(t.model, t.cluster, t.plan);
@@ -85,11 +87,17 @@ TEST_CASE("bad graph files name the file and the key") {
     f(k);
     return error_of([&] { sim::load_graph(k, "g.json", t.cluster); });
   };
-  CHECK(edit([](auto& k) { k["tasks"][3]["shape"]["m"] = -4; }) == "g.json: tasks[3].shape.m: expected an integer in 1..2305843009213693951, got -4");
-  CHECK(edit([](auto& k) { k["tasks"][0]["stream"] = "nvlink"; }) == "g.json: tasks[0].stream: no stream named 'nvlink' in \"streams\"");
+  CHECK(edit([](auto& k) { k["tasks"][3]["shape"]["m"] = -4; }) ==
+        "g.json: tasks[3].shape.m: expected an integer in 1..2305843009213693951, got -4");
+  CHECK(edit([](auto& k) { k["tasks"][0]["stream"] = "nvlink"; }) ==
+        "g.json: tasks[0].stream: no stream named 'nvlink' in \"streams\"");
   CHECK(edit([](auto& k) { k["tasks"][1]["op"] = "softmax"; }) == "g.json: tasks[1].op: unknown op");
-  CHECK(edit([](auto& k) { k["tasks"][2]["inputs"][0] = 1u << 30; }).find("g.json: tasks[2].inputs[0]: expected a tensor index below") == 0);
-  CHECK(edit([](auto& k) { k["edges"][0] = {5, 2}; }).find("g.json: edges[0]: expected [from, to] task indices with from < to") == 0);
+  CHECK(edit([](auto& k) {
+          k["tasks"][2]["inputs"][0] = 1u << 30;
+        }).find("g.json: tasks[2].inputs[0]: expected a tensor index below") == 0);
+  CHECK(edit([](auto& k) {
+          k["edges"][0] = {5, 2};
+        }).find("g.json: edges[0]: expected [from, to] task indices with from < to") == 0);
   CHECK(edit([](auto& k) { k["tasks"][0]["colour"] = "red"; }) == "g.json: tasks[0].colour: unknown key");
   CHECK(edit([](auto& k) { k.erase("groups"); }) == "g.json: groups: missing");
   CHECK(edit([](auto& k) { k["plan"]["tp"] = 3; }) == "g.json: plan: tp: heads=4 is not divisible by tp=3");

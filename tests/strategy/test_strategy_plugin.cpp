@@ -50,8 +50,9 @@ TEST_CASE("a registered strategy is parsed, printed and checked from its table")
   CHECK(resolve(sim::plan_to_yaml(p), c) == p);
   CHECK(sim::plan_json(p)["strategy"] == "serial");
   // its validity check, with its own one-line reason
-  CHECK(error_of([&] { resolve("tp: 2\nstrategy: serial\nsequence_parallel: true\n", c); }) ==
-        "plan.yaml: strategy: strategy serial: sequence parallelism needs its AllGather / ReduceScatter on a communication stream");
+  CHECK(
+      error_of([&] { resolve("tp: 2\nstrategy: serial\nsequence_parallel: true\n", c); }) ==
+      "plan.yaml: strategy: strategy serial: sequence parallelism needs its AllGather / ReduceScatter on a communication stream");
   // another strategy's knob is refused, naming who has it
   CHECK(error_of([&] { resolve("tp: 2\nstrategy: serial\nrow_slices: 2\n", c); }) ==
         "plan.yaml: strategy: row_slices=2 needs strategy domino (strategy serial has no row_slices)");
