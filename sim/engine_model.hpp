@@ -5,7 +5,8 @@
 // As in SimGrid, the engine knows no network: it advances running activities at their rates and
 // asks its models, in order, for new rates each time an activity starts, changes stage or ends.
 // The engine sets every rate to 1 (solo speed) first; each model then lowers the rates of what
-// shares its resource. A new mechanism (NCCL's SM budget per channel, copy-engine transfers,
+// shares its resource. Models price sharing: a lone compute kernel runs at solo speed without
+// asking them. A new mechanism (NCCL's SM budget per channel, copy-engine transfers,
 // point-to-point links shared with DP traffic) is a new model, or a new field of TaskCost that a
 // model reads; the event loop does not change.
 #pragma once

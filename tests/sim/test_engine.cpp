@@ -279,3 +279,29 @@ TEST_CASE("two pipeline roles with different work meet at a send/recv") {
     CHECK(us(rr.step_time) == doctest::Approx(180.0));
   }
 }
+
+namespace {
+
+/// A resource model as the fidelity work would add one: here every collective in its transfer stage
+/// moves at half speed (say, half of its channels' SMs taken away).
+class HalfSpeedTransfers final : public sim::EngineModel {
+ public:
+  void update_rates(sim::EngineView& view) override {
+    for (auto& a : view.activities)
+      if (a.stage == sim::Stage::transfer) a.rate *= 0.5;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a resource model added through EngineOptions sets the rates of what runs") {
+  // A (100 us) -> C (collective, 50,000 B: 50 us alone) -> D (100 us), nothing to overlap with.
+  // The default models leave C at full speed: 100 + 50 + 100 = 250 us. With a model that halves
+  // every transfer after them, C takes 100 us: 300 us.
+  auto g = test::assemble({gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+  test::FakeCostModel cost;
+  CHECK(us(sim::Engine(cost).simulate(g).step_time) == doctest::Approx(250.0));
+  sim::EngineOptions o;
+  o.models.push_back([](const hardware::CostModel&) { return std::make_unique<HalfSpeedTransfers>(); });
+  CHECK(us(sim::Engine(cost, o).simulate(g).step_time) == doctest::Approx(300.0));
+}
