@@ -7,6 +7,7 @@
 
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace bridge {
 
@@ -165,7 +166,7 @@ std::vector<Finding> preflight(Framework f, const CheckInput& in) {
   if (domino) {
     if (p.pp > 1) add(Severity::error, "domino-pp", fmt::format("pp {}: DeepSpeed-Domino has no pipeline parallelism", p.pp));
     if (p.sequence_parallel) add(Severity::error, "domino-sp", "sequence parallelism: DeepSpeed-Domino has none");
-    if (p.strategy == sim::Strategy::none)
+    if (p.strategy == &sim::strategy_none())
       add(Severity::error, "domino-row-slices", "strategy none (Megatron-LM): DeepSpeed-Domino always splits each micro-batch in 2");
     else if (p.row_slices != 2)
       add(Severity::error, "domino-row-slices", fmt::format("row_slices {}: DeepSpeed-Domino splits in exactly 2", p.row_slices));

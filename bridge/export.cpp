@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hardware/collective_model.hpp"
+#include "sim/strategy.hpp"
 
 namespace bridge {
 
@@ -73,7 +74,7 @@ std::vector<Line> environment(const ExportInput& in, Framework f) {
 std::string annotation(const sim::Plan& p, Framework f, bool strategy, bool stack, bool bucket) {
   std::string a;
   if (strategy)
-    a += fmt::format(" strategy={} row_slices={} row_axis={} col_slices={}", sim::to_string(p.strategy), p.row_slices,
+    a += fmt::format(" strategy={} row_slices={} row_axis={} col_slices={}", p.strategy->name, p.row_slices,
                      sim::to_string(p.row_axis), p.col_slices);
   if (stack) a += fmt::format(" stack={}", hardware::to_string(p.stack));
   if (bucket) a += fmt::format(" dp_bucket_mb={}", p.dp_bucket_mb);
@@ -141,7 +142,7 @@ std::string megatron(const ExportInput& in) {
   out += fmt::format("# Megatron-LM launch (argument names of megatron/training/arguments.py); run from the Megatron-LM checkout.\n"
                      "# Add your data and tokenizer flags (--data-path ... or --mock-data, --tokenizer-type ...) and training schedule.\n");
   out += pad_lines(environment(in, Framework::megatron), "");
-  const bool domino = p.strategy != sim::Strategy::none;
+  const bool domino = p.strategy != &sim::strategy_none();
   if (domino)
     out += fmt::format("# Not expressible in Megatron-LM: {} row slices along the {} axis{} (Domino). Megatron-LM runs every layer\n"
                        "# unsliced with blocking TP collectives (its nearest overlap is --tp-comm-overlap, TransformerEngine userbuffers,\n"
@@ -183,7 +184,7 @@ std::string domino(const ExportInput& in) {
   out += pad_lines(environment(in, Framework::deepspeed_domino), "");
   // What Domino's code fixes or lacks (cited in docs/bridge.md; `slicetune check --framework deepspeed` refuses these)
   std::vector<std::string> cannot;
-  if (p.strategy == sim::Strategy::none) cannot.push_back("strategy none: Domino always splits each micro-batch in 2 (domino/language_model.py intra_partitions = 2)");
+  if (p.strategy == &sim::strategy_none()) cannot.push_back("strategy none: Domino always splits each micro-batch in 2 (domino/language_model.py intra_partitions = 2)");
   else if (p.row_slices != 2) cannot.push_back(fmt::format("row_slices {}: Domino's layer takes exactly 2 (DominoTransformerLayer.forward)", p.row_slices));
   if (p.row_axis == sim::RowAxis::sequence) cannot.push_back("row_axis sequence: Domino splits the batch dimension (tensor_split dim=1 of [s, b, h])");
   if (p.col_slices != 1) cannot.push_back(fmt::format("col_slices {}: Domino has no column chunks of out-proj / FC2", p.col_slices));
@@ -217,7 +218,7 @@ std::string nemo(const ExportInput& in) {
   out += "# NeMo launch: Hydra overrides of examples/nlp/language_modeling/conf/megatron_gpt_config.yaml for\n"
          "# megatron_gpt_pretraining.py (NeMo 1.x model config keys; NeMo 2 recipes take the same names under trainer.strategy).\n";
   out += pad_lines(environment(in, Framework::nemo), "");
-  const bool domino = p.strategy != sim::Strategy::none;
+  const bool domino = p.strategy != &sim::strategy_none();
   if (domino)
     out += fmt::format("# Not expressible in NeMo: Domino row slicing ({} x {}, {} axis); NeMo runs each layer unsliced. Its overlap is\n"
                        "# ub_tp_comm_overlap (TransformerEngine userbuffers, needs sequence_parallel), a different strategy.\n",

@@ -21,16 +21,16 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
   const int pid = next_pid_++;
   events_.push_back(fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid, escape(label)));
   events_.push_back(fmt::format(R"({{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})", pid, pid));
-  for (int s = 0; s < kStreams; ++s)
+  for (std::size_t s = 0; s < g.streams.size(); ++s)
     events_.push_back(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid, s,
-                                  to_string(static_cast<Stream>(s))));
+                                  escape(g.streams[s].name)));
   auto ran = [&](std::size_t i) { return i < timing.size() && !(timing[i].end <= timing[i].start && timing[i].start.ps == 0); };
   for (std::size_t i = 0; i < g.size() && i < timing.size(); ++i) {
     const auto& t = g.tasks[i];
     const auto& tm = timing[i];
     if (!ran(i)) continue;  // did not run
     // the resource the task occupies: the compute stream, or the communicator its collective runs on
-    const char* cat = t.group == CommGroup::tp ? "tp" : t.group == CommGroup::dp ? "dp" : "compute";
+    const std::string cat = t.group ? escape(g.groups[*t.group].name) : std::string("compute");
     std::string shape;
     double bytes = 0;
     for (TensorId o : g.outputs(i)) {

@@ -11,6 +11,7 @@
 #include "common/config_reader.hpp"
 #include "common/table.hpp"
 #include "hardware/collective_model.hpp"
+#include "sim/strategy.hpp"
 
 namespace validate {
 
@@ -194,12 +195,13 @@ TraceComparison compare_trace(const sim::Target& t, const MeasuredTrace& m, cons
     const auto& task = g.tasks[i];
     const int times = task.once_per_step ? 1 : accum;
     const double ms = (timing[i].end - timing[i].start).ms();
-    auto& row = cls_row(base_class(sim::task_class(task)));
+    const std::string cls = base_class(g.task_class(i));
+    auto& row = cls_row(cls);
     row.tasks += times;
     row.predicted_ms += ms * times;
     if (task.is_collective()) {
-      auto& c = coll[base_class(sim::task_class(task))];
-      c.name = base_class(sim::task_class(task));
+      auto& c = coll[cls];
+      c.name = cls;
       c.predicted_ms += ms * times;
       c.predicted_exposed_ms += (ms - covered(timing[i].start.us(), timing[i].end.us(), pred_compute) / 1e3) * times;
       if (c.predicted_algo.empty()) c.predicted_algo = cost.collective(std::get<hardware::CollectiveOp>(task.kind)).algo;
@@ -255,7 +257,7 @@ TraceComparison compare_trace(const sim::Target& t, const MeasuredTrace& m, cons
     out.collectives.push_back(c);
   }
   // silent fallbacks
-  const bool overlap_planned = t.plan.strategy == sim::Strategy::domino;
+  const bool overlap_planned = t.plan.strategy == &sim::strategy_domino();
   for (const auto& c : out.collectives) {
     const double pred_beside = c.predicted_ms > 0 ? 1 - c.predicted_exposed_ms / c.predicted_ms : 0;
     const double meas_beside = c.measured_ms > 0 ? 1 - c.measured_exposed_ms / c.measured_ms : 0;

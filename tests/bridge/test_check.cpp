@@ -6,6 +6,7 @@
 #include "bridge/check.hpp"
 #include "bridge/megatron_args.hpp"
 #include "cli_run.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 
@@ -43,7 +44,7 @@ bool has_error(const std::vector<bridge::Finding>& f, const std::string& rule) {
 TEST_CASE("a plan every framework runs as given has no errors and says which environment it needs") {
   // gpt3-13b on one DGX-H100, tp 8, micro-batch 16 (even), seq 1024, Domino 2 x 1 along the batch: DeepSpeed-Domino's own example
   const Case ok{bridge::Framework::deepspeed_domino, "gpt3-13b", "dgx-h100",
-                {.tp = 8, .micro_batch = 16, .row_slices = 2, .seq_len = 1024, .strategy = sim::Strategy::domino}, "", {}};
+                {.tp = 8, .micro_batch = 16, .row_slices = 2, .seq_len = 1024, .strategy = &sim::strategy_domino()}, "", {}};
   const auto f = findings(ok);
   CHECK_FALSE(bridge::has_errors(f));
   bool env = false;
@@ -53,7 +54,7 @@ TEST_CASE("a plan every framework runs as given has no errors and says which env
 
 TEST_CASE("each documented incompatible combination is refused with its rule and source") {
   using F = bridge::Framework;
-  using sim::Strategy;
+  const sim::Strategy* domino = &sim::strategy_domino();
   // Each case: the one rule it must break (the expected value), and why that is the framework's refusal (the rule's source).
   const std::vector<std::pair<std::string, Case>> cases{
       {"world-size", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .dp = 2}, "", {}}},                  // 8 x 2 != 8 GPUs
@@ -70,16 +71,16 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"pp-layers", {F::megatron, "gpt3-13b", "dgx-h100", {}, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 3", {}}},  // 40 % 3
       {"distribute-saved-activations", {F::megatron, "gpt3-2.7b", "dgx-h100", {}, "--tensor-model-parallel-size 1 --distribute-saved-activations", {}}},
       {"cuda-device-max-connections", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8}, "", {{"CUDA_DEVICE_MAX_CONNECTIONS", "8"}}}},
-      {"domino-pp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.micro_batch = 16, .strategy = Strategy::domino}, "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2", {}}},
-      {"domino-sp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .sequence_parallel = true, .strategy = Strategy::domino}, "", {}}},
-      {"domino-row-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 4, .strategy = Strategy::domino}, "", {}}},
-      {"domino-row-axis", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .strategy = Strategy::domino, .row_axis = sim::RowAxis::sequence}, "", {}}},
-      {"domino-col-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 2, .col_slices = 2, .strategy = Strategy::domino}, "", {}}},
-      {"domino-odd-batch", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 3, .row_slices = 2, .strategy = Strategy::domino, .row_axis = sim::RowAxis::batch}, "", {}}},
-      {"domino-accumulation", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .global_batch = 64, .strategy = Strategy::domino}, "", {}}},
-      {"domino-gqa", {F::deepspeed_domino, "llama2-70b", "dgx-h100", {.tp = 8, .micro_batch = 2, .strategy = Strategy::domino}, "", {}}},
-      {"domino-untied", {F::deepspeed_domino, "meta-llama-3-8b/config.json", "dgx-h100", {.tp = 8, .micro_batch = 2, .strategy = Strategy::domino}, "", {}}},
-      {"domino-fp8", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .dtype = common::DType::fp8, .strategy = Strategy::domino}, "", {}}},
+      {"domino-pp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.micro_batch = 16, .strategy = domino}, "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2", {}}},
+      {"domino-sp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .sequence_parallel = true, .strategy = domino}, "", {}}},
+      {"domino-row-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 4, .strategy = domino}, "", {}}},
+      {"domino-row-axis", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .strategy = domino, .row_axis = sim::RowAxis::sequence}, "", {}}},
+      {"domino-col-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 2, .col_slices = 2, .strategy = domino}, "", {}}},
+      {"domino-odd-batch", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 3, .row_slices = 2, .strategy = domino, .row_axis = sim::RowAxis::batch}, "", {}}},
+      {"domino-accumulation", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .global_batch = 64, .strategy = domino}, "", {}}},
+      {"domino-gqa", {F::deepspeed_domino, "llama2-70b", "dgx-h100", {.tp = 8, .micro_batch = 2, .strategy = domino}, "", {}}},
+      {"domino-untied", {F::deepspeed_domino, "meta-llama-3-8b/config.json", "dgx-h100", {.tp = 8, .micro_batch = 2, .strategy = domino}, "", {}}},
+      {"domino-fp8", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .dtype = common::DType::fp8, .strategy = domino}, "", {}}},
       {"memory", {F::megatron, "gpt3-175b", "dgx-h100", {.tp = 8, .micro_batch = 1}, "", {}}},  // 175B / 8 GPUs: 16 bytes per parameter alone is 350 GB
   };
   std::set<std::string> refused;

@@ -6,6 +6,7 @@
 #include "cli_run.hpp"
 #include "common/config_reader.hpp"
 #include "sim/plan.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 
@@ -30,12 +31,12 @@ TEST_CASE("every plan knob survives export to Megatron-LM arguments and import b
   for (const hardware::ClusterSpec* cluster : {&one, static_cast<const hardware::ClusterSpec*>(&two)})
     for (int tp : {1, 2, 8})
       for (bool sp : {false, true})
-        for (auto strategy : {sim::Strategy::none, sim::Strategy::domino})
+        for (const sim::Strategy* strategy : {&sim::strategy_none(), &sim::strategy_domino()})
           for (auto axis : {sim::RowAxis::batch, sim::RowAxis::sequence})
             for (auto dtype : {common::DType::bf16, common::DType::fp8, common::DType::fp32})
               for (auto stack : {hardware::Stack::eager, hardware::Stack::cpp, hardware::Stack::cuda_graphs}) {
-                if (strategy == sim::Strategy::none && axis == sim::RowAxis::sequence) continue;
-                sim::PlanInput in{.tp = tp, .micro_batch = 4, .global_batch = 4 * (cluster->total_gpus() / tp) * 2, .row_slices = strategy == sim::Strategy::domino ? (tp == 2 ? 4 : 2) : 1, .col_slices = strategy == sim::Strategy::domino && tp == 8 ? 2 : 1, .seq_len = 2048, .dtype = dtype, .sequence_parallel = sp && tp > 1, .strategy = strategy, .row_axis = axis, .dp_bucket_mb = tp == 2 ? 0.1234567 : tp == 8 ? 100.0 : 25.0, .stack = stack};
+                if (strategy == &sim::strategy_none() && axis == sim::RowAxis::sequence) continue;
+                sim::PlanInput in{.tp = tp, .micro_batch = 4, .global_batch = 4 * (cluster->total_gpus() / tp) * 2, .row_slices = strategy == &sim::strategy_domino() ? (tp == 2 ? 4 : 2) : 1, .col_slices = strategy == &sim::strategy_domino() && tp == 8 ? 2 : 1, .seq_len = 2048, .dtype = dtype, .sequence_parallel = sp && tp > 1, .strategy = strategy, .row_axis = axis, .dp_bucket_mb = tp == 2 ? 0.1234567 : tp == 8 ? 100.0 : 25.0, .stack = stack};
                 const sim::Plan plan = sim::resolve_plan(llama, *cluster, in);
                 const std::string script = bridge::export_plan(bridge::Framework::megatron, {.model = llama, .cluster = *cluster, .plan = plan});
                 const sim::Target back = import_target(script);
@@ -60,7 +61,7 @@ TEST_CASE("every plan knob survives export to Megatron-LM arguments and import b
 TEST_CASE("a GPT-3 plan with fp16 and a tied, learned-position model round-trips too") {
   const sim::ModelSpec gpt = sim::load_model("gpt3-13b");
   const hardware::ClusterSpec c = hardware::load_cluster("dgx-a100");
-  const sim::Plan plan = sim::resolve_plan(gpt, c, {.tp = 8, .micro_batch = 16, .row_slices = 2, .seq_len = 1024, .dtype = common::DType::fp16, .strategy = sim::Strategy::domino});
+  const sim::Plan plan = sim::resolve_plan(gpt, c, {.tp = 8, .micro_batch = 16, .row_slices = 2, .seq_len = 1024, .dtype = common::DType::fp16, .strategy = &sim::strategy_domino()});
   const std::string script = bridge::export_plan(bridge::Framework::megatron, {.model = gpt, .cluster = c, .plan = plan});
   const sim::Target back = import_target(script, "", "dgx-a100");
   CHECK(back.plan == plan);
