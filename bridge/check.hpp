@@ -33,8 +33,9 @@ struct CheckRule {
   std::string what;
   std::string source;
 };
-/// @brief Every rule preflight applies (docs/bridge.md lists them).
-const std::vector<CheckRule>& check_rules();
+/// @brief Every rule preflight applies (docs/bridge.md lists them): the fixed ones, then those the
+/// registered strategies' declarations imply (bridge::declared_rules).
+std::vector<CheckRule> check_rules();
 
 struct CheckInput {
   const sim::ModelSpec& model;

@@ -5,8 +5,8 @@
 
 #include "bridge/check.hpp"
 #include "bridge/megatron_args.hpp"
-#include "cli_run.hpp"
 #include "sim/strategy.hpp"
+#include "cli_run.hpp"
 
 namespace {
 
@@ -73,6 +73,8 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"cuda-device-max-connections", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8}, "", {{"CUDA_DEVICE_MAX_CONNECTIONS", "8"}}}},
       {"domino-pp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.micro_batch = 16, .strategy = domino}, "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2", {}}},
       {"domino-sp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .sequence_parallel = true, .strategy = domino}, "", {}}},
+      {"strategy-none", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16}, "", {}}},  // Domino always splits in 2
+      {"strategy-domino", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .strategy = domino}, "", {}}},  // Megatron-LM does not slice
       {"domino-row-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 4, .strategy = domino}, "", {}}},
       {"domino-row-axis", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .strategy = domino, .row_axis = sim::RowAxis::sequence}, "", {}}},
       {"domino-col-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 2, .col_slices = 2, .strategy = domino}, "", {}}},
@@ -136,7 +138,7 @@ TEST_CASE("slicetune check exits 1 with one line per finding when the framework 
   const CliRun bad = run_cli("check --framework deepspeed --model gpt3-13b --tp 8 --micro-batch 16 --strategy domino --row-slices 4 --no-environment");
   CHECK(bad.rc == 1);
   CHECK(bad.out.find("error  domino-row-slices") != std::string::npos);
-  CHECK(bad.out.find("row_slices 4: DeepSpeed-Domino splits in exactly 2") != std::string::npos);
+  CHECK(bad.out.find("row_slices 4: DeepSpeed-Domino runs row_slices 2 only (its layer takes exactly 2 halves)") != std::string::npos);
   CHECK(bad.out.find("intra_partitions = 2") != std::string::npos);
   const CliRun good = run_cli("check --framework megatron --model gpt3-13b --tp 8 --micro-batch 4 --no-environment");
   CHECK(good.rc == 0);
