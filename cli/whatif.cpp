@@ -32,9 +32,13 @@ void run_whatif(const WhatIfFlags& f) {
     fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
   });
   if (!f.csv.empty()) common::write_file_atomically(f.csv, tuner::whatif_csv(points));
-  bool nodes_swept = false;
-  for (const auto& a : axes) nodes_swept |= a.key == "nodes";
-  const std::string title = fmt::format("{} on {}{}: baseline vs tuned", model.name, cluster.name,
+  bool nodes_swept = false, cluster_swept = false;
+  for (const auto& a : axes) {
+    nodes_swept |= a.key == "nodes";
+    cluster_swept |= a.key == "cluster";
+  }
+  // the title names only what the sweep holds fixed
+  const std::string title = fmt::format("{}{}{}: baseline vs tuned", model.name, cluster_swept ? "" : " on " + cluster.name,
                                         nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""));
   if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
   if (f.json) {
