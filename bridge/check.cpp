@@ -102,6 +102,16 @@ std::vector<CheckRule> check_rules() {
   return rules;
 }
 
+std::string rules_markdown() {
+  std::string out = "| rule | frameworks | the framework's reason, and where it enforces it |\n|---|---|---|\n";
+  for (const auto& r : check_rules()) {
+    std::string fw;
+    for (Framework f : r.frameworks) fw += fmt::format("{}{}", fw.empty() ? "" : ", ", to_string(f));
+    out += fmt::format("| `{}` | {} | {}: {} |\n", r.id, fw, r.what, r.source);
+  }
+  return out;
+}
+
 std::vector<Finding> preflight(Framework f, const CheckInput& in) {
   std::vector<Finding> out;
   const std::vector<CheckRule> rules = check_rules();

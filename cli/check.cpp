@@ -17,11 +17,15 @@ struct CheckFlags {
   cli::TargetFlags target;
   std::string framework = "megatron";
   std::vector<std::string> env;
-  bool json = false, all = false, no_environment = false;
+  bool json = false, all = false, no_environment = false, rules = false;
   double reserve_gb = 3.0;
 };
 
 void run_check(const CheckFlags& f) {
+  if (f.rules) {
+    std::cout << bridge::rules_markdown();
+    return;
+  }
   const auto fw = bridge::parse_framework(f.framework, "--framework");
   if (!(f.reserve_gb >= 0) || f.reserve_gb > 1e6) cli::bad_flag("--reserve-gb", "expected a number of GB >= 0");
   const sim::Target t = f.target.resolve(false);
@@ -66,6 +70,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--reserve-gb", f->reserve_gb, "GPU memory the framework holds beyond the modelled tensors (CUDA context, NCCL buffers, allocator)")
       ->capture_default_str();
   cmd->add_flag("--all", f->all, "also list the checks that passed");
+  cmd->add_flag("--rules", f->rules, "print every rule (with those the registered strategies' declarations imply) as a Markdown table and exit");
   cmd->add_flag("--json", f->json, "print one JSON object");
   cmd->callback([f] { run_check(*f); });
 });

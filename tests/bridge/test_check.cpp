@@ -1,7 +1,10 @@
 // slicetune check: each documented incompatible combination is refused with the framework's reason (issue 16).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "bridge/check.hpp"
 #include "bridge/megatron_args.hpp"
@@ -149,4 +152,17 @@ TEST_CASE("slicetune check exits 1 with one line per finding when the framework 
   const auto j = nlohmann::json::parse(json.out);
   CHECK(j.at("schema_version") == 1);
   CHECK(j.at("findings").at(0).at("rule") == "sp-tp1");
+}
+
+TEST_CASE("check --rules prints every rule, and docs/bridge.md holds that table as printed") {
+  // The binary registers the built-in strategies only (the toy strategy lives in this test program), so its table is the
+  // documented one: 22 fixed rules + strategy-none, strategy-domino and Domino's 3 fixed knobs (bridge/strategy_support.cpp) = 27.
+  const CliRun r = run_cli("check --rules");
+  REQUIRE(r.rc == 0);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 27);
+  for (const char* id : {"`world-size`", "`strategy-none`", "`strategy-domino`", "`domino-row-slices`", "`memory`"}) CHECK(r.out.find(id) != std::string::npos);
+  std::ifstream in(std::string(SLICETUNE_SOURCE_DIR) + "/docs/bridge.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  CHECK_MESSAGE(doc.str().find(r.out) != std::string::npos, "docs/bridge.md's rule table differs from `slicetune check --rules`");
 }
