@@ -49,7 +49,8 @@ TEST_CASE("every JSON output carries schema_version") {
   for (const char* args : {"simulate --model gpt3-2.7b --tp 8 --json", "tune --model gpt3-2.7b --top 1 --no-explain --json",
                            "collective --cluster dgx-h100 --op allreduce --gpus 8 --max-bytes 4096 --json",
                            "whatif --model gpt3-2.7b --sweep nodes=1 --json", "check --model gpt3-2.7b --tp 8 --no-environment --json",
-                           "import --model meta-llama-3-8b/config.json --json"}) {
+                           "import --model meta-llama-3-8b/config.json --json", "list --json",
+                           "run --model tiny --tp 1 --steps 1 --quiet --json"}) {
     const CliRun r = run_cli(args);
     INFO(args);
     REQUIRE(r.rc == 0);
