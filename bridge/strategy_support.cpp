@@ -18,7 +18,8 @@ constexpr std::string_view kSrcDomSlices =
 constexpr std::string_view kSrcDomAxis =
     "DeepSpeed-Domino domino/language_model.py: torch.tensor_split(encoder_input, 2, dim=1) - dim 1 of [s, b, h] is the batch";
 constexpr std::string_view kSrcDomCol =
-    "deepspeed/runtime/domino/transformer.py DominoTransformerLayer: one matmul per half for out-proj and FC2 (weight_r), no column chunks";
+    "deepspeed/runtime/domino/transformer.py DominoTransformerLayer: one matmul per half for out-proj and FC2 (weight_r), no "
+    "column chunks";
 constexpr std::string_view kSrcMegatronNoSlices =
     "Megatron-LM megatron/training/arguments.py defines no row or column slicing of a layer; megatron/core/transformer/"
     "transformer_layer.py runs each layer on the whole micro-batch";
@@ -34,8 +35,9 @@ const StrategySupport& support_none() {
               {.framework = Framework::nemo, .runs = true},
               {.framework = Framework::deepspeed_domino,
                .runs = false,
-               .instead = "DeepSpeed-Domino always splits each micro-batch in 2 and overlaps the halves' TP collectives (its only "
-                          "schedule), i.e. strategy domino 2x1",
+               .instead =
+                   "DeepSpeed-Domino always splits each micro-batch in 2 and overlaps the halves' TP collectives (its only "
+                   "schedule), i.e. strategy domino 2x1",
                .source = kSrcDomSlices},
           },
   };
@@ -49,14 +51,16 @@ const StrategySupport& support_domino() {
           {
               {.framework = Framework::megatron,
                .runs = false,
-               .instead = "Megatron-LM runs every layer unsliced with blocking TP collectives (its nearest overlap, --tp-comm-overlap "
-                          "with TransformerEngine userbuffers, is a different strategy); launch DeepSpeed-Domino (--export "
-                          "deepspeed-domino) to get the predicted overlap",
+               .instead =
+                   "Megatron-LM runs every layer unsliced with blocking TP collectives (its nearest overlap, --tp-comm-overlap "
+                   "with TransformerEngine userbuffers, is a different strategy); launch DeepSpeed-Domino (--export "
+                   "deepspeed-domino) to get the predicted overlap",
                .source = kSrcMegatronNoSlices},
               {.framework = Framework::nemo,
                .runs = false,
-               .instead = "NeMo runs each layer unsliced; its overlap is ub_tp_comm_overlap (TransformerEngine userbuffers, needs "
-                          "sequence_parallel), a different strategy",
+               .instead =
+                   "NeMo runs each layer unsliced; its overlap is ub_tp_comm_overlap (TransformerEngine userbuffers, needs "
+                   "sequence_parallel), a different strategy",
                .source = kSrcNemoNoSlices},
               {.framework = Framework::deepspeed_domino,
                .runs = true,
@@ -64,7 +68,10 @@ const StrategySupport& support_domino() {
                    {
                        {.key = "row_slices", .fixed = 2, .why = "its layer takes exactly 2 halves", .source = kSrcDomSlices},
                        {.key = "row_axis", .fixed = 0, .why = "it splits the batch dimension", .source = kSrcDomAxis},
-                       {.key = "col_slices", .fixed = 1, .why = "it has no column chunks of out-proj / FC2", .source = kSrcDomCol},
+                       {.key = "col_slices",
+                        .fixed = 1,
+                        .why = "it has no column chunks of out-proj / FC2",
+                        .source = kSrcDomCol},
                    }},
           },
   };
@@ -106,7 +113,8 @@ std::string argument(Framework f, std::string_view arg, const std::string& value
 }  // namespace
 
 void register_support(const StrategySupport& s) {
-  if (find_declaration(s.strategy)) throw std::invalid_argument(fmt::format("register_support: strategy '{}' is declared already", s.strategy));
+  if (find_declaration(s.strategy))
+    throw std::invalid_argument(fmt::format("register_support: strategy '{}' is declared already", s.strategy));
   registry().supports.push_back(&s);
 }
 
@@ -127,17 +135,20 @@ StrategyInFramework express_strategy(Framework f, const sim::Plan& p) {
   if (!fs || !fs->runs) {
     out.gaps.push_back(
         {.rule = rule_id("strategy", s.name),
-         .message = fs ? fmt::format("strategy {} ({}): {}", s.name, s.describe(p), fs->instead)
-                       : fmt::format("strategy {} ({}): no declaration of how {} runs it (bridge::register_support), so what it would run "
-                                     "is not known",
-                                     s.name, s.describe(p), fw),
+         .message =
+             fs ? fmt::format("strategy {} ({}): {}", s.name, s.describe(p), fs->instead)
+                : fmt::format(
+                      "strategy {} ({}): no declaration of how {} runs it (bridge::register_support), so what it would run "
+                      "is not known",
+                      s.name, s.describe(p), fw),
          .source = fs ? std::string(fs->source) : "bridge/strategy_support.hpp",
          .declared = fs != nullptr});
     out.annotation.push_back({"strategy", std::string(s.name)});
     for (const sim::Knob& k : s.knobs) out.annotation.push_back({std::string(k.key), value_of(k)});
     return out;
   }
-  for (std::string_view sel : fs->selected_by) out.args.push_back({std::string(sel), fmt::format("strategy {}: {}", s.name, s.description)});
+  for (std::string_view sel : fs->selected_by)
+    out.args.push_back({std::string(sel), fmt::format("strategy {}: {}", s.name, s.description)});
   if (fs->selected_by.empty() && &s != &sim::default_strategy()) out.annotation.push_back({"strategy", std::string(s.name)});
   for (const sim::Knob& k : s.knobs) {
     const KnobSupport* ks = find_knob(*fs, k.key);
@@ -148,18 +159,20 @@ StrategyInFramework express_strategy(Framework f, const sim::Plan& p) {
     }
     out.annotation.push_back({std::string(k.key), v});
     if (!ks) {
-      out.gaps.push_back({.rule = rule_id(s.name, k.key),
-                          .message = fmt::format("{} {}: no declaration of how {} expresses strategy {}'s {} (bridge::register_support)",
-                                                 k.key, v, fw, s.name, k.key),
-                          .source = "bridge/strategy_support.hpp",
-                          .declared = false});
+      out.gaps.push_back(
+          {.rule = rule_id(s.name, k.key),
+           .message = fmt::format("{} {}: no declaration of how {} expresses strategy {}'s {} (bridge::register_support)", k.key,
+                                  v, fw, s.name, k.key),
+           .source = "bridge/strategy_support.hpp",
+           .declared = false});
     } else if (ks->fixed) {
       if (k.get(p) == *ks->fixed || !k.applies(p))
         out.notes.push_back(fmt::format("{} {}: {} always runs this ({})", k.key, v, fw, ks->why));
       else
-        out.gaps.push_back({.rule = rule_id(s.name, k.key),
-                            .message = fmt::format("{} {}: {} runs {} {} only ({})", k.key, v, fw, k.key, k.format(*ks->fixed), ks->why),
-                            .source = std::string(ks->source)});
+        out.gaps.push_back(
+            {.rule = rule_id(s.name, k.key),
+             .message = fmt::format("{} {}: {} runs {} {} only ({})", k.key, v, fw, k.key, k.format(*ks->fixed), ks->why),
+             .source = std::string(ks->source)});
     } else {
       out.gaps.push_back({.rule = rule_id(s.name, k.key),
                           .message = fmt::format("{} {}: {} cannot express it ({})", k.key, v, fw, ks->why),
@@ -198,7 +211,8 @@ std::vector<DeclaredRule> declared_rules() {
       const FrameworkSupport* fs = find_support(*s, f);
       if (!fs) continue;
       if (!fs->runs) {
-        add(rule_id("strategy", s->name), f, fmt::format("strategy {} (the framework has no such schedule)", s->name), fs->source);
+        add(rule_id("strategy", s->name), f, fmt::format("strategy {} (the framework has no such schedule)", s->name),
+            fs->source);
         continue;
       }
       for (const auto& ks : fs->knobs) {

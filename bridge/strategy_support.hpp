@@ -69,9 +69,9 @@ struct StrategyInFramework {
     std::string source;
     bool declared = true;  ///< false: nothing was declared, so slicetune cannot say what the framework runs
   };
-  std::vector<Arg> args;             ///< the framework's arguments that carry the strategy and its knobs
-  std::vector<std::string> notes;    ///< knobs at the value the framework always runs
-  std::vector<Gap> gaps;             ///< what the framework cannot run as the plan says
+  std::vector<Arg> args;           ///< the framework's arguments that carry the strategy and its knobs
+  std::vector<std::string> notes;  ///< knobs at the value the framework always runs
+  std::vector<Gap> gaps;           ///< what the framework cannot run as the plan says
   std::vector<std::pair<std::string, std::string>> annotation;  ///< key=value not carried by an argument
 };
 StrategyInFramework express_strategy(Framework f, const sim::Plan& p);

@@ -45,7 +45,8 @@ const bridge::StrategySupport& support_chunked() {
               {.framework = bridge::Framework::nemo,
                .runs = true,
                .selected_by = {"model.toy_chunked=True"},
-               .knobs = {{.key = "col_slices", .arg = "model.toy_col_chunks", .why = "chunks of out-proj / FC2", .source = "toy"}}},
+               .knobs =
+                   {{.key = "col_slices", .arg = "model.toy_col_chunks", .why = "chunks of out-proj / FC2", .source = "toy"}}},
               // DeepSpeed-Domino: deliberately not declared
           },
   };

@@ -47,17 +47,21 @@ TEST_CASE("the built-in declarations: Megatron-LM and NeMo run none, DeepSpeed-D
   CHECK(dd.notes[0] == "row_slices 2: DeepSpeed-Domino always runs this (its layer takes exactly 2 halves)");
   CHECK(keys(dd) == "strategy=domino row_slices=2 row_axis=batch col_slices=1");
   // domino in Megatron-LM and NeMo, none in DeepSpeed-Domino: declared as not run, with what runs instead
-  for (auto [f, plan, rule] : {std::tuple{F::megatron, &domino, "strategy-domino"}, std::tuple{F::nemo, &domino, "strategy-domino"},
-                               std::tuple{F::deepspeed_domino, &none, "strategy-none"}}) {
+  for (auto [f, plan, rule] :
+       {std::tuple{F::megatron, &domino, "strategy-domino"}, std::tuple{F::nemo, &domino, "strategy-domino"},
+        std::tuple{F::deepspeed_domino, &none, "strategy-none"}}) {
     const auto st = bridge::express_strategy(f, *plan);
     REQUIRE(st.gaps.size() == 1);
     CHECK(st.gaps[0].rule == rule);
     CHECK(st.gaps[0].declared);
     CHECK(!st.gaps[0].source.empty());
   }
-  CHECK(bridge::express_strategy(F::megatron, domino).gaps[0].message.starts_with("strategy domino (domino 2x1): Megatron-LM runs every layer unsliced"));
+  CHECK(bridge::express_strategy(F::megatron, domino)
+            .gaps[0]
+            .message.starts_with("strategy domino (domino 2x1): Megatron-LM runs every layer unsliced"));
   // a knob away from Domino's value: a gap with the knob's own rule
-  const sim::Plan four = sim::resolve_plan(m, c, {.tp = 8, .micro_batch = 16, .row_slices = 4, .strategy = &sim::strategy_domino()});
+  const sim::Plan four =
+      sim::resolve_plan(m, c, {.tp = 8, .micro_batch = 16, .row_slices = 4, .strategy = &sim::strategy_domino()});
   const auto d4 = bridge::express_strategy(F::deepspeed_domino, four);
   REQUIRE(d4.gaps.size() == 1);
   CHECK(d4.gaps[0].rule == "domino-row-slices");
@@ -72,7 +76,8 @@ TEST_CASE("the rules the declarations imply are check rules with their sources")
   }
   CHECK(rules.at("strategy-none") == std::vector<F>{F::deepspeed_domino});
   CHECK(rules.at("strategy-domino") == std::vector<F>{F::megatron, F::nemo});
-  for (const char* id : {"domino-row-slices", "domino-row-axis", "domino-col-slices"}) CHECK(rules.at(id) == std::vector<F>{F::deepspeed_domino});
+  for (const char* id : {"domino-row-slices", "domino-row-axis", "domino-col-slices"})
+    CHECK(rules.at(id) == std::vector<F>{F::deepspeed_domino});
   // the toy declares arguments for every knob and no framework it does not run: it adds no rule
   for (const auto& [id, f] : rules) CHECK_FALSE(id.starts_with("chunked"));
   CHECK(rules.count("strategy-chunked") == 0);
@@ -81,7 +86,8 @@ TEST_CASE("the rules the declarations imply are check rules with their sources")
 TEST_CASE("a strategy selected by an argument: export writes the argument and its knob's, import reads them back") {
   const sim::ModelSpec m = sim::load_model("gpt3-13b");
   const hardware::ClusterSpec c = hardware::load_cluster("dgx-h100");
-  const sim::Plan plan = sim::resolve_plan(m, c, {.tp = 8, .micro_batch = 4, .col_slices = 4, .strategy = &test::strategy_chunked()});
+  const sim::Plan plan =
+      sim::resolve_plan(m, c, {.tp = 8, .micro_batch = 4, .col_slices = 4, .strategy = &test::strategy_chunked()});
   const std::string meg = bridge::export_plan(F::megatron, {.model = m, .cluster = c, .plan = plan});
   INFO(meg);
   CHECK(contains(meg, "  --toy-chunked-overlap "));
@@ -99,16 +105,19 @@ TEST_CASE("a strategy selected by an argument: export writes the argument and it
   CHECK_FALSE(contains(nemo, "model.ub_tp_comm_overlap=False"));  // a strategy NeMo runs by its own keys says them
   // a value outside the knob's range names the argument and what it expects
   CHECK_THROWS_WITH_AS(bridge::parse_megatron_args("--toy-chunked-overlap --toy-col-chunks 9", "a"),
-                       "a: --toy-col-chunks: expected an integer in 1..8 (strategy chunked's col_slices), got '9'", common::ConfigError);
+                       "a: --toy-col-chunks: expected an integer in 1..8 (strategy chunked's col_slices), got '9'",
+                       common::ConfigError);
 }
 
 TEST_CASE("a framework without a declaration is said in the export, carried for the import, and a warning in check") {
   const sim::ModelSpec m = sim::load_model("gpt3-13b");
   const hardware::ClusterSpec c = hardware::load_cluster("dgx-h100");
-  const sim::Plan plan = sim::resolve_plan(m, c, {.tp = 8, .micro_batch = 16, .global_batch = 16, .col_slices = 4, .strategy = &test::strategy_chunked()});
+  const sim::Plan plan = sim::resolve_plan(
+      m, c, {.tp = 8, .micro_batch = 16, .global_batch = 16, .col_slices = 4, .strategy = &test::strategy_chunked()});
   const std::string ds = bridge::export_plan(F::deepspeed_domino, {.model = m, .cluster = c, .plan = plan});
   INFO(ds);
-  CHECK(contains(ds, "# Not expressible in DeepSpeed-Domino: strategy chunked (chunked 4): no declaration of how DeepSpeed-Domino runs it"));
+  CHECK(contains(
+      ds, "# Not expressible in DeepSpeed-Domino: strategy chunked (chunked 4): no declaration of how DeepSpeed-Domino runs it"));
   CHECK(contains(ds, "# slicetune: framework=deepspeed-domino strategy=chunked col_slices=4 stack=eager dp_bucket_mb=25"));
   const auto imp = bridge::parse_megatron_args(ds, "export");
   CHECK(imp.plan.strategy == &test::strategy_chunked());

@@ -54,7 +54,9 @@ TEST_CASE("a sweep over two keys: x is the first key, one series per value of th
   // 3 NIC speeds x 2 sequence lengths, in sweep order (the first key varies slowest): 6 points.
   std::vector<tuner::WhatIfPoint> pts;
   for (int nic : {100, 200, 400})
-    for (int seq : {2048, 4096}) pts.push_back(point({{"nic_gbit_per_s", std::to_string(nic)}, {"seq_len", std::to_string(seq)}}, nic * 10.0 + seq, nic * 20.0 + seq));
+    for (int seq : {2048, 4096})
+      pts.push_back(
+          point({{"nic_gbit_per_s", std::to_string(nic)}, {"seq_len", std::to_string(seq)}}, nic * 10.0 + seq, nic * 20.0 + seq));
   const auto c = tuner::whatif_chart(pts, "gpt3-2.7b on dgx-h100", "out.svg", "d.dat");
   // expected: two series, named after the second key's values, each with the 3 NIC speeds as x
   REQUIRE(c.series == std::vector<std::string>{"seq_len=2048", "seq_len=4096"});
@@ -97,8 +99,10 @@ TEST_CASE("the drawn SVG has a legend entry per line") {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;  // no gnuplot: the script tests above still ran
   std::vector<tuner::WhatIfPoint> pts;
   for (int nodes : {1, 2, 4})
-    for (int seq : {2048, 4096, 8192}) pts.push_back(point({{"nodes", std::to_string(nodes)}, {"seq_len", std::to_string(seq)}}, nodes * 1e4, nodes * 1.3e4));
-  const std::string svg = (std::filesystem::temp_directory_path() / ("slicetune-grid-" + std::to_string(::getpid()) + ".svg")).string();
+    for (int seq : {2048, 4096, 8192})
+      pts.push_back(point({{"nodes", std::to_string(nodes)}, {"seq_len", std::to_string(seq)}}, nodes * 1e4, nodes * 1.3e4));
+  const std::string svg =
+      (std::filesystem::temp_directory_path() / ("slicetune-grid-" + std::to_string(::getpid()) + ".svg")).string();
   tuner::plot_whatif(pts, "grid", svg);
   std::ifstream in(svg);
   std::stringstream ss;
