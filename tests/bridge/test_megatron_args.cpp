@@ -44,7 +44,7 @@ TEST_CASE("every plan field survives export to Megatron-LM arguments and import 
   const hardware::ClusterSpec one = hardware::load_cluster("dgx-h100");
   hardware::ClusterSpec two = one;
   two.nodes = 2;
-  int checked = 0;
+  int checked = 0, refused = 0;
   // the fields of sim::Plan outside the strategies' knobs: tp, dp, micro_batch, global_batch, seq_len, dtype,
   // sequence_parallel, dp_bucket_mb, stack (pp is 1: check_plan refuses more); each strategy at its knobs' defaults
   for (const hardware::ClusterSpec* cluster : {&one, static_cast<const hardware::ClusterSpec*>(&two)})
@@ -56,7 +56,16 @@ TEST_CASE("every plan field survives export to Megatron-LM arguments and import 
               sim::PlanInput in{.tp = tp, .micro_batch = 4, .global_batch = 4 * (cluster->total_gpus() / tp) * 2, .seq_len = 2048, .dtype = dtype,
                                 .sequence_parallel = sp && tp > 1, .strategy = strategy, .dp_bucket_mb = tp == 2 ? 0.1234567 : tp == 8 ? 100.0 : 25.0,
                                 .stack = stack};
-              const sim::Plan plan = sim::resolve_plan(llama, *cluster, in);
+              sim::Plan plan;
+              try {
+                plan = sim::resolve_plan(llama, *cluster, in);
+              } catch (const common::ConfigError& e) {
+                // none, domino and the toy run every one of these plans; a strategy registered later may refuse some
+                const bool known = strategy == &sim::strategy_none() || strategy == &sim::strategy_domino() || strategy->name == "chunked";
+                CHECK_MESSAGE(!known, strategy->name << " refused a plan: " << e.what());
+                ++refused;
+                continue;
+              }
               const std::string script = bridge::export_plan(bridge::Framework::megatron, {.model = llama, .cluster = *cluster, .plan = plan});
               const sim::Target back = import_target(script);
               INFO(script);
@@ -65,7 +74,8 @@ TEST_CASE("every plan field survives export to Megatron-LM arguments and import 
               check_same_model(back.model, llama);
               ++checked;
             }
-  CHECK(checked == 2 * 3 * 2 * static_cast<int>(sim::strategies().size()) * 3 * 3);  // clusters x tp x sp x strategies x dtypes x stacks
+  CHECK(checked + refused == 2 * 3 * 2 * static_cast<int>(sim::strategies().size()) * 3 * 3);  // clusters x tp x sp x strategies x dtypes x stacks
+  CHECK(checked >= 2 * 3 * 2 * 3 * 3 * 3);  // at least every plan of none, domino and the toy round-tripped
 }
 
 TEST_CASE("every value of every registered strategy's knobs survives export to Megatron-LM and DeepSpeed-Domino and import back") {
@@ -104,8 +114,9 @@ TEST_CASE("every value of every registered strategy's knobs survives export to M
       CHECK_MESSAGE(round_tripped >= 2, s->name << "'s " << k.key << " round-tripped " << round_tripped << " value(s)");
       ++knobs;
     }
-  // domino's row_slices, row_axis, col_slices, and the bridge tests' toy strategy's col_slices (strategy_chunked.cpp)
-  CHECK(knobs == 4);
+  // at least domino's row_slices, row_axis, col_slices, and the bridge tests' toy strategy's col_slices (strategy_chunked.cpp);
+  // a strategy registered later adds its own
+  CHECK(knobs >= 4);
 }
 
 TEST_CASE("a GPT-3 plan with fp16 and a tied, learned-position model round-trips too") {
