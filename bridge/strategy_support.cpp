@@ -195,6 +195,33 @@ std::optional<ArgumentTarget> find_argument(std::string_view name) {
   return std::nullopt;
 }
 
+const sim::Strategy* own_schedule(Framework f) {
+  auto own = [f](const sim::Strategy& s) {
+    const FrameworkSupport* fs = find_support(s, f);
+    return fs && fs->runs && fs->selected_by.empty();
+  };
+  if (own(sim::default_strategy())) return &sim::default_strategy();
+  for (const sim::Strategy* s : sim::strategies())
+    if (own(*s)) return s;
+  return nullptr;
+}
+
+std::string apply_own_schedule(Framework f, sim::PlanInput& plan) {
+  if (plan.strategy) return "";
+  const sim::Strategy* s = own_schedule(f);
+  if (!s || s == &sim::default_strategy()) return "";
+  plan.strategy = s;
+  std::string what = fmt::format("strategy {}", s->name);
+  const FrameworkSupport* fs = find_support(*s, f);
+  for (const auto& ks : fs->knobs) {
+    const sim::Knob* k = s->knob(ks.key);
+    if (!k || !ks.fixed || k->get_input(plan)) continue;
+    k->set_input(plan, *ks.fixed);
+    what += fmt::format(", {} {}", ks.key, k->format(*ks.fixed));
+  }
+  return what;
+}
+
 std::vector<DeclaredRule> declared_rules() {
   std::vector<DeclaredRule> out;
   auto add = [&](std::string id, Framework f, std::string what, std::string_view source) {

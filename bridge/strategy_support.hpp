@@ -85,6 +85,15 @@ struct ArgumentTarget {
 /// @brief The declared target of argument `name`, if a registered strategy declared one.
 std::optional<ArgumentTarget> find_argument(std::string_view name);
 
+/// @brief The strategy `f` runs when its arguments select none (declared `runs` with no
+/// `selected_by`; sim::default_strategy() first when it qualifies): none for Megatron-LM and NeMo,
+/// domino for DeepSpeed-Domino (its only schedule). Null if no declaration says.
+const sim::Strategy* own_schedule(Framework f);
+/// @brief Reads `plan`, imported from `f`'s arguments, as `f` runs it: when no argument or
+/// `# slicetune:` line named a strategy, sets own_schedule(f) and the knobs `f` fixes. Returns
+/// what was set ("strategy domino, row_slices 2, ..."), empty if nothing.
+std::string apply_own_schedule(Framework f, sim::PlanInput& plan);
+
 /// @brief The check rules the declarations imply (one per strategy a framework does not run, one
 /// per fixed knob), as id, frameworks, what, source.
 struct DeclaredRule {

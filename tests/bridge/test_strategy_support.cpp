@@ -8,6 +8,7 @@
 #include "bridge/export.hpp"
 #include "bridge/megatron_args.hpp"
 #include "bridge/strategy_support.hpp"
+#include "cli_run.hpp"
 #include "common/config_reader.hpp"
 #include "sim/strategy.hpp"
 
@@ -136,4 +137,42 @@ TEST_CASE("a strategy is declared once") {
   CHECK_THROWS_AS(bridge::register_support(test::support_chunked()), std::invalid_argument);
   CHECK(bridge::find_support(sim::strategy_none(), F::megatron)->runs);
   CHECK(bridge::find_support(test::strategy_chunked(), F::deepspeed_domino) == nullptr);
+}
+
+TEST_CASE(
+    "arguments that name no strategy run the framework's own schedule: check reads a DeepSpeed-Domino script as domino 2x1") {
+  // From the declarations: Megatron-LM and NeMo run none unselected; DeepSpeed-Domino does not run none and runs domino
+  // with nothing selecting it, its knobs fixed at 2 row slices along the batch, 1 column chunk.
+  CHECK(bridge::own_schedule(F::megatron) == &sim::strategy_none());
+  CHECK(bridge::own_schedule(F::nemo) == &sim::strategy_none());
+  CHECK(bridge::own_schedule(F::deepspeed_domino) == &sim::strategy_domino());
+  sim::PlanInput in;
+  CHECK(bridge::apply_own_schedule(F::deepspeed_domino, in) == "strategy domino, row_slices 2, row_axis batch, col_slices 1");
+  CHECK(in.row_slices == 2);
+  sim::PlanInput given{.strategy = &sim::strategy_none()};
+  CHECK(bridge::apply_own_schedule(F::deepspeed_domino, given).empty());  // a strategy given is kept (and check refuses it)
+  CHECK(given.strategy == &sim::strategy_none());
+  sim::PlanInput meg;
+  CHECK(bridge::apply_own_schedule(F::megatron, meg).empty());
+  CHECK_FALSE(meg.strategy);
+
+  // A DeepSpeed-Domino launch as a user writes it (no `# slicetune:` line): DeepSpeed-Domino accepts it; Megatron-LM would run
+  // the same arguments unsliced, which is no error either.
+  const std::string args =
+      "deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --num-layers 40 --hidden-size 5120 --num-attention-heads 40 "
+      "--seq-length 1024 --max-position-embeddings 2048 --tensor-model-parallel-size 8 --micro-batch-size 16 --global-batch-size "
+      "16 --bf16";
+  const CliRun ds = run_cli("check --framework deepspeed --model gpt3-13b --no-environment --megatron-args \"" + args + "\"");
+  INFO(ds.out << ds.err);
+  CHECK(ds.rc == 0);
+  CHECK(ds.out.find("for deepspeed-domino: tp8 dp1 mb16 domino 2x1") != std::string::npos);
+  const CliRun meg_run = run_cli("check --framework megatron --model gpt3-13b --no-environment --megatron-args \"" + args + "\"");
+  CHECK(meg_run.rc == 0);
+  CHECK(meg_run.out.find("for megatron: tp8 dp1 mb16 megatron") != std::string::npos);
+  // --strategy on the command line wins: none is what DeepSpeed-Domino cannot run
+  const CliRun none =
+      run_cli("check --framework deepspeed --model gpt3-13b --no-environment --strategy none --megatron-args \"" + args + "\"");
+  CHECK(none.rc == 1);
+  CHECK(none.out.find("strategy-none                strategy none (megatron): DeepSpeed-Domino always splits") !=
+        std::string::npos);
 }
