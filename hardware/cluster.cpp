@@ -95,6 +95,8 @@ NetworkSpec read_network(common::ConfigReader r) {
   NetworkSpec n;
   n.nics_per_node = static_cast<int>(r.positive_integer("nics_per_node"));
   n.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
+  n.nic_efficiency = r.number_or("nic_efficiency", n.nic_efficiency);
+  if (!(n.nic_efficiency > 0 && n.nic_efficiency <= 1)) r.fail("nic_efficiency", "expected a fraction in (0, 1]");
   n.latency = common::Duration::from_us(r.positive("latency_us"));
   auto topo = r.choice("topology", {"rail_optimized", "fat_tree"});
   n.topology = topo == "rail_optimized" ? Topology::rail_optimized : Topology::fat_tree;

@@ -44,8 +44,13 @@ enum class Topology : std::uint8_t { rail_optimized, fat_tree };
 /// @brief The fabric between nodes.
 struct NetworkSpec {
   int nics_per_node = 8;
-  double nic_bytes_per_s = 0;   ///< per NIC, one direction
-  common::Duration latency{};           ///< one hop, end to end
+  double nic_bytes_per_s = 0;   ///< per NIC, one direction (line rate)
+  /// Fraction of the line rate a NCCL channel reaches on one NIC (NVIDIA: 46-48 GB/s per 400 Gb/s
+  /// NDR NIC, i.e. 0.92-0.96; fitted per cluster file where measured curves exist).
+  double nic_efficiency = 0.94;
+  /// What one inter-node step of a collective costs, end to end: the RDMA write, its completion and
+  /// NCCL's proxy hand-off (NCCL's tuner assumes 2.7 / 4 / 14 us for LL / LL128 / Simple).
+  common::Duration latency{};
   Topology topology = Topology::rail_optimized;
   double oversubscription = 1.0;  ///< spine oversubscription ratio (1 = non-blocking)
 };

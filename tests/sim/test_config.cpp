@@ -45,9 +45,9 @@ TEST_CASE("unknown keys are refused") {
 
 TEST_CASE("host.kernel_efficiency must be a fraction in (0, 1] per stack") {
   std::string text(common::resolve_config("clusters", "dgx-h100").text);
-  const auto at = text.find("kernel_efficiency: {eager: 0.66");
+  const auto at = text.find("kernel_efficiency: {eager: 0.67");
   REQUIRE(at != std::string::npos);
-  text.replace(at, std::string("kernel_efficiency: {eager: 0.66").size(), "kernel_efficiency: {eager: 1.5");
+  text.replace(at, std::string("kernel_efficiency: {eager: 0.67").size(), "kernel_efficiency: {eager: 1.5");
   CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: host.kernel_efficiency.eager: expected a fraction in (0, 1]");
 }
 
@@ -93,4 +93,16 @@ TEST_CASE("a plan written as YAML reads back to the same plan") {
   CHECK(back == t.plan);
   CHECK(t.plan.dp == 2);  // 16 GPUs / tp 8
   CHECK(t.plan.grad_accum_steps() == 8);  // 64 / (4 x 2)
+}
+
+TEST_CASE("network.nic_efficiency is optional (NVIDIA's 0.94) and must be a fraction in (0, 1]") {
+  std::string text(common::resolve_config("clusters", "dgx-h100").text);
+  const auto at = text.find("  nic_efficiency: ");
+  REQUIRE(at != std::string::npos);
+  const auto eol = text.find('\n', at);
+  std::string without = text;
+  without.erase(at, eol - at + 1);
+  CHECK(hardware::parse_cluster(without, "c.yaml").network.nic_efficiency == doctest::Approx(0.94));
+  text.replace(at, eol - at, "  nic_efficiency: 1.2");
+  CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: network.nic_efficiency: expected a fraction in (0, 1]");
 }

@@ -1,0 +1,282 @@
+#include "validate/fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/config_reader.hpp"
+#include "hardware/cluster.hpp"
+#include "hardware/gemm_model.hpp"
+#include "validate/calibration.hpp"
+#include "validate/step_rows.hpp"
+
+namespace validate {
+
+double rms_log_error(const std::vector<std::pair<double, double>>& rows) {
+  if (rows.empty()) return 0.0;
+  double s = 0;
+  for (const auto& [p, m] : rows) {
+    const double e = std::log(p / m);
+    s += e * e;
+  }
+  return std::expm1(std::sqrt(s / static_cast<double>(rows.size())));
+}
+
+void grid_least_squares(Fit& fit, const RowsAt& rows_at) {
+  const std::size_t n = fit.params.size();
+  std::vector<int> steps(n), at(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& p = fit.params[i];
+    if (!(p.step > 0) || p.hi < p.lo) throw std::invalid_argument("grid_least_squares: bad grid for " + p.key);
+    steps[i] = static_cast<int>(std::floor((p.hi - p.lo) / p.step + 1e-9)) + 1;
+  }
+  std::vector<double> values(n), best(n);
+  double best_cost = std::numeric_limits<double>::infinity();
+  int best_rows = 0;
+  for (;;) {
+    for (std::size_t i = 0; i < n; ++i) values[i] = fit.params[i].lo + at[i] * fit.params[i].step;
+    const auto rows = rows_at(values);
+    double cost = 0;
+    for (const auto& [p, m] : rows) {
+      const double e = std::log(p / m);
+      cost += e * e;
+    }
+    if (cost < best_cost - 1e-12) {
+      best_cost = cost;
+      best = values;
+      best_rows = static_cast<int>(rows.size());
+    }
+    std::size_t i = 0;
+    while (i < n && ++at[i] == steps[i]) at[i++] = 0;
+    if (i == n) break;
+  }
+  for (std::size_t i = 0; i < n; ++i) fit.params[i].fitted = best[i];
+  fit.rows = best_rows;
+  fit.rms_log_error = best_rows > 0 ? std::expm1(std::sqrt(best_cost / best_rows)) : 0.0;
+}
+
+namespace {
+
+using hardware::ClusterSpec;
+
+// ---- collectives across nodes ------------------------------------------------------------------
+// network.nic_efficiency and network.latency_us of dgx-h100, over the 4-node rows >= 16 MB (the
+// sizes the bar covers; below, LL / LL128 latencies dominate and NCCL's choice is not reproduced).
+bool four_node_fit_row(const NcclMeasurement& m) { return m.set == NcclSet::four_node && m.bytes >= (std::int64_t{16} << 20); }
+
+Fit network_fit(const std::vector<NcclMeasurement>& all, const std::function<bool(const NcclMeasurement&)>& use, std::string inputs) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  Fit f{.name = "collectives across nodes", .cluster = "dgx-h100", .inputs = std::move(inputs)};
+  f.params = {{.key = "network.nic_efficiency", .file_value = base.network.nic_efficiency, .lo = 0.60, .hi = 1.00, .step = 0.01},
+              {.key = "network.latency_us", .file_value = base.network.latency.us(), .lo = 1, .hi = 80, .step = 1}};
+  std::vector<NcclMeasurement> rows;
+  for (const auto& m : all)
+    if (use(m)) rows.push_back(m);
+  grid_least_squares(f, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.network.nic_efficiency = v[0];
+    c.network.latency = common::Duration::from_us(v[1]);
+    std::vector<std::pair<double, double>> out;
+    for (const auto& m : rows) out.emplace_back(predict_nccl(c, m).busbw_GBps, m.busbw_GBps);
+    return out;
+  });
+  return f;
+}
+
+// nccl.nvls_efficiency and nccl.nvls_latency_us of dgx-h100, over the 8-GPU NVLS rows >= 64 MB.
+Fit nvls_fit(const std::vector<NcclMeasurement>& all) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  Fit f{.name = "NVLS all-reduce in one node", .cluster = "dgx-h100",
+        .inputs = "nccl-allreduce-busbw.csv: dgx-h100, 8 GPUs, NVLS enabled, 64 MB .. 8 GB"};
+  f.params = {{.key = "nccl.nvls_efficiency", .file_value = base.nccl.nvls_efficiency, .lo = 0.40, .hi = 0.80, .step = 0.01},
+              {.key = "nccl.nvls_latency_us", .file_value = base.nccl.nvls_latency_us, .lo = 5, .hi = 150, .step = 5}};
+  std::vector<NcclMeasurement> rows;
+  for (const auto& m : all)
+    if (m.set == NcclSet::nvls_one_node && m.cluster == "dgx-h100" && m.gpus == 8 && !m.forced && m.bytes >= (std::int64_t{64} << 20))
+      rows.push_back(m);
+  grid_least_squares(f, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.nccl.nvls_efficiency = v[0];
+    c.nccl.nvls_latency_us = v[1];
+    std::vector<std::pair<double, double>> out;
+    for (const auto& m : rows) out.emplace_back(predict_nccl(c, m).busbw_GBps, m.busbw_GBps);
+    return out;
+  });
+  return f;
+}
+
+// nccl.call_overhead_us of dgx-h100: the 1 KB all-reduce (one published figure).
+Fit call_overhead_fit(const std::vector<NcclMeasurement>& all) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  Fit f{.name = "collective call overhead", .cluster = "dgx-h100",
+        .inputs = "nccl-allreduce-busbw.csv: dgx-h100, 8 GPUs, 1024 B (a single published figure)"};
+  f.params = {{.key = "nccl.call_overhead_us", .file_value = base.nccl.call_overhead_us, .lo = 0, .hi = 30, .step = 0.5}};
+  std::vector<NcclMeasurement> rows;
+  for (const auto& m : all)
+    if (m.set == NcclSet::nvls_one_node && m.cluster == "dgx-h100" && m.bytes <= 1024) rows.push_back(m);
+  grid_least_squares(f, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.nccl.call_overhead_us = v[0];
+    std::vector<std::pair<double, double>> out;
+    for (const auto& m : rows) out.emplace_back(predict_nccl(c, m).busbw_GBps, m.busbw_GBps);
+    return out;
+  });
+  return f;
+}
+
+// ---- GEMM --------------------------------------------------------------------------------------
+struct GemmRow {
+  hardware::GemmOp op;
+  double tflops = 0;
+};
+std::vector<GemmRow> square_gemms(const std::string& dir, bool bf16_only) {
+  const Csv csv = read_csv(dir + "/gemm-h100.csv");
+  std::vector<GemmRow> out;
+  for (const auto& row : csv.rows) {
+    common::DType dt;
+    if (!common::parse_dtype(csv.cell(row, "dtype"), dt)) throw common::ConfigError(csv.path, "dtype", "not a dtype");
+    const auto m = static_cast<std::int64_t>(csv_number(csv, row, "m")), n = static_cast<std::int64_t>(csv_number(csv, row, "n")),
+               k = static_cast<std::int64_t>(csv_number(csv, row, "k"));
+    if (!(m == n && n == k && m >= 2048)) continue;
+    if (bf16_only && dt != common::DType::bf16) continue;
+    out.push_back({hardware::GemmOp{.m = m, .n = n, .k = k, .dtype = dt}, csv_number(csv, row, "tflops")});
+  }
+  return out;
+}
+
+Fit tile_fit(const std::vector<GemmRow>& rows, std::string inputs) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  Fit f{.name = "GEMM tile overhead", .cluster = "dgx-h100", .inputs = std::move(inputs)};
+  f.params = {{.key = "gpu.gemm_tile_overhead_us", .file_value = base.gpu.gemm_tile_overhead.us(), .lo = 0, .hi = 5, .step = 0.1}};
+  grid_least_squares(f, [&](const std::vector<double>& v) {
+    hardware::GpuSpec g = base.gpu;
+    g.gemm_tile_overhead = common::Duration::from_us(v[0]);
+    std::vector<std::pair<double, double>> out;
+    for (const auto& r : rows) out.emplace_back(hardware::estimate_gemm(g, r.op).tflops(), r.tflops);
+    return out;
+  });
+  return f;
+}
+
+double mean_abs(const std::vector<std::pair<double, double>>& rows, double* worst = nullptr) {
+  double s = 0, w = 0;
+  for (const auto& [p, m] : rows) {
+    const double e = std::abs(p - m) / m;
+    s += e;
+    w = std::max(w, e);
+  }
+  if (worst) *worst = w;
+  return rows.empty() ? 0.0 : s / static_cast<double>(rows.size());
+}
+
+std::vector<std::pair<double, double>> nccl_rows(const ClusterSpec& c, const std::vector<NcclMeasurement>& all,
+                                                 const std::function<bool(const NcclMeasurement&)>& use) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& m : all)
+    if (use(m)) out.emplace_back(predict_nccl(c, m).busbw_GBps, m.busbw_GBps);
+  return out;
+}
+
+// ---- H100 stacks (until the stack mechanisms replace them) -------------------------------------
+// host.kernel_efficiency.cuda_graphs over the released Domino example's iteration time (one figure),
+// then host.kernel_efficiency.eager over the four Domino speedups (given the cuda_graphs value).
+std::vector<Fit> kernel_efficiency_fits(const std::string& dir) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  const DominoFigures d = read_domino_figures(dir);
+  Fit graphs{.name = "DeepSpeed-Domino's stack", .cluster = "dgx-h100",
+             .inputs = "domino-h100.md: the released example's 521-529 ms (a single published figure)"};
+  graphs.params = {{.key = "host.kernel_efficiency.cuda_graphs", .file_value = base.host.kernel_efficiency_for(hardware::Stack::cuda_graphs),
+                    .lo = 0.50, .hi = 1.00, .step = 0.01}};
+  grid_least_squares(graphs, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.host.kernel_efficiency[static_cast<int>(hardware::Stack::cuda_graphs)] = v[0];
+    return std::vector<std::pair<double, double>>{{domino_example_ms(c), d.example_ms}};
+  });
+  Fit eager{.name = "Megatron-LM's stack", .cluster = "dgx-h100", .inputs = "domino-h100.md: the four Domino speedups (6.7B, 13B at seq 512, 1024)"};
+  eager.params = {{.key = "host.kernel_efficiency.eager", .file_value = base.host.kernel_efficiency_for(hardware::Stack::eager), .lo = 0.50,
+                   .hi = 1.00, .step = 0.01}};
+  grid_least_squares(eager, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.host.kernel_efficiency[static_cast<int>(hardware::Stack::cuda_graphs)] = graphs.params[0].fitted;
+    c.host.kernel_efficiency[static_cast<int>(hardware::Stack::eager)] = v[0];
+    std::vector<std::pair<double, double>> out;
+    for (const auto& sp : d.speedups) out.emplace_back(domino_speedup(c, sp).speedup, sp.measured);
+    return out;
+  });
+  return {graphs, eager};
+}
+
+}  // namespace
+
+std::vector<Fit> fit_constants(const std::string& dir) {
+  const auto nccl = read_nccl_measurements(dir);
+  std::vector<Fit> fits;
+  fits.push_back(call_overhead_fit(nccl));
+  fits.push_back(nvls_fit(nccl));
+  fits.push_back(network_fit(nccl, four_node_fit_row,
+                             "nccl-h100-busbw-1and4node.csv [VP]: 4x DGX-H100, all-reduce and all-gather, 16 MB .. 8 GB"));
+  fits.push_back(tile_fit(square_gemms(dir, false), "gemm-h100.csv: bf16 and fp8 square shapes 2048 .. 16384"));
+  for (auto& f : kernel_efficiency_fits(dir)) fits.push_back(std::move(f));
+  return fits;
+}
+
+std::vector<LeaveGroupOut> leave_group_out(const std::string& dir) {
+  const auto nccl = read_nccl_measurements(dir);
+  std::vector<LeaveGroupOut> out;
+  const ClusterSpec h100 = hardware::load_cluster("dgx-h100");
+  auto is_kind = [](hardware::CollectiveKind k) {
+    return [k](const NcclMeasurement& m) { return four_node_fit_row(m) && m.kind == k; };
+  };
+  // collectives across nodes: refit on one collective, predict the other
+  for (const auto& [fit_kind, pred_kind] : {std::pair{hardware::CollectiveKind::all_gather, hardware::CollectiveKind::all_reduce},
+                                            std::pair{hardware::CollectiveKind::all_reduce, hardware::CollectiveKind::all_gather}}) {
+    const Fit f = network_fit(nccl, is_kind(fit_kind), "");
+    ClusterSpec c = h100;
+    c.network.nic_efficiency = f.params[0].fitted;
+    c.network.latency = common::Duration::from_us(f.params[1].fitted);
+    LeaveGroupOut l{.fitted_on = fmt::format("4-node H100 {} >= 16 MB", to_string(fit_kind)),
+                    .predicts = fmt::format("4-node H100 {} >= 16 MB", to_string(pred_kind)),
+                    .constants = fmt::format("nic_efficiency {:.2f}, latency_us {:g}", f.params[0].fitted, f.params[1].fitted)};
+    const auto in = nccl_rows(c, nccl, is_kind(fit_kind)), pred = nccl_rows(c, nccl, is_kind(pred_kind));
+    l.rows_fitted = static_cast<int>(in.size());
+    l.rows_predicted = static_cast<int>(pred.size());
+    l.in_sample_error = mean_abs(in);
+    l.out_of_sample_error = mean_abs(pred, &l.out_of_sample_worst);
+    out.push_back(l);
+  }
+  // no multi-node data at all: NVIDIA's per-NIC rate and NCCL's own Simple network step
+  {
+    const NicRate nic = read_nic_rate(dir);
+    ClusterSpec c = h100;
+    c.network.nic_efficiency = (nic.low_GBps + nic.high_GBps) / 2 / (c.network.nic_bytes_per_s / 1e9);
+    c.network.latency = common::Duration::from_us(14.0);
+    LeaveGroupOut l{.fitted_on = "nothing across nodes (NVIDIA's 46-48 GB/s per NIC, NCCL's 14 us Simple network step)",
+                    .predicts = "4-node H100 all-reduce and all-gather >= 16 MB",
+                    .constants = fmt::format("nic_efficiency {:.2f}, latency_us 14", c.network.nic_efficiency)};
+    const auto pred = nccl_rows(c, nccl, four_node_fit_row);
+    l.rows_predicted = static_cast<int>(pred.size());
+    l.out_of_sample_error = mean_abs(pred, &l.out_of_sample_worst);
+    out.push_back(l);
+  }
+  // GEMM: tile overhead from bf16 squares, predicting fp8
+  {
+    const Fit f = tile_fit(square_gemms(dir, true), "");
+    hardware::GpuSpec g = h100.gpu;
+    g.gemm_tile_overhead = common::Duration::from_us(f.params[0].fitted);
+    std::vector<std::pair<double, double>> in, pred;
+    for (const auto& r : square_gemms(dir, false))
+      (r.op.dtype == common::DType::bf16 ? in : pred).emplace_back(hardware::estimate_gemm(g, r.op).tflops(), r.tflops);
+    LeaveGroupOut l{.fitted_on = "H100 bf16 square GEMMs", .predicts = "H100 fp8 square GEMMs",
+                    .constants = fmt::format("gemm_tile_overhead_us {:g}", f.params[0].fitted)};
+    l.rows_fitted = static_cast<int>(in.size());
+    l.rows_predicted = static_cast<int>(pred.size());
+    l.in_sample_error = mean_abs(in);
+    l.out_of_sample_error = mean_abs(pred, &l.out_of_sample_worst);
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace validate
