@@ -49,7 +49,6 @@ int require_cuda_devices() {
 namespace {
 
 using sim::Op;
-constexpr std::size_t kLtWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (Hopper kernels like 32 MiB)
 
 ncclDataType_t nccl_dtype(common::DType t) {
   switch (t) {
