@@ -138,9 +138,13 @@ InterferenceSpec read_interference(common::ConfigReader r) {
   InterferenceSpec i;
   i.sm_contention = r.boolean("sm_contention");
   i.hbm_amplification = r.number("hbm_amplification");
-  if (i.hbm_amplification < 0) r.fail("hbm_amplification", "expected a number >= 0");
+  if (!(i.hbm_amplification >= 0 && i.hbm_amplification <= 10)) r.fail("hbm_amplification", "expected HBM bytes per wire byte in [0, 10]");
+  i.sm_comm_slowdown = r.number_or("sm_comm_slowdown", 0.0);
+  if (!(i.sm_comm_slowdown >= 0 && i.sm_comm_slowdown < 1)) r.fail("sm_comm_slowdown", "expected a fraction in [0, 1)");
+  i.copy_engine_bandwidth = r.number_or("copy_engine_bandwidth", 1.0);
+  if (!(i.copy_engine_bandwidth > 0 && i.copy_engine_bandwidth <= 1)) r.fail("copy_engine_bandwidth", "expected a fraction in (0, 1]");
   i.comm_slowdown = r.number("comm_slowdown");
-  if (i.comm_slowdown < 0 || i.comm_slowdown >= 1) r.fail("comm_slowdown", "expected a fraction in [0, 1)");
+  if (!(i.comm_slowdown >= 0 && i.comm_slowdown < 1)) r.fail("comm_slowdown", "expected a fraction in [0, 1)");
   r.finish();
   return i;
 }

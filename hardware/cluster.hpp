@@ -79,14 +79,23 @@ struct HostSpec {
   common::Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
 };
 
-/// @brief How communication and computation slow each other when they overlap.
+/// @brief How communication and computation slow each other when they overlap (hardware/interference).
 struct InterferenceSpec {
-  /// Compute slows by (SMs taken by the collective / SM count) ...
+  /// A kernel beside an SM-based collective runs on the SMs its channels leave (one CTA per
+  /// channel, never shared with compute: NVIDIA/nccl#689).
   bool sm_contention = true;
-  /// ... plus hbm_amplification x (collective wire bytes/s) / (HBM bytes/s): NCCL moves each wire byte
-  /// through HBM several times (read, reduce, write).
-  double hbm_amplification = 2.5;
-  /// A collective slows by this fraction while a compute kernel runs beside it.
+  /// HBM bytes a collective moves per wire byte (NVIDIA/nccl#1428: "at least 2x ... 3x" when user
+  /// data is read and written).
+  double hbm_amplification = 3.0;
+  /// Fraction of its bandwidth an SM-based collective loses while a kernel runs on the other SMs
+  /// (fitted: pytorch/pytorch#172714's overlapped GEMM + all-gather).
+  double sm_comm_slowdown = 0.0;
+  /// Bandwidth of a copy-engine transfer as a fraction of NCCL's SM kernels (fitted:
+  /// pytorch/pytorch#182850's all-gather at 1-16 MiB shards).
+  double copy_engine_bandwidth = 1.0;
+  /// The engine's present formula (interference.hpp comm_rate_beside_compute): a collective slows
+  /// by this fraction x the HBM share of the kernel beside it. Replaced when the engine takes
+  /// rates_beside.
   double comm_slowdown = 0.05;
 };
 

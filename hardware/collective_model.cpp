@@ -285,6 +285,7 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   cost.latency = common::Duration::from_us(best->latency_us);
   const double transfer_s = static_cast<double>(op.bytes) / best->algbw;
   cost.transfer = common::Duration::from_s(transfer_s);
+  cost.sent_bytes = best->raw[0] + best->raw[1];
   // capacity-equivalent wire bytes: scale so the busiest link is exactly full at solo speed
   double worst = 0;
   for (int l = 0; l < kLinkClasses; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));

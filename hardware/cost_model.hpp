@@ -26,6 +26,9 @@ struct CollectiveCost {
   common::Duration transfer;  ///< bandwidth part at solo speed
   /// Bytes this GPU sends over each link class during `transfer` (flow-level link sharing).
   std::array<double, kLinkClasses> wire_bytes{};
+  /// Bytes this GPU really sends over all its links (nccl-tests' bus volume: busbw x time), which
+  /// its HBM traffic is a multiple of (interference); wire_bytes are scaled for link sharing instead.
+  double sent_bytes = 0;
   std::string algo = "ring";    ///< ring | tree | nvls | nvls_tree | pat | hierarchical ...
   std::string proto = "simple"; ///< ll | ll128 | simple
   int channels = 1;

@@ -10,6 +10,7 @@
 #include "hardware/cluster.hpp"
 #include "hardware/gemm_model.hpp"
 #include "validate/calibration.hpp"
+#include "validate/interference_rows.hpp"
 #include "validate/step_rows.hpp"
 
 namespace validate {
@@ -179,6 +180,31 @@ std::vector<std::pair<double, double>> nccl_rows(const ClusterSpec& c, const std
   return out;
 }
 
+// ---- interference -----------------------------------------------------------------------------
+// interference.sm_comm_slowdown over row 8's overlapped time on NCCL's SM kernels, then
+// interference.copy_engine_bandwidth over its overlapped time with copy engines (one figure each).
+std::vector<Fit> interference_fits(const std::string& dir) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  const InterferenceFigures f = read_interference_figures(dir);
+  Fit sm{.name = "collective beside compute", .cluster = "dgx-h100",
+         .inputs = "interference-nvidia.md row 8: 8192^3 GEMM beside a 64 MiB all-gather on NCCL's SM kernels, 2.02 ms (a single published figure)"};
+  sm.params = {{.key = "interference.sm_comm_slowdown", .file_value = base.interference.sm_comm_slowdown, .lo = 0, .hi = 0.9, .step = 0.01}};
+  grid_least_squares(sm, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.interference.sm_comm_slowdown = v[0];
+    return std::vector<std::pair<double, double>>{{predict_row8(c).overlap_sm_ms, f.overlap_sm_ms}};
+  });
+  Fit ce{.name = "copy-engine transfers", .cluster = "dgx-h100",
+         .inputs = "interference-nvidia.md row 8: the same overlap with copy-engine transfers, 1.77 ms (a single published figure)"};
+  ce.params = {{.key = "interference.copy_engine_bandwidth", .file_value = base.interference.copy_engine_bandwidth, .lo = 0.3, .hi = 1.0, .step = 0.01}};
+  grid_least_squares(ce, [&](const std::vector<double>& v) {
+    ClusterSpec c = base;
+    c.interference.copy_engine_bandwidth = v[0];
+    return std::vector<std::pair<double, double>>{{predict_row8(c).overlap_ce_ms, f.overlap_ce_ms}};
+  });
+  return {sm, ce};
+}
+
 // ---- H100 stacks (until the stack mechanisms replace them) -------------------------------------
 // host.kernel_efficiency.cuda_graphs over the released Domino example's iteration time (one figure),
 // then host.kernel_efficiency.eager over the four Domino speedups (given the cuda_graphs value).
@@ -218,6 +244,7 @@ std::vector<Fit> fit_constants(const std::string& dir) {
   fits.push_back(network_fit(nccl, four_node_fit_row,
                              "nccl-h100-busbw-1and4node.csv [VP]: 4x DGX-H100, all-reduce and all-gather, 16 MB .. 8 GB"));
   fits.push_back(tile_fit(square_gemms(dir, false), "gemm-h100.csv: bf16 and fp8 square shapes 2048 .. 16384"));
+  for (auto& f : interference_fits(dir)) fits.push_back(std::move(f));
   for (auto& f : kernel_efficiency_fits(dir)) fits.push_back(std::move(f));
   return fits;
 }

@@ -106,3 +106,20 @@ TEST_CASE("network.nic_efficiency is optional (NVIDIA's 0.94) and must be a frac
   text.replace(at, eol - at, "  nic_efficiency: 1.2");
   CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: network.nic_efficiency: expected a fraction in (0, 1]");
 }
+
+TEST_CASE("interference.sm_comm_slowdown and copy_engine_bandwidth are optional fractions, range-checked") {
+  std::string text(common::resolve_config("clusters", "dgx-h100").text);
+  auto with = [&](const std::string& key, const std::string& value) {
+    std::string t = text;
+    const auto at = t.find("  " + key + ": ");
+    REQUIRE(at != std::string::npos);
+    t.replace(at, t.find('\n', at) - at, "  " + key + ": " + value);
+    return t;
+  };
+  CHECK(error_of([&] { hardware::parse_cluster(with("sm_comm_slowdown", "1.0"), "c.yaml"); }) ==
+        "c.yaml: interference.sm_comm_slowdown: expected a fraction in [0, 1)");
+  CHECK(error_of([&] { hardware::parse_cluster(with("copy_engine_bandwidth", "0"), "c.yaml"); }) ==
+        "c.yaml: interference.copy_engine_bandwidth: expected a fraction in (0, 1]");
+  CHECK(error_of([&] { hardware::parse_cluster(with("hbm_amplification", "-1"), "c.yaml"); }) ==
+        "c.yaml: interference.hbm_amplification: expected HBM bytes per wire byte in [0, 10]");
+}
