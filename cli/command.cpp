@@ -39,11 +39,13 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   cmd->add_option("--row-axis", f.row_axis, "batch (default) | sequence");
   cmd->add_option("--col-slices", f.col_slices, "domino column chunks of out-proj / FC2 (default 1)");
   cmd->add_option("--dp-bucket-mb", f.dp_bucket_mb, "data-parallel gradient bucket size in MB (default 25)");
-  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cmd->add_option("--stack", f.stack,
+                  "software stack issuing the kernels: eager (default; Megatron-LM) | cpp (slicetune run) | cuda_graphs (DeepSpeed-Domino)"
+                  " | megatron-core (TransformerEngine); each is a cluster-file host.stacks entry");
 }
 
-std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c) const {
-  return hardware::make_cost_model(c, profile);
+std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c, hardware::Stack stack) const {
+  return hardware::make_cost_model(c, profile, stack);
 }
 
 sim::TargetInput TargetFlags::input() const {
@@ -92,7 +94,7 @@ sim::TargetInput TargetFlags::input() const {
   }
   if (cmd->count("--stack")) {
     hardware::Stack s;
-    if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + stack + "'");
+    if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + stack + "'");
     p.stack = s;
   }
   return in;

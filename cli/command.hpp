@@ -30,8 +30,8 @@ struct TargetFlags {
 
   /// Converts what was given on the command line into a TargetInput (unset flags stay unset).
   sim::TargetInput input() const;
-  /// The cost model for a resolved target: analytic, or profiled with --profile.
-  std::unique_ptr<hardware::CostModel> cost_model(const hardware::ClusterSpec& cluster) const;
+  /// The cost model for a resolved target on its stack: analytic, or profiled with --profile.
+  std::unique_ptr<hardware::CostModel> cost_model(const hardware::ClusterSpec& cluster, hardware::Stack stack) const;
 };
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
 

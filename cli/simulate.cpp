@@ -21,7 +21,7 @@ struct SimulateFlags {
 
 void run_simulate(const SimulateFlags& f) {
   sim::Target t = sim::resolve_target(f.target.input());
-  auto cost = f.target.cost_model(t.cluster);
+  auto cost = f.target.cost_model(t.cluster, t.plan.stack);
   sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
   sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
   sim::StepReport r = engine.simulate(g);

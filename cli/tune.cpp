@@ -22,7 +22,7 @@ void run_tune(const TuneFlags& f) {
   auto [model, cluster, space] = cli::search_setup(f);
   if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
 
-  auto cost = f.target.cost_model(cluster);
+  auto cost = f.target.cost_model(cluster, space.stack);
   tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
   bool shown = false;
   opt.progress = [&shown](const tuner::Progress& p) {

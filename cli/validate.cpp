@@ -27,8 +27,8 @@ struct ValidateFlags {
 };
 
 /// The cost model validate predicts with: analytic for the cluster, or a measured profile (--profile).
-std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c) {
-  return f.target.cost_model(c);
+std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c, hardware::Stack stack) {
+  return f.target.cost_model(c, stack);
 }
 
 void run_validate(const ValidateFlags& f) {
@@ -56,7 +56,7 @@ void run_validate(const ValidateFlags& f) {
     measured_from = fmt::format("this run ({} steps, {} warm-up, {})", f.steps, f.warmup, backend->describe());
   }
 
-  auto cost = cost_model_for(f, t.cluster);
+  auto cost = cost_model_for(f, t.cluster, t.plan.stack);
   const auto result = validate::validate_run(t, m, *cost, f.measured.empty() ? "run" : f.measured);
   const auto& v = result.validation;
   if (!f.trace.empty())

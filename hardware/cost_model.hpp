@@ -48,6 +48,9 @@ class CostModel {
   virtual ComputeCost optimizer(const OptimizerOp& op) const = 0;
   virtual CollectiveCost collective(const CollectiveOp& op) const = 0;
   virtual const ClusterSpec& cluster() const = 0;
+  /// The software stack whose kernels it prices (its fused ops, attention kernel, GEMM speed): a
+  /// plan must be simulated with the cost model of its own stack.
+  virtual Stack stack() const = 0;
   /// Short description for reports ("analytic", "profiled: p.yaml").
   virtual std::string describe() const = 0;
   /// Capacity in bytes/s of one GPU's share of a link class (link-sharing constraints).
@@ -55,7 +58,9 @@ class CostModel {
 };
 
 /// @brief The built-in analytic model: roofline GEMMs with tile and wave quantization, bandwidth-bound
-/// element-wise kernels, flash-style attention, NCCL-priced collectives. Never returns null.
-std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster);
+/// element-wise kernels, flash or unfused attention, NCCL-priced collectives — as `stack` runs them
+/// (host.stacks: its GEMMs at stack gemm_efficiency of the best-shape speed, its attention kernel,
+/// its fused element-wise ops at no cost of their own). Never returns null.
+std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster, Stack stack);
 
 }  // namespace hardware

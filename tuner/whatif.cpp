@@ -116,7 +116,7 @@ std::vector<WhatIfPoint> whatif(const sim::ModelSpec& model, const hardware::Clu
       pt.settings.emplace_back(axes[a].key, axes[a].values[idx[a]]);
       if (axes[a].key != "cluster") apply_setting(c, s, axes[a].key, axes[a].values[idx[a]]);
     }
-    auto cost = hardware::make_analytic_cost_model(c);
+    auto cost = hardware::make_analytic_cost_model(c, s.stack);
     pt.result = search(model, c, *cost, s, options);
     out.push_back(std::move(pt));
   }

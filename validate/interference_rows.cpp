@@ -101,7 +101,7 @@ double layer_slowdown(const std::string& model, const std::string& cluster, int 
   in.row_slices = 2;
   const auto plan = sim::resolve_plan(m, c, in, "interference aggregate");
   const auto g = sim::build_step_graph(m, c, plan);
-  const auto cost = make_analytic_cost_model(c);
+  const auto cost = make_analytic_cost_model(c, plan.stack);
   const double hbm = usable_hbm(c);
   std::optional<CollectiveCost> coll;  // the layer's first TP all-reduce: one slice's attention output
   for (const auto& t : g.tasks)

@@ -13,7 +13,7 @@ namespace validate {
 
 sim::StepReport simulate_plan(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const sim::PlanInput& in) {
   const sim::Plan p = sim::resolve_plan(m, c, in, "accuracy");
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, p.stack);
   sim::Engine engine(*cost);
   return engine.simulate(sim::build_step_graph(m, c, p));
 }
