@@ -279,35 +279,21 @@ AccuracySection tp_hidden_section(const std::string& dir) {
 AccuracySection a100_section(const std::string& dir) {
   AccuracySection s{.title = "Megatron-DeepSpeed iteration time, A100-SXM4-80GB, one node", .source = "data/calibration/a100-megatron-1node-2and4gpu.csv",
                     .bar = "mean absolute error <= 8 % over the rows with pp = 1", .mean_bar = 0.08};
-  const Csv csv = read_csv(dir + "/a100-megatron-1node-2and4gpu.csv");
   const auto a100 = hardware::load_cluster("dgx-a100");
-  for (const auto& row : csv.rows) {
-    const int gpus = static_cast<int>(csv_number(csv, row, "gpus")), gb = static_cast<int>(csv_number(csv, row, "global_batch")),
-              mb = static_cast<int>(csv_number(csv, row, "micro_batch")), heads = static_cast<int>(csv_number(csv, row, "heads")),
-              layers = static_cast<int>(csv_number(csv, row, "layers")), tp = static_cast<int>(csv_number(csv, row, "tp")),
-              dp = static_cast<int>(csv_number(csv, row, "dp")), pp = static_cast<int>(csv_number(csv, row, "pp"));
-    const auto hidden = static_cast<std::int64_t>(csv_number(csv, row, "hidden")), seq = static_cast<std::int64_t>(csv_number(csv, row, "seq_len"));
-    AccuracyRow out{.label = fmt::format("{} GPUs h{} L{} gb{} mb{} tp{} dp{} pp{}", gpus, hidden, layers, gb, mb, tp, dp, pp),
-                    .measured = csv_number(csv, row, "iter_ms"), .unit = "ms"};
-    if (pp != 1) {
+  for (const auto& row : read_a100_rows(dir)) {
+    AccuracyRow out{.label = row.label, .measured = row.measured_ms, .unit = "ms"};
+    if (row.pp != 1) {
       out.role = RowRole::listed;
       out.in_bar = false;
       out.note = "pp > 1: pipeline parallelism is not modelled yet";
       s.rows.push_back(out);
       continue;
     }
-    ModelSpec m{.name = fmt::format("gpt-h{}-L{}", hidden, layers), .source = "calibration row", .layers = layers, .hidden = hidden,
-                .heads = heads, .kv_heads = heads, .ffn_hidden = 4 * hidden, .vocab = 51200, .seq_len = seq};
-    auto c = a100;
-    c.node.gpus_per_node = gpus;  // the GPUs used, inside one DGX node
-    PlanInput in = megatron(tp, mb, seq);
-    in.dp = dp;
-    in.global_batch = gb;
-    const auto r = simulate_plan(m, c, in);
+    const auto r = predict_a100(a100, row);
     out.predicted = r.step_time.ms();
-    out.note = fmt::format("{} micro-batches, MFU {:.0f} %", gb / (mb * dp), 100 * r.mfu);
+    out.note = fmt::format("{} micro-batches, MFU {:.0f} %", row.global_batch / (row.micro_batch * row.dp), 100 * r.mfu);
     out.role = RowRole::fitted;
-    out.fit_of = "gpu.gemm_efficiency, host.launch_us.eager, host.op_overhead_us.eager (dgx-a100)";
+    out.fit_of = "gpu.gemm_efficiency, host.stacks.eager.launch_us, host.stacks.eager.op_overhead_us (dgx-a100)";
     s.rows.push_back(out);
   }
   return s;
@@ -463,18 +449,12 @@ std::string accuracy_markdown(const AccuracyReport& r) {
     for (const auto& p : f.params)
       md += fmt::format("| `{}` | {} | {:g} | {:g} | {:g} | {} | {} | {:.1f} % |\n", p.key, f.cluster, p.file_value, p.fitted, p.step, f.inputs,
                         f.rows, 100 * f.rms_log_error);
-  const auto h = hardware::load_cluster("dgx-h100"), a = hardware::load_cluster("dgx-a100");
+  const auto h = hardware::load_cluster("dgx-h100");
   using common::DType;
   using hardware::Stack;
-  md += "\nFitted by hand (issue 3, before fits were recomputed by code; each names its fit inputs):\n\n"
-        "| constant (cluster file key) | value | fit inputs |\n|---|---:|---|\n";
-  md += fmt::format("| `gpu.gemm_efficiency` (dgx-a100, fp16) | {} | a100-megatron-1node-2and4gpu.csv, every pp = 1 row (with the two below; A100's library best-shape"
-                    " figure is not in the calibration set, so the eager stack's GEMM losses sit here) |\n", a.gpu.gemm_eff(DType::fp16));
-  md += fmt::format("| `host.stacks.eager.launch_us` (dgx-a100) | {} | a100-megatron-1node-2and4gpu.csv, the micro-batch-1 rows |\n",
-                    a.host.launch_for(Stack::eager).us());
-  md += fmt::format("| `host.stacks.eager.op_overhead_us` (dgx-a100) | {} | a100-megatron-1node-2and4gpu.csv, every pp = 1 row |\n\n",
-                    a.host.op_overhead_for(Stack::eager).us());
-  md += fmt::format("Not fitted, and not constrained by any scored row: `host.stacks.eager.launch_us` of dgx-h100 ({} us; no H100 row is host-bound).\n\n",
+  md += fmt::format("\nNot fitted, and not constrained by any scored row: `host.stacks.eager.launch_us` of dgx-h100 ({} us; no H100 row is"
+                    " host-bound). Fits marked \"(coordinate descent)\" sweep each constant in turn from the file's values (each row is a"
+                    " simulated step).\n\n",
                     h.host.launch_for(Stack::eager).us());
   const auto& sh = r.tp_share.rows;
   const auto& ex = r.domino.rows.back();

@@ -58,6 +58,45 @@ void grid_least_squares(Fit& fit, const RowsAt& rows_at) {
   fit.rms_log_error = best_rows > 0 ? std::expm1(std::sqrt(best_cost / best_rows)) : 0.0;
 }
 
+void coordinate_least_squares(Fit& fit, const RowsAt& rows_at, int rounds) {
+  const std::size_t n = fit.params.size();
+  std::vector<double> values(n);
+  auto snap = [](const FitParameter& p, double v) {
+    const double i = std::round((std::clamp(v, p.lo, p.hi) - p.lo) / p.step);
+    return p.lo + i * p.step;
+  };
+  for (std::size_t i = 0; i < n; ++i) values[i] = snap(fit.params[i], fit.params[i].file_value);
+  auto cost_of = [&](const std::vector<double>& v, int* rows) {
+    const auto r = rows_at(v);
+    double c = 0;
+    for (const auto& [p, m] : r) {
+      const double e = std::log(p / m);
+      c += e * e;
+    }
+    if (rows) *rows = static_cast<int>(r.size());
+    return c;
+  };
+  int nrows = 0;
+  double best = cost_of(values, &nrows);
+  for (int round = 0; round < rounds; ++round)
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& p = fit.params[i];
+      const int steps = static_cast<int>(std::floor((p.hi - p.lo) / p.step + 1e-9)) + 1;
+      std::vector<double> trial = values;
+      for (int s = 0; s < steps; ++s) {
+        trial[i] = p.lo + s * p.step;
+        const double c = cost_of(trial, nullptr);
+        if (c < best - 1e-12) {
+          best = c;
+          values = trial;
+        }
+      }
+    }
+  for (std::size_t i = 0; i < n; ++i) fit.params[i].fitted = values[i];
+  fit.rows = nrows;
+  fit.rms_log_error = nrows > 0 ? std::expm1(std::sqrt(best / nrows)) : 0.0;
+}
+
 namespace {
 
 using hardware::ClusterSpec;
@@ -237,6 +276,41 @@ std::vector<Fit> stack_fits(const std::string& dir) {
   return {gemm, over};
 }
 
+// ---- A100 eager stack -----------------------------------------------------------------------------
+// gpu.gemm_efficiency, host.stacks.eager.launch_us and op_overhead_us of dgx-a100 over the
+// Megatron-DeepSpeed iteration times (rows with pp = 1, optionally only those `use` keeps), by
+// coordinate descent (each row is a simulated step).
+ClusterSpec a100_with(ClusterSpec c, const std::vector<double>& v) {
+  for (auto& e : c.gpu.gemm_efficiency) e = v[0];
+  auto& eager = c.host.stacks[static_cast<int>(hardware::Stack::eager)];
+  eager.launch = common::Duration::from_us(v[1]);
+  eager.op_overhead = common::Duration::from_us(v[2]);
+  return c;
+}
+
+Fit a100_fit(const std::vector<A100Row>& rows, std::string inputs) {
+  const ClusterSpec base = hardware::load_cluster("dgx-a100");
+  const auto& eager = base.host.stack(hardware::Stack::eager);
+  Fit f{.name = "Megatron-DeepSpeed on A100", .cluster = "dgx-a100", .inputs = std::move(inputs)};
+  f.params = {{.key = "gpu.gemm_efficiency", .file_value = base.gpu.gemm_eff(common::DType::fp16), .lo = 0.55, .hi = 0.85, .step = 0.01},
+              {.key = "host.stacks.eager.launch_us", .file_value = eager.launch.us(), .lo = 60, .hi = 240, .step = 10},
+              {.key = "host.stacks.eager.op_overhead_us", .file_value = eager.op_overhead.us(), .lo = 20, .hi = 100, .step = 5}};
+  coordinate_least_squares(f, [&](const std::vector<double>& v) {
+    const ClusterSpec c = a100_with(base, v);
+    std::vector<std::pair<double, double>> out;
+    for (const auto& r : rows) out.emplace_back(predict_a100(c, r).step_time.ms(), r.measured_ms);
+    return out;
+  });
+  return f;
+}
+
+std::vector<A100Row> a100_rows(const std::string& dir, int gpus = 0) {
+  std::vector<A100Row> out;
+  for (const auto& r : read_a100_rows(dir))
+    if (r.pp == 1 && (gpus == 0 || r.gpus == gpus)) out.push_back(r);
+  return out;
+}
+
 }  // namespace
 
 std::vector<Fit> fit_constants(const std::string& dir) {
@@ -249,6 +323,7 @@ std::vector<Fit> fit_constants(const std::string& dir) {
   fits.push_back(tile_fit(square_gemms(dir, false), "gemm-h100.csv: bf16 and fp8 square shapes 2048 .. 16384"));
   for (auto& f : interference_fits(dir)) fits.push_back(std::move(f));
   for (auto& f : stack_fits(dir)) fits.push_back(std::move(f));
+  fits.push_back(a100_fit(a100_rows(dir), "a100-megatron-1node-2and4gpu.csv: every row with pp = 1 (coordinate descent)"));
   return fits;
 }
 
@@ -288,6 +363,25 @@ std::vector<LeaveGroupOut> leave_group_out(const std::string& dir) {
     const auto pred = nccl_rows(c, nccl, four_node_fit_row);
     l.rows_predicted = static_cast<int>(pred.size());
     l.out_of_sample_error = mean_abs(pred, &l.out_of_sample_worst);
+    out.push_back(l);
+  }
+  // step times on A100: refit on one GPU count, predict the other
+  for (const auto& [fit_gpus, pred_gpus] : {std::pair{2, 4}, std::pair{4, 2}}) {
+    const auto in_rows = a100_rows(dir, fit_gpus), out_rows = a100_rows(dir, pred_gpus);  // coordinate descent from the file values
+    const Fit f = a100_fit(in_rows, "");
+    const ClusterSpec c = a100_with(hardware::load_cluster("dgx-a100"), {f.params[0].fitted, f.params[1].fitted, f.params[2].fitted});
+    std::vector<std::pair<double, double>> in, pred;
+    for (const auto& r : in_rows) in.emplace_back(predict_a100(c, r).step_time.ms(), r.measured_ms);
+    for (const auto& r : out_rows) pred.emplace_back(predict_a100(c, r).step_time.ms(), r.measured_ms);
+    LeaveGroupOut l{.fitted_on = fmt::format("A100 Megatron-DeepSpeed, {}-GPU rows", fit_gpus),
+                    .predicts = fmt::format("A100 Megatron-DeepSpeed, {}-GPU rows", pred_gpus),
+                    .constants = fmt::format("gemm_efficiency {:g}, launch_us {:g}, op_overhead_us {:g}", f.params[0].fitted, f.params[1].fitted,
+                                             f.params[2].fitted)};
+    l.rows_fitted = static_cast<int>(in.size());
+    l.rows_predicted = static_cast<int>(pred.size());
+    l.in_sample_error = mean_abs(in);
+    l.out_of_sample_error = mean_abs(pred, &l.out_of_sample_worst);
+    for (const auto& [p, m] : pred) l.out_of_sample_errors.push_back(p / m - 1);
     out.push_back(l);
   }
   // GEMM: tile overhead from bf16 squares, predicting fp8

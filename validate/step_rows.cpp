@@ -8,6 +8,7 @@
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/step_graph.hpp"
+#include "validate/calibration.hpp"
 
 namespace validate {
 
@@ -75,6 +76,39 @@ SpeedupPrediction domino_speedup(const hardware::ClusterSpec& h100, const Domino
   p.domino_ms = simulate_plan(m, h100, domino_plan(base)).step_time.ms();
   p.speedup = p.megatron_ms / p.domino_ms;
   return p;
+}
+
+std::vector<A100Row> read_a100_rows(const std::string& dir) {
+  const Csv csv = read_csv(dir + "/a100-megatron-1node-2and4gpu.csv");
+  std::vector<A100Row> out;
+  for (const auto& row : csv.rows) {
+    A100Row r;
+    r.gpus = static_cast<int>(csv_number(csv, row, "gpus"));
+    r.global_batch = static_cast<int>(csv_number(csv, row, "global_batch"));
+    r.micro_batch = static_cast<int>(csv_number(csv, row, "micro_batch"));
+    r.heads = static_cast<int>(csv_number(csv, row, "heads"));
+    r.layers = static_cast<int>(csv_number(csv, row, "layers"));
+    r.tp = static_cast<int>(csv_number(csv, row, "tp"));
+    r.dp = static_cast<int>(csv_number(csv, row, "dp"));
+    r.pp = static_cast<int>(csv_number(csv, row, "pp"));
+    r.hidden = static_cast<std::int64_t>(csv_number(csv, row, "hidden"));
+    r.seq_len = static_cast<std::int64_t>(csv_number(csv, row, "seq_len"));
+    r.measured_ms = csv_number(csv, row, "iter_ms");
+    r.label = fmt::format("{} GPUs h{} L{} gb{} mb{} tp{} dp{} pp{}", r.gpus, r.hidden, r.layers, r.global_batch, r.micro_batch, r.tp, r.dp, r.pp);
+    out.push_back(r);
+  }
+  return out;
+}
+
+sim::StepReport predict_a100(const hardware::ClusterSpec& a100, const A100Row& r) {
+  sim::ModelSpec m{.name = fmt::format("gpt-h{}-L{}", r.hidden, r.layers), .source = "calibration row", .layers = r.layers, .hidden = r.hidden,
+                   .heads = r.heads, .kv_heads = r.heads, .ffn_hidden = 4 * r.hidden, .vocab = 51200, .seq_len = r.seq_len};
+  auto c = a100;
+  c.node.gpus_per_node = r.gpus;  // the GPUs used, inside one DGX node
+  sim::PlanInput in = megatron_plan(r.tp, r.micro_batch, r.seq_len);
+  in.dp = r.dp;
+  in.global_batch = r.global_batch;
+  return simulate_plan(m, c, in);
 }
 
 double domino_example_ms(const hardware::ClusterSpec& h100) {

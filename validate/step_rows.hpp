@@ -49,6 +49,17 @@ struct SpeedupPrediction {
 };
 /// @brief Megatron and Domino step times for one published speedup row on `h100`.
 SpeedupPrediction domino_speedup(const hardware::ClusterSpec& h100, const DominoSpeedup& row);
+/// @brief One row of a100-megatron-1node-2and4gpu.csv (Megatron-DeepSpeed on one A100 node).
+struct A100Row {
+  int gpus = 0, global_batch = 0, micro_batch = 0, heads = 0, layers = 0, tp = 1, dp = 1, pp = 1;
+  std::int64_t hidden = 0, seq_len = 0;
+  double measured_ms = 0;
+  std::string label;  ///< "4 GPUs h2048 L24 gb16 mb2 tp4 dp1 pp1"
+};
+std::vector<A100Row> read_a100_rows(const std::string& calibration_dir);
+/// @brief The row's predicted iteration time on `a100` (its GPUs of one node; pp must be 1).
+sim::StepReport predict_a100(const hardware::ClusterSpec& a100, const A100Row& row);
+
 /// @brief The released example's Domino iteration time (GPT-3 13B, seq 1024, micro-batch 16, TP 8).
 double domino_example_ms(const hardware::ClusterSpec& h100);
 

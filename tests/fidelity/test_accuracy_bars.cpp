@@ -6,16 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "validate/accuracy.hpp"
+#include "tests/fidelity/report.hpp"
 
+using test::report;
 using validate::RowRole;
-
-namespace {
-const validate::AccuracyReport& report() {
-  static const validate::AccuracyReport r = validate::evaluate_accuracy(SLICETUNE_CALIBRATION_DIR);
-  return r;
-}
-}  // namespace
 
 TEST_CASE("all-reduce busbw one node: within 10 % at >= 64 MB and 25 % below (nccl-allreduce-busbw.csv)") {
   const auto& s = report().nccl;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "tests/fidelity/report.hpp"
 #include "validate/fit.hpp"
 
 TEST_CASE("grid least squares: the optimum of a closed form") {
@@ -20,7 +21,7 @@ TEST_CASE("grid least squares: the optimum of a closed form") {
 }
 
 TEST_CASE("the cluster files hold the fitted values (within half a grid step)") {
-  const auto fits = validate::fit_constants(SLICETUNE_CALIBRATION_DIR);
+  const auto& fits = test::report().fits;  // validate::fit_constants, as evaluate_accuracy recomputes them
   REQUIRE(fits.size() >= 5);
   for (const auto& f : fits) {
     CHECK_FALSE(f.inputs.empty());
@@ -35,7 +36,7 @@ TEST_CASE("the cluster files hold the fitted values (within half a grid step)") 
 }
 
 TEST_CASE("leave-group-out: each refit predicts rows it was not fitted to") {
-  const auto l = validate::leave_group_out(SLICETUNE_CALIBRATION_DIR);
+  const auto& l = test::report().leave_group_out;
   REQUIRE(l.size() >= 3);
   for (const auto& g : l) {
     CAPTURE(g.fitted_on);
