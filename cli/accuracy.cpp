@@ -15,6 +15,7 @@ namespace {
 struct AccuracyFlags {
   std::string calibration = "data/calibration";
   std::string out;
+  std::string bands;
   bool fit = false;
 };
 
@@ -38,6 +39,10 @@ void run_accuracy(const AccuracyFlags& f) {
     return;
   }
   const auto report = validate::evaluate_accuracy(f.calibration, true);
+  if (!f.bands.empty()) {
+    common::write_file_atomically(f.bands, sim::step_error_bands_yaml(report.step_error_bands));
+    fmt::print(stderr, "wrote {}\n", f.bands);
+  }
   const std::string md = validate::accuracy_markdown(report);
   if (f.out.empty()) {
     std::cout << md;
@@ -52,6 +57,7 @@ const bool registered = cli::register_command(80, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("accuracy", "predict every row of the calibration set and write the accuracy report");
   cmd->add_option("--calibration", f->calibration, "folder holding the calibration files (the repository's data/calibration)")->capture_default_str();
   cmd->add_option("--out", f->out, "write the markdown report here (default: print it)");
+  cmd->add_option("--bands", f->bands, "also write the out-of-sample step-error bands (configs/accuracy/step-error-bands.yaml) behind the prediction ranges");
   cmd->add_flag("--fit", f->fit, "recompute the least-squares fit of every fitted cluster-file constant from its fit inputs and print it beside the file's value");
   cmd->callback([f] { run_accuracy(*f); });
 });

@@ -35,6 +35,14 @@ struct TargetFlags {
 };
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
 
+/// @brief What simulate, tune and whatif say under --help about the range beside a step time.
+inline constexpr const char* kRangeHelp =
+    "Step-time range: where the true step time lies if the prediction errs as the model's out-of-sample step predictions did"
+    " (predicted / (1 + high) .. predicted / (1 + low)), with the error band of plans of its kind: one node, or across nodes"
+    " (configs/accuracy/step-error-bands.yaml, written by slicetune accuracy --bands; how the bands are computed: docs/accuracy.md,"
+    " \"Prediction ranges\"). Shown for the analytic cost model on GPU clusters. Plans whose ranges overlap are indistinguishable"
+    " within the model's error; errors of plans of one model are correlated, so their order is firmer than either range.";
+
 /// @brief Throws common::ConfigError for a bad flag value.
 [[noreturn]] void bad_flag(const std::string& flag, const std::string& what);
 

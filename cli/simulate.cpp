@@ -34,8 +34,9 @@ void run_simulate(const SimulateFlags& f) {
   if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
     fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
                t.cluster.gpu.hbm_capacity_bytes / 1e9, t.cluster.gpu.name);
+  const auto range = sim::range_for(t.plan, t.cluster, cost->describe(), r.step_time);
   if (f.json) {
-    std::cout << sim::report_json(t, r, cost->describe()).dump(2) << "\n";
+    std::cout << sim::report_json(t, r, cost->describe(), range).dump(2) << "\n";
     return;
   }
   fmt::print("slicetune simulate: {} on {} ({} node{} x {} GPUs), {} cost model\n", t.model.name, t.cluster.name, t.cluster.nodes,
@@ -43,7 +44,10 @@ void run_simulate(const SimulateFlags& f) {
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}, stack {}\n\n", t.plan_source, sim::describe(t.plan),
              t.plan.global_batch, t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len,
              common::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
-  fmt::print("{}", sim::report_table(t, r));
+  fmt::print("{}", sim::report_table(t, r, range));
+  if (range)
+    fmt::print("\nrange: where the true step time lies if this prediction errs as the model's out-of-sample step predictions did ({}; docs/accuracy.md)\n",
+               range->band->basis);
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
 }
 
@@ -51,6 +55,7 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   auto flags = std::make_shared<SimulateFlags>();
   auto* cmd = app.add_subcommand("simulate", "predict one training step of a plan (step graph + discrete-event engine)");
   cli::add_target_flags(cmd, flags->target);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write a Chrome-trace timeline (Perfetto) of the step");
   cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT");

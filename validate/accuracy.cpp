@@ -393,6 +393,45 @@ void summary_md(std::string& md, const AccuracyReport& r, RowRole role) {
 
 }  // namespace
 
+std::vector<sim::StepErrorBand> compute_step_error_bands(const AccuracyReport& r) {
+  auto percentile = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto i = static_cast<std::size_t>(pos);
+    const double f = pos - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v.back();
+  };
+  // the step error a TP-share row implies when its communication is priced right: step_true = comm / share
+  auto implied = [](const AccuracyRow& row) { return row.measured / row.predicted - 1.0; };
+  std::vector<double> one;
+  int a100 = 0;
+  for (const auto& l : r.leave_group_out) {
+    one.insert(one.end(), l.out_of_sample_errors.begin(), l.out_of_sample_errors.end());
+    a100 += static_cast<int>(l.out_of_sample_errors.size());
+  }
+  if (!r.tp_share.rows.empty()) one.push_back(implied(r.tp_share.rows[0]));
+  sim::StepErrorBand b1{.kind = "one node"};
+  if (!one.empty()) {
+    b1.low = std::min(0.0, percentile(one, 0.10));
+    b1.high = std::max(0.0, percentile(one, 0.90));
+  }
+  b1.rows = static_cast<int>(one.size());
+  b1.basis = fmt::format("10th to 90th percentile of {} out-of-sample step rows: {} A100 Megatron-DeepSpeed rows predicted with constants refitted on"
+                         " the other GPU count, the H100 one-node Megatron step (error implied by its TP share)",
+                         one.size(), a100);
+  sim::StepErrorBand b2{.kind = "across nodes", .low = b1.low, .high = b1.high};
+  int multi = 0;
+  for (std::size_t i = 1; i < r.tp_share.rows.size(); ++i) {
+    const double e = implied(r.tp_share.rows[i]);
+    b2.low = std::min(b2.low, e);
+    b2.high = std::max(b2.high, e);
+    ++multi;
+  }
+  b2.rows = b1.rows + multi;
+  b2.basis = fmt::format("the one-node band widened to the H100 Megatron steps on 2 and 4 nodes (errors implied by their TP shares, {} rows)", multi);
+  return {b1, b2};
+}
+
 AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progress) {
   AccuracyReport r;
   r.domino_micro_batch = kDominoMicroBatch;
@@ -414,6 +453,7 @@ AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progre
   say("least-squares fits and leave-group-out refits");
   r.fits = fit_constants(calibration_dir);
   r.leave_group_out = leave_group_out(calibration_dir);
+  r.step_error_bands = compute_step_error_bands(r);
   return r;
 }
 
@@ -438,6 +478,15 @@ std::string accuracy_markdown(const AccuracyReport& r) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} % | {:.1f} % |\n", l.fitted_on, l.predicts, l.constants, l.rows_fitted,
                       l.rows_fitted ? fmt::format("{:.1f} %", 100 * l.in_sample_error) : "–", l.rows_predicted, 100 * l.out_of_sample_error,
                       100 * l.out_of_sample_worst);
+  md += "\n## Prediction ranges\n\n"
+        "`simulate`, `tune` and `whatif` print a range beside each predicted step time: where the true time lies if the prediction errs as"
+        " the out-of-sample step rows nearest in kind erred (predicted / (1 + high) .. predicted / (1 + low)). Written to"
+        " `configs/accuracy/step-error-bands.yaml` by `slicetune accuracy --bands`; the tuner calls two plans indistinguishable within"
+        " the model's error when their ranges overlap. Errors of two plans of one model are correlated, so their order is more reliable"
+        " than the width of either range suggests.\n\n"
+        "| kind of plan | low | high | rows | basis |\n|---|---:|---:|---:|---|\n";
+  for (const auto& b : r.step_error_bands)
+    md += fmt::format("| {} | {:+.1f} % | {:+.1f} % | {} | {} |\n", b.kind, 100 * b.low, 100 * b.high, b.rows, b.basis);
   md += "\n## Fitted constants\n\n"
         "Every other constant is a datasheet figure, NCCL's own tuner constant (`hardware/collective_model.cpp`,"
         " `hardware/nccl_topology.cpp`) or a published mechanism named where it is used (`docs/cost-models.md`)."

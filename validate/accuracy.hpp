@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/prediction_range.hpp"
 #include "validate/fit.hpp"
 
 namespace validate {
@@ -64,6 +65,7 @@ struct AccuracyReport {
   AccuracySection megatron_core; ///< Megatron-Core + TransformerEngine throughput (listed until pipeline / ZeRO land)
   std::vector<Fit> fits;
   std::vector<LeaveGroupOut> leave_group_out;
+  std::vector<sim::StepErrorBand> step_error_bands;  ///< one node, across nodes: configs/accuracy/step-error-bands.yaml
   int domino_micro_batch = 0;
   double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 
@@ -76,6 +78,12 @@ struct AccuracyReport {
 /// embedded clusters and the analytic cost model, recomputes every fit and the leave-group-out
 /// refits. Throws ConfigError if a file is missing or malformed. `progress`: one line per section on stderr.
 AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progress = false);
+
+/// @brief The spread of out-of-sample step-time errors behind the prediction ranges (docs/accuracy.md,
+/// "Prediction ranges"): one node = the 10th to 90th percentile of the A100 step rows predicted by
+/// constants refitted on the other GPU count, with the H100 one-node Megatron step (its error implied
+/// by its TP share); across nodes = that band widened to the H100 2- and 4-node Megatron steps.
+std::vector<sim::StepErrorBand> compute_step_error_bands(const AccuracyReport& r);
 
 /// @brief docs/accuracy.md: summary of the bars (predicted rows apart from fitted ones), the fitted
 /// constants with their fit inputs, the leave-group-out refits, then every row.

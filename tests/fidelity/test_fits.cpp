@@ -45,3 +45,18 @@ TEST_CASE("leave-group-out: each refit predicts rows it was not fitted to") {
     CHECK(g.fitted_on != g.predicts);
   }
 }
+
+TEST_CASE("configs/accuracy/step-error-bands.yaml holds the bands the calibration set gives (slicetune accuracy --bands)") {
+  const auto& computed = test::report().step_error_bands;
+  const auto& embedded = sim::step_error_bands();
+  REQUIRE(computed.size() == embedded.size());
+  for (std::size_t i = 0; i < computed.size(); ++i) {
+    CAPTURE(computed[i].kind);
+    CHECK(embedded[i].kind == computed[i].kind);
+    CHECK(embedded[i].low == doctest::Approx(computed[i].low).epsilon(1e-3));
+    CHECK(embedded[i].high == doctest::Approx(computed[i].high).epsilon(1e-3));
+    CHECK(embedded[i].rows == computed[i].rows);
+  }
+  // the one-node band rests on the A100 rows predicted with constants refitted on the other GPU count (400) and the H100 one-node step
+  CHECK(computed[0].rows == 401);
+}
