@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "hardware/cost_model.hpp"
@@ -21,9 +22,10 @@ struct TargetFlags {
   std::string cluster = "dgx-h100";
   int nodes = 0;
   std::string plan;
-  int tp = 0, dp = 0, micro_batch = 0, global_batch = 0, row_slices = 0, col_slices = 0;
+  int tp = 0, dp = 0, micro_batch = 0, global_batch = 0;
   long long seq_len = 0;
-  std::string dtype, strategy, row_axis, stack;
+  std::string dtype, strategy, stack;
+  std::map<std::string, std::string, std::less<>> knobs;  ///< flag -> text, one per registered knob (sim/strategy.hpp)
   bool sequence_parallel = false;
   double dp_bucket_mb = 0;
   CLI::App* cmd = nullptr;

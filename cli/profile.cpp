@@ -8,6 +8,7 @@
 #include "hardware/profile.hpp"
 #include "profiler/profiler.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 #include "sim/target.hpp"
 
 namespace {
@@ -37,7 +38,7 @@ void add_model_shapes(const std::string& model, const std::vector<int>& tps, int
       in.cluster = "dgx-h100";
       in.nodes = 1;
       in.flags.tp = tp;  // dp: the rest of the node's GPUs (it does not change a rank's shapes)
-      in.flags.strategy = strategy == "domino" ? sim::Strategy::domino : sim::Strategy::none;
+      in.flags.strategy = &sim::find_strategy(strategy);
       if (rows) in.flags.row_slices = rows;
       in.flags.micro_batch = micro_batch > 0 ? micro_batch : std::max(1, rows);
       if (seq_len > 0) in.flags.seq_len = seq_len;

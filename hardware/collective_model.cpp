@@ -79,6 +79,7 @@ double link_capacity(const ClusterSpec& c, LinkClass l) {
 namespace {
 
 constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+constexpr int kBuiltinLinks = 2;  // LinkClass::nvlink, LinkClass::nic
 constexpr double kGB = 1e9;
 
 // ---- NCCL's constants (tuning.cc, NCCL 2.2x), GB/s and microseconds ----------------------------
@@ -111,7 +112,7 @@ struct Candidate {
   double latency_us = 0;
   double algbw = 0;  // bytes/s
   int channels = 1;
-  std::array<double, kLinkClasses> raw{};  // bytes each GPU puts on each link class
+  std::array<double, kBuiltinLinks> raw{};  // bytes each GPU puts on each link class (LinkClass order)
 };
 
 /// Bus bandwidth (GB/s) a ring reaches over NVLink: the GPU's links at NCCL's per-link figure
@@ -288,9 +289,11 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   cost.sent_bytes = best->raw[0] + best->raw[1];
   // capacity-equivalent wire bytes: scale so the busiest link is exactly full at solo speed
   double worst = 0;
-  for (int l = 0; l < kLinkClasses; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));
-  if (worst > 0)
-    for (int l = 0; l < kLinkClasses; ++l) cost.wire_bytes[l] = best->raw[l] * transfer_s / worst;
+  for (int l = 0; l < kBuiltinLinks; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));
+  if (worst > 0) {
+    cost.wire_bytes.assign(kBuiltinLinks, 0.0);
+    for (int l = 0; l < kBuiltinLinks; ++l) cost.wire_bytes[l] = best->raw[l] * transfer_s / worst;
+  }
   return cost;
 }
 

@@ -16,6 +16,7 @@
 #include "validate/calibration.hpp"
 #include "validate/interference_rows.hpp"
 #include "validate/step_rows.hpp"
+#include "sim/strategy.hpp"
 
 namespace validate {
 
@@ -23,7 +24,6 @@ using sim::ModelSpec;
 using sim::Plan;
 using sim::PlanInput;
 using sim::StepReport;
-using sim::Strategy;
 
 double AccuracySection::abs_error(const AccuracyRow& r) const { return std::abs(absolute ? r.predicted - r.measured : r.error()); }
 
@@ -242,12 +242,12 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
     c.nodes = nodes;
     const auto r = simulate_plan(m13, c, megatron(8 * nodes, kDominoMicroBatch, 1024));
     if (i == 0) {
-      report.tp_share_1node_comm_ms = r.tp_comm.ms();
+      report.tp_share_1node_comm_ms = r.busy("tp_comm").ms();
       report.tp_share_1node_mfu = r.mfu;
     }
     share.rows.push_back({.label = fmt::format("{} node{} (TP={})", nodes, nodes > 1 ? "s" : "", 8 * nodes), .measured = d.tp_share_pct[i],
-                          .predicted = 100.0 * r.tp_comm.ms() / r.step_time.ms(), .unit = "%",
-                          .note = fmt::format("step {:.1f} ms, TP comm {:.1f} ms", r.step_time.ms(), r.tp_comm.ms())});
+                          .predicted = 100.0 * r.busy("tp_comm").ms() / r.step_time.ms(), .unit = "%",
+                          .note = fmt::format("step {:.1f} ms, TP comm {:.1f} ms", r.step_time.ms(), r.busy("tp_comm").ms())});
   }
   return s;
 }
@@ -269,9 +269,9 @@ AccuracySection tp_hidden_section(const std::string& dir) {
   if (hidden < 0) throw ConfigError(csv.path, "NANO-284", "row with the share of TP communication hidden (N%) not found");
   const auto h100 = hardware::load_cluster("dgx-h100");
   const auto r = simulate_plan(domino_13b(), h100, domino(megatron(8, kDominoMicroBatch, 1024)));
-  const double pred = 100.0 * (1.0 - r.exposed_comm.ms() / r.tp_comm.ms());
+  const double pred = 100.0 * (1.0 - r.exposed_comm.ms() / r.busy("tp_comm").ms());
   s.rows.push_back({.label = "Domino, 8x H100, TP=8 (proxy: GPT-3 13B, the Domino example's plan)", .measured = hidden, .predicted = pred,
-                    .unit = "%", .note = fmt::format("TP comm {:.1f} ms, exposed {:.1f} ms", r.tp_comm.ms(), r.exposed_comm.ms()),
+                    .unit = "%", .note = fmt::format("TP comm {:.1f} ms, exposed {:.1f} ms", r.busy("tp_comm").ms(), r.exposed_comm.ms()),
                     .in_bar = false});
   return s;
 }

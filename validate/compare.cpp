@@ -49,7 +49,7 @@ Validation compare(const sim::StepGraph& g, const std::vector<sim::TaskTiming>& 
   for (std::size_t i = 0; i < g.size(); ++i) {
     const bool measured = i < measured_task_us.size() && measured_task_us[i] >= 0;
     if (!measured) continue;
-    const std::string cls = sim::task_class(g.tasks[i]);
+    const std::string cls = g.task_class(i);
     auto [it, fresh] = index.emplace(cls, v.rows.size());
     if (fresh) v.rows.push_back({.name = cls});
     auto& row = v.rows[it->second];

@@ -12,6 +12,7 @@
 #include "hardware/gemm_model.hpp"
 #include "hardware/interference.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace validate {
 
@@ -97,7 +98,7 @@ double layer_slowdown(const std::string& model, const std::string& cluster, int 
   in.dp = 1;
   in.micro_batch = micro_batch;
   in.global_batch = micro_batch;
-  in.strategy = sim::Strategy::domino;
+  in.strategy = &sim::strategy_domino();
   in.row_slices = 2;
   const auto plan = sim::resolve_plan(m, c, in, "interference aggregate");
   const auto g = sim::build_step_graph(m, c, plan);

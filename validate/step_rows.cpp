@@ -8,6 +8,7 @@
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 #include "validate/calibration.hpp"
 
 namespace validate {
@@ -27,13 +28,13 @@ sim::PlanInput megatron_plan(int tp, int mb, std::int64_t seq) {
   in.global_batch = mb;
   in.seq_len = seq;
   in.dtype = common::DType::fp16;
-  in.strategy = sim::Strategy::none;
+  in.strategy = &sim::strategy_none();
   in.stack = hardware::Stack::eager;
   return in;
 }
 
 sim::PlanInput domino_plan(sim::PlanInput in) {
-  in.strategy = sim::Strategy::domino;
+  in.strategy = &sim::strategy_domino();
   in.row_slices = 2;
   in.stack = hardware::Stack::cuda_graphs;
   return in;

@@ -107,7 +107,6 @@ class GpuDevice final : public Device {
       throw std::runtime_error(cat("--device: device ", device_, " does not exist (", count, " CUDA devices)"));
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGetDeviceProperties(&props_, device_));
-    for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&lt_));
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
@@ -142,6 +141,14 @@ class GpuDevice final : public Device {
   void prepare(const sim::StepGraph& g, const LaunchPlan& plan, const DeviceSetup& setup) override {
     g_ = &g;
     setup_ = setup;
+    // one CUDA stream per graph stream; each communicator group of the graph on its NCCL communicator
+    streams_.resize(g.streams.size());
+    for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (const auto& grp : g.groups) {
+      if (grp.name == "tp") group_comm_.push_back(tp_comm_);
+      else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
+      else throw std::runtime_error(cat("cuda backend: no communicator for group '", grp.name, "'"));
+    }
     plan_ = &plan;
     act_ = g.plan.dtype;
     arena_ = static_cast<char*>(alloc(plan_->arena_bytes));
@@ -243,8 +250,8 @@ class GpuDevice final : public Device {
       CUDA_CHECK(cudaStreamWaitEvent(s, events_[*producer.record], 0));
     }
     CUDA_CHECK(cudaEventRecord(start_[t], s));
-    if (l.stream == sim::Stream::compute) run_compute(t, s);
-    else run_collective(t, s);
+    if (std::holds_alternative<hardware::CollectiveOp>(g_->tasks[t].kind)) run_collective(t, s);
+    else run_compute(t, s);
     CUDA_CHECK(cudaEventRecord(end_[t], s));
     if (l.record) CUDA_CHECK(cudaEventRecord(events_[*l.record], s));
     issued_[t] = true;
@@ -310,7 +317,7 @@ class GpuDevice final : public Device {
   }
   void* ptr(sim::TensorId id) const { return arena_ + plan_->tensors[id].offset; }
   template <typename T> T* as(sim::TensorId id) const { return static_cast<T*>(ptr(id)); }
-  cudaStream_t stream(sim::Stream s) const { return streams_[static_cast<int>(s)]; }
+  cudaStream_t stream(sim::StreamId s) const { return streams_[s]; }
 
   void run_compute(std::uint32_t t, cudaStream_t s) {
     switch (act_) {
@@ -327,11 +334,12 @@ class GpuDevice final : public Device {
   DeviceOptions o_;
   int device_ = 0, tp_rank_ = 0;
   cudaDeviceProp props_{};
-  cudaStream_t streams_[sim::kStreams] = {};  // indexed by sim::Stream: compute, tp_comm, dp_comm
+  std::vector<cudaStream_t> streams_;  // indexed by sim::StreamId (the graph's streams; the first is compute)
   cublasLtHandle_t lt_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* lt_workspace_ = nullptr;
   ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr;
+  std::vector<ncclComm_t> group_comm_;  // indexed by sim::GroupId
 
   const sim::StepGraph* g_ = nullptr;
   DeviceSetup setup_;
@@ -455,7 +463,7 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
   const auto& g = *g_;
   const auto& task = g.tasks[t];
   const auto& l = plan_->launches[t];
-  ncclComm_t comm = task.group == sim::CommGroup::tp ? tp_comm_ : dp_comm_;
+  ncclComm_t comm = task.group ? group_comm_.at(*task.group) : nullptr;
   if (!comm) throw std::logic_error(cat("cuda backend: ", g.task_name(t), " has no communicator"));
   auto in = g.inputs(t), out = g.outputs(t);
   const auto count = [&](sim::TensorId id) { return static_cast<std::size_t>(g.tensors[id].rows * g.tensors[id].cols); };
