@@ -60,6 +60,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   for (const auto& [k, what] : tuner::sweep_keys()) keys += "\n  " + k + ": " + what;
   auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned)");
   cli::add_search_flags(cmd, *f);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
   cmd->add_option("--csv", f->csv, "write the table as CSV");
   cmd->add_option("--plot", f->plot, "draw tokens/s of baseline and tuned plan with gnuplot (FILE.png or FILE.svg)");

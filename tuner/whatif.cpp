@@ -1,5 +1,7 @@
 #include "tuner/whatif.hpp"
 
+#include "sim/prediction_range.hpp"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -117,8 +119,9 @@ std::vector<WhatIfPoint> whatif(const sim::ModelSpec& model, const hardware::Clu
       pt.settings.emplace_back(axes[a].key, axes[a].values[idx[a]]);
       if (axes[a].key != "cluster") apply_setting(c, s, axes[a].key, axes[a].values[idx[a]]);
     }
-    auto cost = hardware::make_analytic_cost_model(c);
+    auto cost = hardware::make_analytic_cost_model(c, s.stack);
     pt.result = search(model, c, *cost, s, options);
+    pt.gpus_per_node = c.gpu.arch == hardware::GpuArch::cpu ? 0 : c.node.gpus_per_node;
     out.push_back(std::move(pt));
   }
   return out;
@@ -128,11 +131,13 @@ namespace {
 
 struct Row {
   std::string base_ms, base_tps, best_ms, best_tps, best_mfu, speedup, plan, base_plan;
-  std::string best_mfu_fraction;  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_mfu_fraction = "-";  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_range = "-", distinct = "-";
 };
 
-Row row_of(const SearchResult& r) {
-  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-", "-"};
+Row row_of(const WhatIfPoint& p) {
+  const SearchResult& r = p.result;
+  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-"};
   if (r.baseline) {
     w.base_ms = fmt::format("{:.2f}", r.baseline->report.step_time.ms());
     w.base_tps = fmt::format("{:.0f}", r.baseline->report.tokens_per_s);
@@ -146,6 +151,15 @@ Row row_of(const SearchResult& r) {
     w.best_mfu_fraction = fmt::format("{:.4f}", b.mfu);
     w.plan = plan_label(r.top.front().plan);
     if (r.baseline) w.speedup = fmt::format("{:.3f}", r.baseline->report.step_time.s() / b.step_time.s());
+    if (p.gpus_per_node > 0) {
+      // the out-of-sample bands are of analytic predictions on GPUs (sim::prediction_range)
+      hardware::ClusterSpec c;
+      c.node.gpus_per_node = p.gpus_per_node;
+      const auto g = sim::prediction_range(r.top.front().plan, c, b.step_time);
+      w.best_range = fmt::format("{:.0f} .. {:.0f}", g.low.ms(), g.high.ms());
+      if (r.baseline && r.baseline->index != r.top.front().index)
+        w.distinct = sim::overlaps(g, sim::prediction_range(r.baseline->plan, c, r.baseline->report.step_time)) ? "within error" : "beyond error";
+    }
   }
   return w;
 }
@@ -162,9 +176,11 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
   for (auto [h, u] : std::vector<std::pair<const char*, const char*>>{{"baseline step", "ms"},
                                                                        {"baseline", "tokens/s"},
                                                                        {"tuned step", "ms"},
+                                                                       {"tuned range", "ms"},
                                                                        {"tuned", "tokens/s"},
                                                                        {"tuned MFU", "%"},
                                                                        {"speedup", "x"},
+                                                                       {"vs baseline", ""},
                                                                        {"tuned plan", ""},
                                                                        {"baseline plan", ""}}) {
     header.push_back(h);
@@ -174,8 +190,9 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
   for (const auto& p : points) {
     std::vector<std::string> cells;
     for (const auto& [k, v] : p.settings) cells.push_back(v);
-    const Row w = row_of(p.result);
-    for (const auto& c : {w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu, w.speedup, w.plan, w.base_plan}) cells.push_back(c);
+    const Row w = row_of(p);
+    for (const auto& c : {w.base_ms, w.base_tps, w.best_ms, w.best_range, w.best_tps, w.best_mfu, w.speedup, w.distinct, w.plan, w.base_plan})
+      cells.push_back(c);
     t.row(cells);
   }
   return t.str();
@@ -185,14 +202,14 @@ std::string whatif_csv(const std::vector<WhatIfPoint>& points) {
   std::string out;
   if (!points.empty())
     for (const auto& [k, v] : points.front().settings) out += k + ",";
-  out += "baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_tokens_per_s,tuned_mfu,speedup,tuned_plan,baseline_plan,"
-         "plans,infeasible,pruned,screened,search_s\n";
+  out += "baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_range_ms,tuned_tokens_per_s,tuned_mfu,speedup,vs_baseline,tuned_plan,"
+         "baseline_plan,plans,infeasible,pruned,screened,search_s\n";
   for (const auto& p : points) {
     for (const auto& [k, v] : p.settings) out += v + ",";
-    const Row w = row_of(p.result);
+    const Row w = row_of(p);
     const auto& r = p.result;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu_fraction, w.speedup,
-                       w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_range, w.best_tps,
+                       w.best_mfu_fraction, w.speedup, w.distinct, w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
   }
   return out;
 }
@@ -202,8 +219,9 @@ nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points) {
   for (const auto& p : points) {
     nlohmann::json s = nlohmann::json::object();
     for (const auto& [k, v] : p.settings) s[k] = v;
-    hardware::ClusterSpec dummy;
-    auto r = search_json(p.result, dummy);
+    hardware::ClusterSpec c;
+    c.node.gpus_per_node = std::max(1, p.gpus_per_node);
+    auto r = search_json(p.result, c, p.gpus_per_node > 0);
     r.erase("cluster");
     r.erase("nodes");
     r.erase("gpus");

@@ -36,6 +36,7 @@ void apply_setting(hardware::ClusterSpec& c, SearchSpace& s, const std::string& 
 struct WhatIfPoint {
   std::vector<std::pair<std::string, std::string>> settings;  ///< key, value as given
   SearchResult result;
+  int gpus_per_node = 0;  ///< of the point's cluster: which prediction range applies (sim::prediction_range)
 };
 
 /// @brief Every combination of the axes (the first axis varies slowest), each re-tuned from scratch.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cli_run.hpp"
@@ -71,17 +72,22 @@ TEST_CASE("MFU is a fraction in every machine-readable output (JSON and CSV); ta
   std::getline(in, header);
   std::getline(in, row);
   std::filesystem::remove(csv);
-  // column 6 (tuned_mfu) of "nodes,baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_tokens_per_s,tuned_mfu,..."
-  std::vector<std::string> cells;
-  for (std::size_t p = 0; p <= row.size();) {
-    const auto c = std::min(row.find(',', p), row.size());
-    cells.push_back(row.substr(p, c - p));
-    p = c + 1;
-  }
-  REQUIRE(cells.size() > 5);
-  CHECK(header.find("tuned_mfu") != std::string::npos);
-  CHECK(std::stod(cells[5]) == doctest::Approx(mfu).epsilon(1e-3));  // the JSON fraction, to 4 decimals
-  CHECK(std::stod(cells[5]) < 1.0);
+  // the tuned_mfu column, found by the header's name
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    for (std::size_t p = 0; p <= line.size();) {
+      const auto c = std::min(line.find(',', p), line.size());
+      cells.push_back(line.substr(p, c - p));
+      p = c + 1;
+    }
+    return cells;
+  };
+  const auto names = split(header), cells = split(row);
+  const auto col = std::find(names.begin(), names.end(), "tuned_mfu") - names.begin();
+  REQUIRE(col < static_cast<std::ptrdiff_t>(names.size()));
+  REQUIRE(cells.size() == names.size());
+  CHECK(std::stod(cells[col]) == doctest::Approx(mfu).epsilon(1e-3));  // the JSON fraction, to 4 decimals
+  CHECK(std::stod(cells[col]) < 1.0);
 }
 
 TEST_CASE("simulate --trace: categories by resource, bytes / FLOPs / shapes / NCCL algorithm in args, flow arrows across streams") {
@@ -131,7 +137,7 @@ TEST_CASE("simulate --trace: one process per distinct rank graph, and one standi
   const sim::Plan plan = sim::resolve_plan(m, c, {.tp = 2, .micro_batch = 2});
   sim::StepGraph g0 = sim::build_step_graph(m, c, plan, 0), g1 = sim::build_step_graph(m, c, plan, 1);
   g0.represents = g1.represents = 1;
-  const auto cost = hardware::make_analytic_cost_model(c);
+  const auto cost = hardware::make_analytic_cost_model(c, plan.stack);
   const sim::StepGraph* ranks[] = {&g0, &g1};
   const auto report = sim::Engine(*cost, {.timeline = true}).simulate(ranks);
   const auto trace = nlohmann::json::parse(sim::ChromeTrace(cost.get()).add("predicted", report).json());
