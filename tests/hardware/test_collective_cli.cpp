@@ -21,7 +21,9 @@ std::string run(const std::string& args) {
 
 TEST_CASE("slicetune collective --json: one row per doubling size with the nccl-tests fields") {
   // 1 KB .. 8 GB doubling = 2^10 .. 2^33: 24 rows; busbw = algbw x 2(n-1)/n = algbw x 1.75 at n = 8.
-  const auto rows = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allreduce --gpus 8 --json"));
+  const auto out = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allreduce --gpus 8 --json"));
+  CHECK(out.at("schema_version") == 1);
+  const auto& rows = out.at("rows");
   REQUIRE(rows.is_array());
   REQUIRE(rows.size() == 24);
   CHECK(rows[0]["bytes"] == 1024);
@@ -42,8 +44,10 @@ TEST_CASE("slicetune collective: a table with a units row") {
 
 TEST_CASE("slicetune collective --nodes 1,4 --json: a row per size and node count, the published busbw beside the 4-node rows") {
   // nccl-h100-busbw-1and4node.csv [VP] has the 4-node all-gather at 16 MB (69.74 GB/s) and 64 MB (166.39 GB/s)
-  const auto rows = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allgather --nodes 1,4 --min-bytes 16M --max-bytes 64M "
-                                              "--calibration " SLICETUNE_SOURCE_DIR "/data/calibration --json"));
+  const auto out = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allgather --nodes 1,4 --min-bytes 16M --max-bytes 64M "
+                                             "--calibration " SLICETUNE_SOURCE_DIR "/data/calibration --json"));
+  CHECK(out.at("schema_version") == 1);
+  const auto& rows = out.at("rows");
   REQUIRE(rows.size() == 6);  // 16, 32, 64 MB x 1 and 4 nodes
   int with_measured = 0;
   for (const auto& r : rows) {
