@@ -165,7 +165,7 @@ std::string megatron(const ExportInput& in) {
   a.push_back({"--overlap-grad-reduce", "reduce each DP bucket while backward continues (slicetune's DP model)"});
   if (p.stack == hardware::Stack::cuda_graphs) a.push_back({"--cuda-graph-impl local", "capture layers in CUDA graphs (stack cuda_graphs)"});
   a.push_back({fmt::format("--attention-backend {}", c.host.stack(p.stack).attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
-               fmt::format("the attention kernel the cluster file models for this stack (host.stacks.{}.attention)", hardware::to_string(p.stack))});
+               "the attention kernel the cluster file models for this stack (host.stacks.<stack>.attention)"});
   out += "megatron_args=(\n" + pad_lines(a, "  ") + ")\n";
   std::string launch = fmt::format("torchrun --nproc-per-node {} --nnodes {}", c.node.gpus_per_node, c.nodes);
   if (c.nodes > 1) launch += " --node-rank \"${NODE_RANK:?}\" --master-addr \"${MASTER_ADDR:?}\" --master-port 6000";

@@ -157,9 +157,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--algo", f->algo, "force an algorithm, as NCCL_ALGO: ring | tree | nvls | nvls_tree | pat | p2p");
   cmd->add_option("--proto", f->proto, "force a protocol, as NCCL_PROTO: ll | ll128 | simple");
   cmd->add_option("--calibration", f->calibration, "folder of published measurements shown beside a node-count list")->capture_default_str();
-  cmd->add_flag("--json", f->json,
-                "print one JSON object (schema_version, rows: [{bytes, time_us, algbw_GBps, busbw_GBps, algo, proto, channels}; with a"
-                " node-count list also nodes, gpus and measured_busbw_GBps where published]) instead of the table");
+  cmd->add_flag("--json", f->json, "print one JSON object (schema_version, rows: [{bytes, time_us, algbw_GBps, busbw_GBps, algo, proto, channels}]; with a node-count list each row also has nodes, gpus and measured_busbw_GBps where published) instead of the table");
   cmd->callback([f] { run_collective(*f); });
 });
 

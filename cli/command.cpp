@@ -52,8 +52,8 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan, const PlanD
   for (const sim::Knob* k : sim::plan_knobs()) cmd->add_option(std::string(k->flag), f.knobs[std::string(k->flag)], std::string(k->help));
   cmd->add_option("--dp-bucket-mb", f.dp_bucket_mb, "data-parallel gradient bucket size in MB (default 25)");
   cmd->add_option("--stack", f.stack,
-                  "software stack issuing the kernels: eager | cpp (slicetune run) | cuda_graphs (DeepSpeed-Domino) | megatron-core"
-                  " (TransformerEngine); each is a cluster-file host.stacks entry (default " + d.stack + ")");
+                  "software stack issuing the kernels: eager (Megatron-LM) | cpp (slicetune run) | cuda_graphs (DeepSpeed-Domino)"
+                  " | megatron-core (TransformerEngine); each is a cluster-file host.stacks entry (default " + d.stack + ")");
   cmd->add_option("--megatron-args", f.megatron_args,
                   "the plan (and model shape) as Megatron-LM / DeepSpeed-Domino arguments, e.g. \"--tensor-model-parallel-size 8 "
                   "--micro-batch-size 4 ...\" (a torchrun line or a launch script works too); flags above override it");

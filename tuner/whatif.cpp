@@ -129,8 +129,9 @@ std::vector<WhatIfPoint> whatif(const sim::ModelSpec& model, const hardware::Clu
 namespace {
 
 struct Row {
-  std::string base_ms, base_tps, best_ms, best_tps, best_mfu, speedup, plan, base_plan, best_range = "-", distinct = "-";
+  std::string base_ms, base_tps, best_ms, best_tps, best_mfu, speedup, plan, base_plan;
   std::string best_mfu_fraction = "-";  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_range = "-", distinct = "-";
 };
 
 Row row_of(const WhatIfPoint& p) {

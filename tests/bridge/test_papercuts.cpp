@@ -53,7 +53,7 @@ TEST_CASE("MFU is a fraction in every machine-readable output (JSON and CSV); ta
   std::getline(in, header);
   std::getline(in, row);
   std::filesystem::remove(csv);
-  // the tuned_mfu column of "nodes,baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_range_ms,tuned_tokens_per_s,tuned_mfu,..."
+  // the tuned_mfu column, found by the header's name
   auto split = [](const std::string& line) {
     std::vector<std::string> cells;
     for (std::size_t p = 0; p <= line.size();) {
@@ -64,8 +64,8 @@ TEST_CASE("MFU is a fraction in every machine-readable output (JSON and CSV); ta
     return cells;
   };
   const auto names = split(header), cells = split(row);
-  const auto col = static_cast<std::size_t>(std::find(names.begin(), names.end(), "tuned_mfu") - names.begin());
-  REQUIRE(col < names.size());
+  const auto col = std::find(names.begin(), names.end(), "tuned_mfu") - names.begin();
+  REQUIRE(col < static_cast<std::ptrdiff_t>(names.size()));
   REQUIRE(cells.size() == names.size());
   CHECK(std::stod(cells[col]) == doctest::Approx(mfu).epsilon(1e-3));  // the JSON fraction, to 4 decimals
   CHECK(std::stod(cells[col]) < 1.0);

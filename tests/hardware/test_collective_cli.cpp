@@ -46,8 +46,8 @@ TEST_CASE("slicetune collective --nodes 1,4 --json: a row per size and node coun
   // nccl-h100-busbw-1and4node.csv [VP] has the 4-node all-gather at 16 MB (69.74 GB/s) and 64 MB (166.39 GB/s)
   const auto out = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allgather --nodes 1,4 --min-bytes 16M --max-bytes 64M "
                                              "--calibration " SLICETUNE_SOURCE_DIR "/data/calibration --json"));
-  CHECK(out.at("schema_version") == 1);
-  const auto& rows = out.at("rows");
+  CHECK(out["schema_version"] == 1);
+  const auto& rows = out["rows"];
   REQUIRE(rows.size() == 6);  // 16, 32, 64 MB x 1 and 4 nodes
   int with_measured = 0;
   for (const auto& r : rows) {
