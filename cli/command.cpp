@@ -80,25 +80,7 @@ sim::Target TargetFlags::resolve(bool check) const {
     if (!cmd->count("--model") && imp->model.complete()) in.model.clear();
     return bridge::resolve_imported(*imp, in, check);
   }
-  if (!check) {
-    sim::Target t;
-    t.model = sim::load_model(in.model);
-    t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
-    if (in.nodes) {
-      if (*in.nodes <= 0) bad_flag("--nodes", "expected a positive number of nodes");
-      t.cluster.nodes = *in.nodes;
-    }
-    sim::PlanInput pi;
-    t.plan_source = "flags";
-    if (!in.plan_file.empty()) {
-      pi = sim::load_plan_input(in.plan_file);
-      t.plan_source = in.plan_file;
-    }
-    pi.merge(in.flags);
-    t.plan = sim::fill_plan(t.model, t.cluster, pi, t.plan_source);
-    return t;
-  }
-  return sim::resolve_target(in);
+  return sim::resolve_target(in, check);
 }
 
 std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c, hardware::Stack stack) const {
