@@ -17,7 +17,7 @@ TEST_CASE("on a GPU: element-wise rows for every CUDA kernel at every grid size,
   try {
     executor::cuda::require_cuda_devices();
   } catch (const std::runtime_error& e) {
-    MESSAGE("skipped, no GPU: " << e.what());
+    MESSAGE("skipped, no GPU: " << std::string(e.what()));
     return;
   }
   profiler::Options o{.backend = "cuda", .quick = true};
