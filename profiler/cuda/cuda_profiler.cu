@@ -636,7 +636,9 @@ class CudaProfiler {
       us[static_cast<std::size_t>(i)] = ms * 1e3;
     }
     std::nth_element(us.begin(), us.begin() + calls / 2, us.end());
-    double med = us[static_cast<std::size_t>(calls / 2)];
+    // cudaEventElapsedTime resolves about 0.5 us (CUDA Runtime API reference); a median below that
+    // is recorded as 0.5 us, so that no row reads 0 (a profile file's times must be positive)
+    double med = std::max(us[static_cast<std::size_t>(calls / 2)], kEventResolutionUs);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return med / size_;
   }
@@ -744,7 +746,8 @@ class CudaProfiler {
 
   const Request& o_;
   std::ostream* out_;
-  static constexpr int kMaxCalls = 100;  ///< timed calls of one element-wise or optimizer measurement, at most
+  static constexpr int kMaxCalls = 100;
+  static constexpr double kEventResolutionUs = 0.5;  ///< timed calls of one element-wise or optimizer measurement, at most
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, device_ = 0, sms_ = 1;
   std::vector<cudaEvent_t> call_events_;  ///< 2 kMaxCalls: a start and an end per timed call
   cudaStream_t stream_{};
