@@ -61,10 +61,17 @@ struct DeviceBuffer {
 
 using bf16 = __nv_bfloat16;
 
-// fill_pattern_kernel: x[i] = a deterministic value in [-0.5, 0.5) that cycles through 1000 levels
+// fill_pattern_kernel: x[i] = a deterministic pseudo-random value in [-0.5, 0.5) (1000 levels): the
+// index and seed through splitmix64's mixing, so that arrays of different seeds are uncorrelated
 template <typename T>
 __global__ void fill_pattern_kernel(T* x, long long n, unsigned long long seed) {
-  GRID_STRIDE(i, n) x[i] = ex::from_float<T>(static_cast<float>((static_cast<unsigned long long>(i) * 2654435761ull + seed) % 1000ull) / 1000.0f - 0.5f);
+  GRID_STRIDE(i, n) {
+    unsigned long long h = static_cast<unsigned long long>(i) + seed * 0x9E3779B97F4A7C15ull;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    x[i] = ex::from_float<T>(static_cast<float>(h % 1000ull) / 1000.0f - 0.5f);
+  }
 }
 template <typename T>
 __global__ void fill_value_kernel(T* x, long long n, float v) {
