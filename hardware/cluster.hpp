@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/units.hpp"
+#include "hardware/ops.hpp"
 
 namespace hardware {
 
@@ -55,12 +56,10 @@ enum class Stack : std::uint8_t { eager, cpp, cuda_graphs };
 std::string_view to_string(Stack s);
 bool parse_stack(std::string_view s, Stack& out);
 
-/// @brief The attention kernel the modelled framework runs: fused flash attention, or Megatron's
-/// unfused core attention (batched GEMMs + softmax / dropout passes over the score matrix).
-enum class AttentionKernel : std::uint8_t { flash, unfused };
-
 struct HostSpec {
   std::array<common::Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
+  /// The attention kernel the modelled framework runs unless a plan says otherwise (plan key
+  /// `attention`; the tuner tries both): fused flash attention, or Megatron's unfused core attention.
   AttentionKernel attention = AttentionKernel::flash;
   /// Per Stack: GPU time each task costs beyond its named kernel(s) - the casts, copies, bias and
   /// autograd-accumulate kernels an eager framework runs around every op, and the gaps between them.
@@ -96,6 +95,17 @@ struct NcclSpec {
   double nvls_latency_us = 25;
 };
 
+/// @brief What a GPU's memory holds beyond the training state the memory model counts
+/// (sim/memory.hpp): the cluster file's `memory` section.
+struct MemorySpec {
+  /// Fraction of HBM kept free for the caching allocator's fragmentation (reserved but not
+  /// allocated): a plan must fit in (1 - this) x capacity. Default 0.05 (docs/cost-models.md).
+  double fragmentation_reserve = 0.05;
+  /// CUDA context, kernel images and library workspaces per process (cuBLAS(Lt), NCCL's own
+  /// structures besides its buffers). Default 0.5 GB (docs/cost-models.md).
+  double cuda_context_bytes = 0.5e9;
+};
+
 /// @brief A whole cluster: `nodes` identical nodes.
 struct ClusterSpec {
   std::string name;
@@ -106,6 +116,7 @@ struct ClusterSpec {
   HostSpec host;
   InterferenceSpec interference;
   NcclSpec nccl;
+  MemorySpec memory;
   int nodes = 1;
 
   int total_gpus() const { return nodes * node.gpus_per_node; }

@@ -68,10 +68,11 @@ std::string_view to_string(Op o) {
     case Op::embed_comm: return "embed_comm";
     case Op::dp_reduce: return "dp_reduce";
     case Op::optimizer: return "optimizer";
+    case Op::param_gather: return "param_gather";
   }
   return "?";
 }
-bool parse_op(std::string_view s, Op& out) { return parse_enum(s, out, static_cast<int>(Op::optimizer) + 1); }
+bool parse_op(std::string_view s, Op& out) { return parse_enum(s, out, static_cast<int>(Op::param_gather) + 1); }
 
 std::string_view to_string(TensorRole r) {
   switch (r) {
@@ -118,7 +119,7 @@ std::optional<GroupId> StepGraph::group_id(std::string_view name) const {
 std::string StepGraph::task_name(std::size_t i) const {
   const auto& t = tasks[i];
   std::string s = t.layer >= 0 ? fmt::format("L{} ", t.layer) : std::string();
-  s += fmt::format("{} {}", to_string(t.phase), to_string(t.op));
+  s += fmt::format("{} {}", t.recompute ? std::string_view("recompute") : to_string(t.phase), to_string(t.op));
   if (const auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) s += fmt::format(" {}", hardware::to_string(c->kind));
   if (t.slice >= 0) s += fmt::format(" s{}", t.slice);
   if (t.chunk >= 0) s += fmt::format(" c{}", t.chunk);
@@ -144,7 +145,7 @@ std::string StepGraph::task_class(std::size_t i) const {
 double StepGraph::micro_batch_flops() const {
   double f = 0;
   for (const auto& t : tasks)
-    if (!t.once_per_step) f += t.flops();
+    if (!t.once_per_step && !t.step_start && !t.recompute) f += t.flops();
   return f;
 }
 
