@@ -169,7 +169,10 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       if (hold_optimizer) {
         r.first_step_grads = gather_grads(g, backend);
         if (optimizer < n) {
-          backend.issue(optimizer, waits[optimizer]);
+          w.clear();
+          for (auto u : waits[optimizer])
+            if (runs(g.tasks[u])) w.push_back(u);  // not the first micro-batch's parameter gathers (ZeRO)
+          backend.issue(optimizer, w);
           std::vector<TaskClock> opt_timing;
           backend.end_micro_batch(opt_timing);
           timing[optimizer] = opt_timing[optimizer];
