@@ -119,7 +119,7 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   return std::nullopt;
 }
 
-Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
+Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
   Plan p;
   p.tp = in.tp.value_or(1);
   if (p.tp <= 0) throw common::ConfigError(source, "tp", "expected a positive integer");
@@ -156,6 +156,11 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   // plan that asks for flash at such a dtype is refused by check_plan
   p.attention = in.attention.value_or(attention_unsupported(c, c.host.attention, p.dtype) ? hardware::AttentionKernel::unfused
                                                                                            : c.host.attention);
+  return p;
+}
+
+Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
+  Plan p = fill_plan(m, c, in, source);
   if (auto problem = check_plan(m, c, p)) throw common::ConfigError(source, problem->key, problem->message);
   return p;
 }
