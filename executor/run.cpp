@@ -159,7 +159,7 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       for (std::uint32_t t = 0; t < n; ++t) {
         const auto& task = g.tasks[t];
         if (!runs(task)) continue;
-        if (hold_optimizer && t == optimizer) continue;
+        if (hold_optimizer && t >= optimizer) break;  // the optimizer and what follows it (ZeRO's gathers) after the dump
         w.clear();
         for (auto u : waits[t])
           if (runs(g.tasks[u])) w.push_back(u);
@@ -169,13 +169,16 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       if (hold_optimizer) {
         r.first_step_grads = gather_grads(g, backend);
         if (optimizer < n) {
-          w.clear();
-          for (auto u : waits[optimizer])
-            if (runs(g.tasks[u])) w.push_back(u);  // not the first micro-batch's parameter gathers (ZeRO)
-          backend.issue(optimizer, w);
+          for (std::uint32_t t = optimizer; t < n; ++t) {
+            if (!runs(g.tasks[t])) continue;
+            w.clear();
+            for (auto u : waits[t])
+              if (runs(g.tasks[u])) w.push_back(u);  // not the first micro-batch's parameter gathers (ZeRO)
+            backend.issue(t, w);
+          }
           std::vector<TaskClock> opt_timing;
           backend.end_micro_batch(opt_timing);
-          timing[optimizer] = opt_timing[optimizer];
+          for (std::uint32_t t = optimizer; t < n; ++t) timing[t] = opt_timing[t];
         }
       }
       loss_sum += backend.loss_sum();
