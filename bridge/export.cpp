@@ -150,6 +150,9 @@ std::string megatron(const ExportInput& in) {
                        p.row_slices, sim::to_string(p.row_axis), p.col_slices > 1 ? fmt::format(" and {} column chunks of out-proj / FC2", p.col_slices) : "");
   if (p.stack == hardware::Stack::cpp)
     out += "# Not expressible in Megatron-LM: stack cpp (kernels issued from C++ without Python, as slicetune's executor does).\n";
+  if (p.zero >= 2 && p.dp > 1)
+    out += fmt::format("# Not expressible in Megatron-LM's distributed optimizer: ZeRO-{} (DeepSpeed ZeRO-{}{}).\n", p.zero, p.zero,
+                       p.zero == 3 ? " or --use-torch-fsdp2" : "");
   const auto elements = bucket_elements(p);
   if (!elements) out += fmt::format("# Not expressible exactly: dp_bucket_mb {} is not a whole number of 4-byte gradients.\n", p.dp_bucket_mb);
   out += annotation(p, Framework::megatron, domino, p.stack == hardware::Stack::cpp, !elements);
@@ -164,8 +167,19 @@ std::string megatron(const ExportInput& in) {
   if (elements) a.push_back({fmt::format("--ddp-bucket-size {}", *elements), fmt::format("DP gradient bucket: {} MB of fp32 gradients", p.dp_bucket_mb)});
   a.push_back({"--overlap-grad-reduce", "reduce each DP bucket while backward continues (slicetune's DP model)"});
   if (p.stack == hardware::Stack::cuda_graphs) a.push_back({"--cuda-graph-impl local", "capture layers in CUDA graphs (stack cuda_graphs)"});
-  a.push_back({fmt::format("--attention-backend {}", c.host.attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
-               "the attention kernel the cluster file models (host.attention)"});
+  a.push_back({fmt::format("--attention-backend {}", p.attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
+               "the plan's attention kernel (attention:)"});
+  // memory savers (sim/recompute.hpp, ZeRO): Megatron-LM's own flags
+  if (p.recompute == sim::Recompute::selective) a.push_back({"--recompute-granularity selective", "recompute the attention core in the backward"});
+  if (p.recompute == sim::Recompute::full) {
+    a.push_back({"--recompute-granularity full", "keep only each checkpointed chunk's input; rerun its forward in the backward"});
+    a.push_back({fmt::format("--recompute-method {}", sim::to_string(p.recompute_method)), "uniform chunks or the first layers only (block)"});
+    a.push_back({fmt::format("--recompute-num-layers {}", p.recompute_layers), "layers per chunk (uniform) or recomputed (block)"});
+  }
+  if (p.zero == 1 && p.dp > 1) {
+    a.push_back({"--use-distributed-optimizer", "ZeRO-1: optimizer state sharded over dp, gradients reduce-scattered"});
+    if (p.overlap_param_gather) a.push_back({"--overlap-param-gather", "gather the updated parameters during the next forward"});
+  }
   out += "megatron_args=(\n" + pad_lines(a, "  ") + ")\n";
   std::string launch = fmt::format("torchrun --nproc-per-node {} --nnodes {}", c.node.gpus_per_node, c.nodes);
   if (c.nodes > 1) launch += " --node-rank \"${NODE_RANK:?}\" --master-addr \"${MASTER_ADDR:?}\" --master-port 6000";
