@@ -29,8 +29,9 @@ std::string stream_label(std::string_view name) {
   constexpr std::string_view suffix = "_comm";
   if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::string(name);
   std::string s(name.substr(0, name.size() - suffix.size()));
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s + " communication";
+  if (s.size() <= 3)  // an acronym: TP, DP, PP
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s + " communication";  // param_comm (ZeRO's parameter gathers): "param communication"
 }
 bool parse_stream_kind(std::string_view s, StreamKind& out) { return parse_enum(s, out, 2); }
 
