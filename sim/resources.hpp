@@ -29,9 +29,8 @@ struct StreamSpec {
   bool operator==(const StreamSpec&) const = default;
 };
 
-/// @brief What reports call a stream's busy time: "<X>_comm" -> "<X> communication", X upper-cased
-/// when it is an acronym of up to 3 letters ("TP communication", "param communication"), any other
-/// name as it is.
+/// @brief What reports call a stream's busy time: "<X>_comm" -> "<X upper-cased> communication"
+/// ("TP communication"), any other name as it is.
 std::string stream_label(std::string_view name);
 
 /// @brief A communicator the rank belongs to: "tp" and "dp" today; "pp", "cp", "ep" and a 2D grid's

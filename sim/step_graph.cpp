@@ -25,6 +25,8 @@ bool parse_enum(std::string_view s, E& out, int count) {
 
 std::string_view to_string(StreamKind k) { return k == StreamKind::compute ? "compute" : "comm"; }
 
+// "<X>_comm" -> "<X> communication", X upper-cased only when it is an acronym of up to 3 letters
+// ("TP communication", "param communication" for ZeRO's parameter gathers)
 std::string stream_label(std::string_view name) {
   constexpr std::string_view suffix = "_comm";
   if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::string(name);
