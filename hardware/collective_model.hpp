@@ -38,7 +38,7 @@ double link_capacity(const ClusterSpec& cluster, LinkClass l);
 /// `nodes` nodes, at NCCL's defaults (init.cc): per channel and connected peer the LL (512 KiB),
 /// LL128 (4.69 MiB) and Simple (NCCL_BUFFSIZE, 4 MiB) buffers; a ring connects one peer per
 /// channel, a tree (communicators spanning nodes) three more, NVLS (one node, NVSwitch SHARP)
-/// two 4 MiB buffers per NVLS channel; channels as price_collective's maximum. 0 for one rank.
+/// two 4 MiB buffers per NVLS channel; channels as NCCL sets them up (nccl_topology). 0 for one rank.
 double nccl_buffer_bytes(const ClusterSpec& cluster, int ranks, int nodes);
 
 /// @brief Prices one collective on `cluster` the way NCCL's tuner picks it (see

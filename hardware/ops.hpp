@@ -24,12 +24,18 @@ struct GemmOp {
 /// @brief The attention kernel: fused flash attention (FlashAttention-2/3 style: tiles of queries
 /// and keys in on-chip memory with an online softmax, no score matrix in HBM; the forward keeps
 /// only the output and the log-sum-exp of each query row, the backward recomputes the
-/// probabilities), or Megatron-LM's unfused core attention (batched GEMMs and softmax / dropout
-/// passes over the score matrix, which the forward keeps for the backward).
-enum class AttentionKernel : std::uint8_t { flash, unfused };
-std::string_view to_string(AttentionKernel k);
-/// Parses "flash" | "unfused"; false on anything else.
+/// probabilities); Megatron-LM's unfused core attention (batched GEMMs, a fused scale-mask-softmax
+/// pass and a dropout pass over the score matrix each way, which the forward keeps for the
+/// backward); or the same unfused attention with softmax and dropout compiled into one pass each
+/// way (torch.compile) - priced with one pass, but its score matrix is materialised and kept as the
+/// unfused kernel's is.
+enum class AttentionKernel : std::uint8_t { flash, unfused, unfused_compiled };
+std::string_view to_string(AttentionKernel k);  ///< "flash", "unfused", "unfused_compiled"
+/// Parses "flash" | "unfused" | "unfused_compiled"; false on anything else.
 bool parse_attention_kernel(std::string_view s, AttentionKernel& out);
+/// True for the kernels that write the score matrix to memory and keep it for the backward
+/// (unfused, unfused_compiled): what the memory model and the executors' kernel choice go by.
+constexpr bool materialises_scores(AttentionKernel k) { return k != AttentionKernel::flash; }
 
 /// @brief Attention core: softmax(Q K^T / sqrt(d)) V for `heads` query heads sharing `kv_heads`
 /// K/V heads, run by `kernel`. Queries are positions [q_offset, q_offset + s_q) of the sequence,

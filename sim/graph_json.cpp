@@ -156,7 +156,7 @@ TaskKind read_kind(Reader& t) {
     a.causal = s.boolean("causal");
     a.backward = s.boolean("backward");
     a.dtype = s.dtype("dtype");
-    if (!hardware::parse_attention_kernel(s.string("kernel"), a.kernel)) s.fail("kernel", "expected flash | unfused");
+    if (!hardware::parse_attention_kernel(s.string("kernel"), a.kernel)) s.fail("kernel", "expected flash | unfused | unfused_compiled");
     if (a.heads % a.kv_heads) s.fail("kv_heads", fmt::format("heads={} is not divisible by kv_heads={}", a.heads, a.kv_heads));
     k = a;
   } else if (kind == "elementwise") {

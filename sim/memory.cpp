@@ -124,7 +124,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& 
     const auto att = sh.attention(s.batch, s.seq, s.q_offset, true);
     double t = e * T * static_cast<double>(sh.F + sh.F1);  // activation backward: its input and output gradients
     if (st.head) t = std::max(t, 8.0 * T * static_cast<double>(sh.V));  // fp32 logits and their gradient at the loss
-    if (p.attention == hardware::AttentionKernel::unfused) t = std::max(t, 2.0 * e * att.score_elements());  // dP and dS
+    if (hardware::materialises_scores(p.attention)) t = std::max(t, 2.0 * e * att.score_elements());  // dP and dS
     else t = std::max(t, 4.0 * T * static_cast<double>(sh.A));  // flash backward's fp32 dQ accumulator
     r.temporaries = std::max(r.temporaries, t);
   }

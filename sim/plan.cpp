@@ -53,6 +53,15 @@ std::optional<std::string> attention_unsupported(const hardware::ClusterSpec& c,
                      c.gpu.name, common::to_string(dtype));
 }
 
+hardware::AttentionKernel default_attention(const hardware::ClusterSpec& c, hardware::Stack stack, common::DType dtype) {
+  const hardware::AttentionKernel own = c.host.stack(stack).attention;
+  return attention_unsupported(c, own, dtype) ? hardware::AttentionKernel::unfused : own;
+}
+
+std::array<hardware::AttentionKernel, 2> attention_choices(hardware::AttentionKernel own) {
+  return {own, own == hardware::AttentionKernel::flash ? hardware::AttentionKernel::unfused : hardware::AttentionKernel::flash};
+}
+
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
   auto bad = [](Infeasibility r, std::string key, std::string msg) {
     return std::optional<PlanProblem>(PlanProblem{r, std::move(msg), std::move(key)});
@@ -152,10 +161,10 @@ Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInp
   p.zero = in.zero.value_or(0);
   p.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);
   p.overlap_param_gather = in.overlap_param_gather.value_or(true);
-  // the cluster's kernel unless it cannot run the dtype (flash at fp32 on a GPU): then unfused; a
+  // the stack's kernel unless it cannot run the dtype (flash at fp32 on a GPU): then unfused; a
   // plan that asks for flash at such a dtype is refused by check_plan
-  p.attention = in.attention.value_or(attention_unsupported(c, c.host.attention, p.dtype) ? hardware::AttentionKernel::unfused
-                                                                                           : c.host.attention);
+  p.stack_attention = default_attention(c, p.stack, p.dtype);
+  p.attention = in.attention.value_or(p.stack_attention);
   return p;
 }
 
@@ -221,7 +230,7 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   }
   if (r.has("overlap_grad_reduce")) in.overlap_grad_reduce = r.boolean("overlap_grad_reduce");
   if (r.has("overlap_param_gather")) in.overlap_param_gather = r.boolean("overlap_param_gather");
-  if (r.has("attention")) hardware::parse_attention_kernel(r.choice("attention", {"flash", "unfused"}), in.attention.emplace());
+  if (r.has("attention")) hardware::parse_attention_kernel(r.choice("attention", {"flash", "unfused", "unfused_compiled"}), in.attention.emplace());
   r.finish();
   return in;
 }
@@ -239,9 +248,11 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
   for (const Knob* k : plan_knobs()) out += fmt::format("{}: {}\n", k->key, k->format(k->get(p)));
   out += fmt::format("dp_bucket_mb: {}\nstack: {}\n", p.dp_bucket_mb, hardware::to_string(p.stack));
   out += fmt::format("recompute: {}\nrecompute_method: {}\nrecompute_layers: {}\nzero: {}\noverlap_grad_reduce: {}\n"
-                     "overlap_param_gather: {}\nattention: {}\n",
+                     "overlap_param_gather: {}\n",
                      to_string(p.recompute), to_string(p.recompute_method), p.recompute_layers, p.zero,
-                     p.overlap_grad_reduce ? "true" : "false", p.overlap_param_gather ? "true" : "false", hardware::to_string(p.attention));
+                     p.overlap_grad_reduce ? "true" : "false", p.overlap_param_gather ? "true" : "false");
+  // absent: the stack's kernel (host.stacks.<stack>.attention) wherever the plan is loaded
+  if (p.attention != p.stack_attention) out += fmt::format("attention: {}\n", hardware::to_string(p.attention));
   return out;
 }
 
@@ -254,7 +265,7 @@ std::string describe(const Plan& p) {
     if (p.recompute_method == RecomputeMethod::block) s += fmt::format("/{}b", p.recompute_layers);
     else if (p.recompute_layers > 1) s += fmt::format("/{}u", p.recompute_layers);
   }
-  if (p.attention == hardware::AttentionKernel::unfused) s += " unfused";
+  if (p.attention != p.stack_attention) s += fmt::format(" {}", hardware::to_string(p.attention));
   return s;
 }
 

@@ -29,7 +29,7 @@ std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p) {
       q.zero = z;
       add(q, fmt::format("zero {}", z));
     }
-  for (auto k : {hardware::AttentionKernel::flash, hardware::AttentionKernel::unfused}) {
+  for (auto k : sim::attention_choices(p.stack_attention)) {
     sim::Plan q = p;
     q.attention = k;
     add(q, fmt::format("attention {}", hardware::to_string(k)));

@@ -20,11 +20,9 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
     for (const sim::Strategy* st : sim::strategies())
       if (st->searched) strategies.push_back(st);
   std::vector<hardware::AttentionKernel> kernels = s.attention;
-  if (kernels.empty()) {
-    kernels.push_back(c.host.attention);
-    kernels.push_back(c.host.attention == hardware::AttentionKernel::flash ? hardware::AttentionKernel::unfused
-                                                                           : hardware::AttentionKernel::flash);
-  }
+  const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
+  if (kernels.empty())
+    for (auto k : sim::attention_choices(own)) kernels.push_back(k);
   std::vector<sim::Plan> out;
   for (int tp : tps) {
     const int dp = std::max(1, gpus / tp);
@@ -45,6 +43,7 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
           p.sequence_parallel = sp;
           p.strategy = st;
           p.stack = s.stack;
+          p.stack_attention = own;
           for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
           // the strategy's knobs, first declared outermost; where a knob does not apply (given the
           // ones before it) only its first value, stored as neutral

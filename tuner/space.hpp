@@ -27,7 +27,8 @@ struct SearchSpace {
   /// its strategy declares (Knob::searched).
   std::map<std::string, std::vector<int>, std::less<>> knob_values;
   std::vector<double> dp_bucket_mb{25.0, 100.0};
-  /// Attention kernels; empty: the cluster's (host.attention) and the other one.
+  /// Attention kernels; empty: the stack's (host.stacks.<stack>.attention) and flash, or unfused
+  /// when the stack's is flash (sim::attention_choices).
   std::vector<hardware::AttentionKernel> attention;
   /// ZeRO stages (tried at dp > 1 only; stage 0 at dp 1).
   std::vector<int> zero{0, 1, 2, 3};

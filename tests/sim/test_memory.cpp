@@ -54,17 +54,19 @@ TEST_CASE("gpt3-175b, 16 x DGX-H100, tp 8, dp 16, ZeRO-1, full recompute, SP: ev
   CHECK(m.temporaries == doctest::Approx(8.0 * 2048 * 6400));
   CHECK(m.dp_buckets == 0);  // ZeRO-1 reduce-scatters views of Megatron's gradient buffer
   // NCCL's defaults per channel and peer: LL 8 x 512 x 8 x 16 B + LL128 120 x 640 x 8 x 8 B +
-  // Simple 4 MiB = 9,633,792 B; 16 ring channels on Hopper. TP (8 GPUs, one node, NVSwitch SHARP):
-  // a ring + NVLS's 16 channels x 2 x 4 MiB; DP (16 GPUs on 16 nodes): a ring and a tree (3 peers).
+  // Simple 4 MiB = 9,633,792 B. Channels as NCCL's logs on DGX-H100 show (hardware/nccl_topology.hpp):
+  // "24 coll channels" inside a node, 16 across nodes, 16 NVLS channels. TP (8 GPUs, one node,
+  // NVSwitch SHARP): a ring over 24 channels + NVLS's 16 channels x 2 x 4 MiB; DP (16 GPUs on 16
+  // nodes): a ring and a tree (3 peers) over 16 channels.
   const double per_peer = 9633792.0;
-  CHECK(m.nccl == doctest::Approx(16 * per_peer + 16 * 2 * 4194304.0 + 16 * per_peer * 4));
+  CHECK(m.nccl == doctest::Approx(24 * per_peer + 16 * 2 * 4194304.0 + 16 * per_peer * 4));  // 981,991,424 B
   CHECK(m.cuda_context == doctest::Approx(0.5e9));  // configs/clusters/dgx-h100.yaml memory.cuda_context_gb
   // 5 % of the 80 GB kept free: the plan may use 76 GB; it needs ~150 GB - ZeRO-1 at tp 8 keeps
   // 6 B per parameter whole, so it does not fit (ZeRO-2 or tp 32 would).
   CHECK(m.reserve() == doctest::Approx(4e9));
   CHECK(m.usable() == doctest::Approx(76e9));
   const double total = 2 * N + 4 * N + 12 * N / 16 + 98 * 2 * sbh_t + (30 * sbh_t + 4.0 * 12 * 2048) + 8.0 * 2048 * 6400 +
-                       (16 * per_peer * 5 + 16 * 2 * 4194304.0) + 0.5e9;
+                       (24 * per_peer + 16 * per_peer * 4 + 16 * 2 * 4194304.0) + 0.5e9;
   CHECK(m.total() == doctest::Approx(total));
   CHECK_FALSE(m.fits());
   CHECK(m.over() == doctest::Approx(total - 76e9));
