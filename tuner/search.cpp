@@ -83,8 +83,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     ++res.infeasible;
   };
   auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
-    return fmt::format("needs {:.1f} GB per GPU ({:.1f} GB model state, {:.1f} GB saved activations of a micro-batch of {}), "
-                       "{:.1f} GB over the {:.1f} GB usable of {} ({:g} % of {:.0f} GB kept free)",
+    // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
+    return fmt::format("needs {:.2f} GB per GPU ({:.1f} GB model state, {:.1f} GB saved activations of a micro-batch of {}), "
+                       "{:.2f} GB over the {:.2f} GB usable of {} ({:g} % of {:.0f} GB kept free)",
                        m.total() / 1e9, m.model_state() / 1e9, m.activations / 1e9, p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
                        cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
   };
