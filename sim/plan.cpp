@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "common/config_reader.hpp"
 #include "sim/shapes.hpp"
 #include "sim/strategy.hpp"
@@ -212,7 +215,9 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb");
   if (r.has("stack")) {
     hardware::Stack s;
-    hardware::parse_stack(r.choice("stack", {"eager", "cpp", "cuda_graphs"}), s);
+    std::vector<std::string> names;  // every stack, megatron-core included (plan_to_yaml writes it)
+    for (hardware::Stack st : hardware::kAllStacks) names.emplace_back(hardware::to_string(st));
+    hardware::parse_stack(r.choice("stack", names), s);
     in.stack = s;
   }
   if (r.has("recompute")) parse_recompute(r.choice("recompute", {"none", "selective", "full"}), in.recompute.emplace());
