@@ -7,8 +7,8 @@
 #   4. a 4-layer gpt3-13b-shaped stack (h 5120, 40 heads, seq 2048, vocab 51200), bf16, tp 1,
 #      micro-batch 4: domino 2 row slices vs none -> step times and losses;
 #   5. a CUDA profile of this GPU (`profile --backend cuda --quick`: the executor's own cuBLASLt GEMM
-#      path and attention kernels, bf16, with that model's exact shapes; one GPU gives no collective
-#      figures) -> profile-cuda.yaml;
+#      path, attention, element-wise and AdamW kernels, bf16, with that model's exact shapes; one GPU
+#      gives no collective figures) -> profile-cuda.yaml;
 #   6. `validate` of the step-4 runs against that profile, task class by task class.
 # Writes everything under $OUT (default ./gpu_check_out): run JSONs, traces, the profile, validations,
 # results.md. With ST=path/to/slicetune (and LAUNCH= for an MPI singleton) it uses prebuilt programs
@@ -39,7 +39,8 @@ fi
 # LAUNCH: how one rank is started ("mpirun -np 1" by default; empty for an isolated MPI singleton)
 LAUNCH=${LAUNCH-mpirun -np 1}
 if [ -x "$TEST_CUDA" ]; then
-  timeout 180 "$TEST_CUDA" >"$OUT/test_cuda.txt" 2>&1 && log "test_cuda: $(tail -1 "$OUT/test_cuda.txt")" ||
+  # test_cuda starts one rank the way this script does (SLICETUNE_TEST_LAUNCH, tests/cuda/test_device.cpp)
+  SLICETUNE_TEST_LAUNCH="$LAUNCH" timeout 180 "$TEST_CUDA" >"$OUT/test_cuda.txt" 2>&1 && log "test_cuda: $(tail -1 "$OUT/test_cuda.txt")" ||
     log "test_cuda FAILED (see test_cuda.txt): $(tail -3 "$OUT/test_cuda.txt" | tr '\n' ' ')"
 fi
 run() {  # run NAME ARGS... -> $OUT/NAME.json (+ trace), stderr to NAME.err
