@@ -30,8 +30,22 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   streams_.compute = add_stream({.name = "compute", .kind = StreamKind::compute});
   streams_.tp_comm = add_stream({.name = "tp_comm", .kind = StreamKind::comm});
   streams_.dp_comm = add_stream({.name = "dp_comm", .kind = StreamKind::comm});
+  if (p.pp > 1) {
+    // DP members of a stage: t + tp x (d + dp x s) for every d; count the nodes they span
+    const PipelinePosition pos = pipeline_position(p, rank);
+    int nodes = 0, last = -1;
+    for (int d = 0; d < p.dp; ++d) {
+      const int node = world_rank_of(p, pos.tp_rank, d, pos.stage) / c.node.gpus_per_node;
+      if (node != last) ++nodes;
+      last = node;
+    }
+    dp_nodes_ = std::max(1, nodes);
+  }
   tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
-  dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = rank % p.tp});
+  dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = p.pp > 1 ? rank % p.tp + p.tp * pipeline_position(p, rank).stage : rank % p.tp});
+  range_ = {0, m.layers};
+  chunks_ = {range_};
+  if (p.pp > 1) setup_pipeline(rank);
 
   const int r = p.row_slices;
   for (int i = 0; i < r; ++i) {
@@ -90,6 +104,10 @@ TensorId Builder::tensor(std::int64_t rows, std::int64_t cols, DType dt, TensorR
   t.chunk = static_cast<std::int8_t>(chunk);
   t.backward = backward;
   t.variant = variant;
+  if (role != TensorRole::weight && role != TensorRole::weight_grad) {
+    t.micro = static_cast<std::int16_t>(micro_);
+    t.model_chunk = static_cast<std::int8_t>(model_chunk_);
+  }
   g_.tensors.push_back(t);
   state_.push_back({kNone, kNone});
   return static_cast<TensorId>(g_.tensors.size() - 1);
@@ -104,6 +122,8 @@ Task Builder::task(TaskKind kind, Op op, Phase phase, int layer, const Slice& s,
   t.layer = static_cast<std::int16_t>(layer);
   t.slice = static_cast<std::int8_t>(sliced_ ? s.index : -1);
   t.chunk = static_cast<std::int8_t>(chunk);
+  t.micro = static_cast<std::int16_t>(micro_);
+  t.model_chunk = static_cast<std::int8_t>(model_chunk_);
   return t;
 }
 
@@ -129,6 +149,10 @@ std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const
     s.readers = kNone;
   }
   if (t.is_collective() && t.group) t.seq = group_seq_[*t.group]++;
+  if (!pending_sends_.empty() && t.stream == streams_.compute) {  // blocking transfers (p2p_overlap false)
+    for (auto send : pending_sends_) edge(send, id);
+    pending_sends_.clear();
+  }
   g_.tasks.push_back(std::move(t));
   return id;
 }
@@ -190,23 +214,39 @@ void Builder::emit_weights() {
     rank_params_ += s.params();
     return std::pair{w, d};
   };
-  std::tie(w_emb_, d_emb_) = weight(sh_.embedding(), -1);
-  if (m_.position == Position::learned) std::tie(w_pos_, d_pos_) = weight(sh_.positions(), -1);
+  // A pipeline stage holds the embedding on virtual stage 0, the layers of its chunks, the final norm
+  // and LM head on the last virtual stage; with tied embeddings the last stage keeps its own copy of
+  // the embedding as the head (Megatron-LM), its gradient summed with the first stage's (embd group).
+  bool first = false, last = false;
+  for (const auto& ch : chunks_) {
+    first |= ch.first == 0;
+    last |= ch.end == m_.layers;
+  }
+  stage_first_ = first;
+  stage_last_ = last;
+  if (first) {
+    std::tie(w_emb_, d_emb_) = weight(sh_.embedding(), -1);
+    if (m_.position == Position::learned) std::tie(w_pos_, d_pos_) = weight(sh_.positions(), -1);
+  }
   lw_.resize(m_.layers);
   const auto shapes = sh_.layer_weights();  // norm1, qkv, out_proj, norm2, fc1, fc2
-  for (int l = 0; l < m_.layers; ++l) {
-    auto& w = lw_[l];
-    std::tie(w.norm1, w.d_norm1) = weight(shapes[0], l);
-    std::tie(w.qkv, w.d_qkv) = weight(shapes[1], l);
-    std::tie(w.out, w.d_out) = weight(shapes[2], l);
-    std::tie(w.norm2, w.d_norm2) = weight(shapes[3], l);
-    std::tie(w.fc1, w.d_fc1) = weight(shapes[4], l);
-    std::tie(w.fc2, w.d_fc2) = weight(shapes[5], l);
-  }
+  for (const auto& ch : chunks_)
+    for (int l = ch.first; l < ch.end; ++l) {
+      auto& w = lw_[l];
+      std::tie(w.norm1, w.d_norm1) = weight(shapes[0], l);
+      std::tie(w.qkv, w.d_qkv) = weight(shapes[1], l);
+      std::tie(w.out, w.d_out) = weight(shapes[2], l);
+      std::tie(w.norm2, w.d_norm2) = weight(shapes[3], l);
+      std::tie(w.fc1, w.d_fc1) = weight(shapes[4], l);
+      std::tie(w.fc2, w.d_fc2) = weight(shapes[5], l);
+    }
+  if (!last) return;
   std::tie(w_fnorm_, d_fnorm_) = weight(sh_.final_norm(), -1);
-  if (m_.tied_embeddings) {
+  if (m_.tied_embeddings && first) {
     w_head_ = w_emb_;
     d_head_ = d_emb_;
+  } else if (m_.tied_embeddings) {
+    std::tie(w_head_, d_head_) = weight(sh_.embedding(), -1);
   } else {
     std::tie(w_head_, d_head_) = weight(sh_.lm_head(), -1);
   }
@@ -215,6 +255,11 @@ void Builder::emit_weights() {
 // ---- forward ------------------------------------------------------------------------------------------
 
 void Builder::emit_embedding(const Slice& s) {
+  if (skip_fwd()) return;
+  if (!holds_embedding()) {  // the activation of the previous virtual stage
+    ss_[s.index].x = transfer(true, false, kNoTensor, rows(s), s);
+    return;
+  }
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId tok = tensor(T, 1, DType::fp32, TensorRole::input, Op::embedding, -1, s.index);
   TensorId tgt = tensor(T, 1, DType::fp32, TensorRole::input, Op::loss, -1, s.index);
@@ -230,6 +275,7 @@ void Builder::emit_embedding(const Slice& s) {
 }
 
 void Builder::emit_attn_fwd(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -260,6 +306,7 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
 }
 
 void Builder::emit_attn_residual(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   auto& sv = saved_[l][s.index];
@@ -272,6 +319,7 @@ void Builder::emit_attn_residual(int l, const Slice& s) {
 }
 
 void Builder::emit_mlp_fwd(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -294,6 +342,7 @@ void Builder::emit_mlp_fwd(int l, const Slice& s) {
 }
 
 void Builder::emit_mlp_residual(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId x = act(R, h, Op::residual2, l, s.index);
@@ -305,7 +354,12 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
 }
 
 void Builder::emit_head_fwd(const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
+  if (!holds_head()) {  // on to the next virtual stage
+    transfer(true, true, st.x, 0, s);
+    return;
+  }
   const std::int64_t T = s.tokens(), h = sh_.h, V = sh_.V, R = rows(s);
   TensorId nf = act(R, h, Op::final_norm, -1, s.index);
   add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
@@ -315,8 +369,7 @@ void Builder::emit_head_fwd(const Slice& s) {
   logits_[s.index] = logits;
   // vocab-parallel cross-entropy: local max, sum-exp and target logit, then one TP AllReduce
   TensorId stats = tensor(T, 3, DType::fp32, TensorRole::activation, Op::loss_comm, -1, s.index);
-  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, targets_[s.index]},
-      {stats});
+  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, target(s)}, {stats});
   if (p_.tp > 1) {
     Task t = tp_task(CollectiveKind::all_reduce, static_cast<double>(T) * 3 * 4, Op::loss_comm, Phase::fwd, -1, s);
     std::get<CollectiveOp>(t.kind).dtype = DType::fp32;
@@ -326,18 +379,24 @@ void Builder::emit_head_fwd(const Slice& s) {
 }
 
 void Builder::emit_loss(const Slice& s) {
+  if (skip_fwd() || !holds_head()) return;
   const std::int64_t T = s.tokens(), V = sh_.V;
   TensorId dl = tensor(T, V, DType::fp32, TensorRole::gradient, Op::lm_head, -1, s.index, -1, true);
   TensorId loss = tensor(T, 1, DType::fp32, TensorRole::activation, Op::loss, -1, s.index);
   add(task(ew(ElementwiseKind::cross_entropy, T * V, 8.0), Op::loss, Phase::fwd, -1, s),
-      {logits_[s.index], stats_[s.index], targets_[s.index]}, {dl, loss});
+      {logits_[s.index], stats_[s.index], target(s)}, {dl, loss});
   dlogits_[s.index] = dl;
 }
 
 // ---- backward -----------------------------------------------------------------------------------------
 
 BackwardTasks Builder::emit_head_bwd(const Slice& s) {
+  if (skip_bwd()) return {};
   auto& st = ss_[s.index];
+  if (!holds_head()) {  // the gradient of this chunk's output, from the next virtual stage
+    st.dy = transfer(false, false, kNoTensor, rows(s), s);
+    return {};
+  }
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId dn = grad(T, h, Op::final_norm, -1, s.index);
   add(task(sh_.lm_head_dgrad(T), Op::lm_head, Phase::bwd_dgrad, -1, s), {dlogits_[s.index], w_head_}, {dn});
@@ -349,6 +408,7 @@ BackwardTasks Builder::emit_head_bwd(const Slice& s) {
 }
 
 void Builder::emit_final_norm_bwd(const Slice& s) {
+  if (skip_bwd() || !holds_head()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId dx = grad(R, h, Op::final_norm, -1, s.index);
@@ -358,6 +418,7 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
 }
 
 BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return {};
   auto& st = ss_[s.index];
   const auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -378,6 +439,7 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
 }
 
 void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return;
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
@@ -388,6 +450,7 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
 }
 
 BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return {};
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, Q = sh_.Q;
@@ -419,6 +482,7 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
 }
 
 void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return;
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
@@ -429,7 +493,12 @@ void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
 }
 
 void Builder::emit_embedding_bwd(const Slice& s) {
+  if (skip_bwd()) return;
   auto& st = ss_[s.index];
+  if (!holds_embedding()) {  // the gradient of this chunk's input, to the previous virtual stage
+    transfer(false, true, st.dy, 0, s);
+    return;
+  }
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId dyg = gather_in(st.dy, Op::embed_comm, Phase::bwd_dgrad, -1, s);
   Task t = task(ew(ElementwiseKind::embedding, T * h, bpe() + 8.0, true), Op::embedding, Phase::bwd_wgrad, -1, s);
@@ -442,29 +511,35 @@ void Builder::emit_embedding_bwd(const Slice& s) {
 // ---- data-parallel gradient buckets, the step's end -----------------------------------------------------
 
 void Builder::head_grads_ready() {
-  if (!m_.tied_embeddings) grad_ready(d_head_);
+  if (skip_bwd() || !holds_head()) return;
+  if (!(m_.tied_embeddings && holds_embedding())) grad_ready(d_head_);  // tied on one rank: the embedding's gradient
 }
 
 void Builder::mlp_grads_ready(int l) {
-  grad_ready(l == m_.layers - 1 ? d_fnorm_ : lw_[l + 1].d_norm1);
+  if (skip_bwd()) return;
+  if (l + 1 < range_.end) grad_ready(lw_[l + 1].d_norm1);
+  else if (l == m_.layers - 1) grad_ready(d_fnorm_);  // else: the next layer is another chunk's
   grad_ready(lw_[l].d_fc2);
   grad_ready(lw_[l].d_fc1);
 }
 
 void Builder::attn_grads_ready(int l) {
+  if (skip_bwd()) return;
   grad_ready(lw_[l].d_norm2);
   grad_ready(lw_[l].d_out);
   grad_ready(lw_[l].d_qkv);
 }
 
 void Builder::embedding_grads_ready() {
-  grad_ready(lw_[0].d_norm1);
+  if (skip_bwd()) return;
+  grad_ready(lw_[range_.first].d_norm1);
+  if (!holds_embedding()) return;
   if (m_.position == Position::learned) grad_ready(d_pos_);
   grad_ready(d_emb_);
 }
 
 void Builder::grad_ready(TensorId dw) {
-  if (p_.dp == 1) return;
+  if (p_.dp == 1 || !grads_final_) return;
   bucket_.push_back(dw);
   bucket_params_ += g_.tensors[dw].rows * g_.tensors[dw].cols;
   if (static_cast<double>(bucket_params_) * 4.0 >= p_.dp_bucket_mb * 1e6) flush_bucket();
@@ -490,8 +565,10 @@ void Builder::flush_bucket() {
 // Megatron sums them over the TP group once per step before the optimizer (finalize_model_grads).
 void Builder::emit_sp_norm_grads() {
   if (!p_.sequence_parallel || p_.tp == 1) return;
-  std::vector<TensorId> norms{d_fnorm_};
-  for (const auto& w : lw_) norms.insert(norms.end(), {w.d_norm1, w.d_norm2});
+  std::vector<TensorId> norms;
+  if (stage_last_) norms.push_back(d_fnorm_);
+  for (const auto& ch : chunks_)
+    for (int l = ch.first; l < ch.end; ++l) norms.insert(norms.end(), {lw_[l].d_norm1, lw_[l].d_norm2});
   Task t;
   t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce,
                         .bytes = static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4,
@@ -521,6 +598,7 @@ void Builder::emit_optimizer() {
 StepGraph Builder::finish() {
   emit_sp_norm_grads();
   flush_bucket();
+  emit_embedding_grads();
   emit_optimizer();
   const auto n = g_.tasks.size();
   g_.graph = StepGraph::Graph(boost::edges_are_unsorted_multi_pass, edges_.begin(), edges_.end(), n);
@@ -531,7 +609,10 @@ StepGraph Builder::finish() {
 
 StepGraph build_step_graph(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, int rank) {
   Builder b(model, cluster, plan, rank);
-  plan.strategy->schedule(b);
+  if (plan.pp > 1)
+    b.emit_pipeline(plan.strategy->schedule);
+  else
+    plan.strategy->schedule(b);
   return b.finish();
 }
 

@@ -13,7 +13,18 @@
 // (compute, tp_comm, dp_comm), its communicator groups (tp, dp) and its weights; the plan's strategy
 // (sim/strategy.hpp) calls the emit_* pieces below in the order the host issues them; finish()
 // ends the step (the last DP bucket, sequence-parallel norm gradients, optimizer) and assembles the
-// DAG. Dependencies are derived from the tensors each task reads and writes (read after write,
+// DAG.
+//
+// Pipelined plans (pp > 1; sim/pipeline_schedule.hpp): the graph is one pipeline stage's whole step.
+// The builder walks the stage's schedule - every forward and backward pass of every micro-batch
+// through each of its model chunks, in order - and for each pass calls the strategy's schedule
+// with only that pass's pieces live: a forward pass emits the forward pieces of the chunk's layers
+// [first_layer(), end_layer()) and ignores the backward ones, and the reverse. At a chunk's edges
+// the pieces change meaning: emit_embedding receives the activation from the previous virtual stage
+// when the chunk does not hold the embedding, emit_head_fwd sends it on when the chunk does not hold
+// the head, emit_head_bwd / emit_embedding_bwd receive and send the gradient. So a strategy that
+// schedules [first_layer(), end_layer()) schedules a stage, and Domino and Megatron-LM work inside
+// every stage unchanged. Dependencies are derived from the tensors each task reads and writes (read after write,
 // write after read, write after write), so a strategy decides only what runs on which slice, in
 // which order, on which stream - and may add ordering edges (edge()) where the real framework
 // serialises more than the data requires.
@@ -25,6 +36,7 @@
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
 
@@ -62,7 +74,16 @@ class Builder {
   const hardware::ClusterSpec& cluster() const { return c_; }
   const Plan& plan() const { return p_; }
   const Shapes& shapes() const { return sh_; }
+  /// The model's layer count.
   int layers() const { return m_.layers; }
+  /// The layers the pass being emitted covers, [first_layer(), end_layer()): every layer without
+  /// pipelining, the current model chunk's with it. Strategies loop over this range.
+  int first_layer() const { return range_.first; }
+  int end_layer() const { return range_.end; }
+  /// Whether the layers being emitted start at the embedding / end at the LM head (pipelining:
+  /// virtual stage 0 / the last one; always without).
+  bool holds_embedding() const { return range_.first == 0; }
+  bool holds_head() const { return range_.end == m_.layers; }
   /// The row slices of the micro-batch (one, the whole micro-batch, when the plan does not slice).
   const std::vector<Slice>& slices() const { return slices_; }
 
@@ -118,6 +139,10 @@ class Builder {
     edges_.emplace_back(from, to);
   }
 
+  /// Pipelined plans: emits the stage's whole step - every pass of its schedule
+  /// (pipeline_order), each through `schedule` (the strategy's) with only that pass's pieces live.
+  void emit_pipeline(void (*schedule)(Builder&));
+
   /// Ends the step and assembles the graph. Call once, after the strategy's schedule.
   StepGraph finish();
 
@@ -165,7 +190,21 @@ class Builder {
   void grad_ready(TensorId dw);
   void flush_bucket();
   void emit_sp_norm_grads();
+  void emit_embedding_grads();
   void emit_optimizer();
+  // pipelining (sim/builder_pipeline.cpp)
+  enum class Live : std::uint8_t { all, forward, backward };  ///< which pieces of the strategy's schedule emit
+  bool skip_fwd() const { return live_ == Live::backward; }
+  bool skip_bwd() const { return live_ == Live::forward; }
+  void setup_pipeline(int rank);
+  /// A point-to-point transfer with the neighbouring virtual stage: sends `x`, or receives into a new
+  /// tensor of `rows` x h (returned). Forward: the activation to the next stage; backward: its gradient to the previous.
+  TensorId transfer(bool forward, bool send, TensorId x, std::int64_t rows, const Slice& s);
+  TensorId target(const Slice& s);
+  /// Per-pass state: what crosses from one emit_* call to the next within a (micro-batch, chunk).
+  struct PassState;
+  void save_pass(PassState& ps);
+  void load_pass(PassState& ps);
 
   const ModelSpec& m_;
   const hardware::ClusterSpec& c_;
@@ -197,6 +236,20 @@ class Builder {
   std::int64_t bucket_params_ = 0;
   std::vector<TensorId> all_weights_, all_grads_;
   std::int64_t rank_params_ = 0;
+  // pipelining: what this stage holds and the pass being emitted
+  LayerRange range_;                 ///< layers of the pass being emitted
+  std::vector<LayerRange> chunks_;   ///< per model chunk of this rank: its layers
+  int stage_ = 0, micro_ = -1, model_chunk_ = -1;
+  bool stage_first_ = true, stage_last_ = true;  ///< holds the embedding / the final norm and head
+  Live live_ = Live::all;
+  bool grads_final_ = true;          ///< weight gradients complete when *_grads_ready is called (last micro-batch)
+  struct Pipe {
+    StreamId send_next = 0, recv_prev = 0, send_prev = 0, recv_next = 0;
+    std::optional<GroupId> fwd_out, fwd_in, bwd_out, bwd_in;  ///< per direction: to / from the neighbouring ranks
+    int nodes_next = 1, nodes_prev = 1;
+  } pipe_;
+  std::optional<GroupId> embd_group_;  ///< tied embeddings on the first and last stage (Megatron's embedding group)
+  std::vector<std::uint32_t> pending_sends_;  ///< blocking transfers the next compute task waits for
 };
 
 }  // namespace sim

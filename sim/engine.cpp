@@ -41,10 +41,14 @@ struct RankState {
   std::vector<std::vector<std::uint32_t>> by_seq;  // per group: the task with each sequence number
 };
 
+struct RankStats {
+  std::int64_t compute = 0, exposed = 0, idle = 0;
+  std::vector<std::int64_t> busy;  // per stream
+};
+
 struct RunStats {
   std::int64_t end = 0;
-  std::int64_t compute = 0, exposed = 0, idle = 0;
-  std::vector<std::int64_t> busy;  // per stream of the first rank
+  std::vector<RankStats> ranks;  // per simulated graph
   std::size_t events = 0;
 };
 
@@ -246,7 +250,8 @@ void Simulation::update_rates() {
 
 RunStats Simulation::run() {
   RunStats st;
-  st.busy.assign(ranks_[0].g->streams.size(), 0);
+  st.ranks.resize(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) st.ranks[r].busy.assign(ranks_[r].g->streams.size(), 0);
   std::int64_t now = 0;
   for (;;) {
     std::int64_t wake = kNever;
@@ -277,7 +282,7 @@ RunStats Simulation::run() {
     }
     if (active_.empty()) {
       if (wake == kNever) break;
-      st.idle += wake - now;
+      for (auto& rk : st.ranks) rk.idle += wake - now;
       now = wake;
       continue;
     }
@@ -297,16 +302,19 @@ RunStats Simulation::run() {
     }
     const std::int64_t dt = next - now;
     if (dt > 0) {
-      const auto& r0 = ranks_[0];
-      bool comp = false, comm = false;
-      for (std::size_t s = 0; s < r0.running.size(); ++s)
-        if (r0.running[s] != kIdle) {
-          st.busy[s] += dt;
-          (r0.compute_stream[s] ? comp : comm) = true;
-        }
-      if (comp) st.compute += dt;
-      if (!comp && comm) st.exposed += dt;
-      if (!comp && !comm) st.idle += dt;
+      for (std::size_t r = 0; r < ranks_.size(); ++r) {
+        const auto& rs = ranks_[r];
+        auto& rk = st.ranks[r];
+        bool comp = false, comm = false;
+        for (std::size_t s = 0; s < rs.running.size(); ++s)
+          if (rs.running[s] != kIdle) {
+            rk.busy[s] += dt;
+            (rs.compute_stream[s] ? comp : comm) = true;
+          }
+        if (comp) rk.compute += dt;
+        if (!comp && comm) rk.exposed += dt;
+        if (!comp && !comm) rk.idle += dt;
+      }
       for (auto& a : active_) a.remaining = std::max(0.0, a.remaining - a.rate * static_cast<double>(dt));
     }
     now = next;
@@ -349,6 +357,13 @@ Duration StepReport::busy(std::string_view name) const {
   return Duration{};
 }
 
+Duration StepReport::busy_prefix(std::string_view prefix) const {
+  Duration d{};
+  for (const auto& s : streams)
+    if (s.name.starts_with(prefix)) d += s.busy;
+  return d;
+}
+
 StepReport Engine::simulate(const StepGraph& graph) const {
   const StepGraph* one[] = {&graph};
   return simulate(std::span<const StepGraph* const>(one, 1));
@@ -358,34 +373,51 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   if (ranks.empty()) throw std::invalid_argument("Engine::simulate: no graphs");
   const StepGraph& g0 = *ranks[0];
   const int accum = g0.plan.grad_accum_steps();
+  if (g0.micro_batches < 1 || accum % g0.micro_batches)
+    throw std::invalid_argument(fmt::format("Engine::simulate: the graph issues {} micro-batches, the plan has {} per step", g0.micro_batches, accum));
+  const int repeats = accum / g0.micro_batches;  // times the graph runs in a step
   StepReport rep;
   rep.tasks = g0.size();
   RunStats mb{};
-  if (accum > 1) {
+  if (repeats > 1) {
     Simulation sim(ranks, cost_, options_.models, false, false);
     mb = sim.run();
   }
   Simulation last(ranks, cost_, options_.models, true, options_.timeline);
   RunStats ls = last.run();
-  const std::int64_t k = accum - 1;
+  const std::int64_t k = repeats - 1;
   auto total = [&](std::int64_t a, std::int64_t b) { return Duration::from_ps(a * k + b); };
   rep.step_time = total(mb.end, ls.end);
-  rep.micro_batch_time = Duration::from_ps(accum > 1 ? mb.end : ls.end);
-  rep.compute = total(mb.compute, ls.compute);
-  for (std::size_t s = 0; s < g0.streams.size(); ++s)
-    rep.streams.push_back(
-        {.name = g0.streams[s].name, .kind = g0.streams[s].kind, .busy = total(mb.busy.empty() ? 0 : mb.busy[s], ls.busy[s])});
-  rep.exposed_comm = total(mb.exposed, ls.exposed);
-  rep.idle = total(mb.idle, ls.idle);
+  rep.micro_batch_time = Duration::from_ps(repeats > 1 ? mb.end : ls.end / g0.micro_batches);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const StepGraph& g = *ranks[r];
+    const RankStats& l = ls.ranks[r];
+    const RankStats* m = repeats > 1 ? &mb.ranks[r] : nullptr;
+    RankBusy rb;
+    rb.rank = g.rank;
+    rb.compute = total(m ? m->compute : 0, l.compute);
+    rb.exposed_comm = total(m ? m->exposed : 0, l.exposed);
+    rb.idle = total(m ? m->idle : 0, l.idle);
+    for (std::size_t s = 0; s < g.streams.size(); ++s)
+      rb.streams.push_back({.name = g.streams[s].name, .kind = g.streams[s].kind, .busy = total(m ? m->busy[s] : 0, l.busy[s])});
+    rb.memory = estimate_memory(g);
+    rep.ranks.push_back(std::move(rb));
+  }
+  rep.compute = rep.ranks[0].compute;
+  rep.streams = rep.ranks[0].streams;
+  rep.exposed_comm = rep.ranks[0].exposed_comm;
+  rep.idle = rep.ranks[0].idle;
   rep.events = mb.events + ls.events;
-  for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * accum;
+  for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * repeats;
   const auto& cl = cost_.cluster();
   const double gpus = g0.plan.gpus();
   rep.mfu = rep.model_flops / (rep.step_time.s() * gpus * cl.gpu.peak_flops(g0.plan.dtype));
   rep.tokens_per_s = static_cast<double>(g0.plan.global_batch) * static_cast<double>(g0.plan.seq_len) / rep.step_time.s();
-  rep.memory = estimate_memory(g0);
+  rep.memory = rep.ranks[0].memory;
+  for (const auto& rb : rep.ranks)
+    if (rb.memory.total() > rep.memory.total()) rep.memory = rb.memory;
   if (options_.timeline) {
-    const Duration offset = Duration::from_ps(mb.end * k);
+    const Duration offset = Duration::from_ps(mb.end * k);  // 0 for a pipeline stage's whole-step graph
     for (auto& rs : last.ranks()) {
       RankTimeline tl;
       tl.graph = rs.g;

@@ -268,6 +268,9 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
   plan.erase("grad_accum_steps");  // derived; plan_json writes it for readers
   g.plan = resolve_plan(g.model, cluster, parse_plan_input(plan.dump(), fmt::format("{}: plan", source)),
                         fmt::format("{}: plan", source));
+  if (g.plan.pp > 1)
+    throw common::ConfigError(source, "plan.pp",
+                              fmt::format("pp={}: a pipelined step has one graph per stage; saved graphs are one rank's (pp 1)", g.plan.pp));
 
   const json& streams = r.array("streams");
   if (streams.empty() || streams.size() > 255) r.fail("streams", "expected 1..255 streams");

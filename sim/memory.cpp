@@ -7,6 +7,7 @@
 namespace sim {
 
 MemoryEstimate estimate_memory(const StepGraph& g) {
+  if (g.pipelined()) return estimate_stage_memory(g);
   MemoryEstimate m;
   std::vector<char> saved(g.tensors.size(), 0);
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {

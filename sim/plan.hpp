@@ -1,9 +1,10 @@
 // defines: sim::Plan (a resolved parallelism + slicing plan), PlanInput (what the user gave),
-//          Infeasibility, check_plan, resolve_plan, load_plan_input, plan_to_yaml
+//          PipelineSchedule, Infeasibility, check_plan, resolve_plan, load_plan_input, plan_to_yaml
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hardware/cluster.hpp"
 #include "common/units.hpp"
@@ -18,13 +19,31 @@ const Strategy& default_strategy();
 enum class RowAxis : std::uint8_t { batch, sequence };
 std::string_view to_string(RowAxis a);
 
+/// @brief The order in which a pipeline rank runs the forward and backward passes of a step's
+/// micro-batches (sim/pipeline_schedule.hpp): one-forward-one-backward (PipeDream-Flush, Megatron-LM's
+/// schedule without interleaving), or the interleaved schedule of Narayanan et al. 2021 over `vp`
+/// model chunks per rank. Zero-bubble schedules would be further values.
+enum class PipelineSchedule : std::uint8_t { one_f_one_b, interleaved };
+/// "1f1b", "interleaved".
+std::string_view to_string(PipelineSchedule s);
+bool parse_pipeline_schedule(std::string_view s, PipelineSchedule& out);
+
 /// @brief A fully resolved plan: every field has a value and the plan is feasible for its model
 /// and cluster (resolve_plan checked it). row_slices, row_axis and col_slices are the builder's
 /// slicing; a strategy that does not read them (its Strategy::knobs) leaves them neutral (1, batch, 1).
 struct Plan {
   int tp = 1;
   int dp = 1;
-  int pp = 1;  ///< pipeline stages (1 until pipeline parallelism lands)
+  int pp = 1;  ///< pipeline stages (ranks of a pipeline); world rank = tp rank + tp x (dp rank + dp x stage)
+  int vp = 1;  ///< model chunks (virtual stages) per pipeline rank: > 1 with the interleaved schedule
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  /// Layers of each virtual stage, pp x vp entries in virtual-stage order (virtual stage v = chunk x pp
+  /// + rank); empty: an even split. Virtual stage 0 also holds the embedding, the last the final norm,
+  /// LM head and loss (as Megatron-LM places them).
+  std::vector<int> pipeline_layers;
+  /// Point-to-point transfers between stages overlap compute (Megatron-LM's overlap_p2p_comm, on by
+  /// default with the interleaved schedule); false: the compute stream waits for each send.
+  bool p2p_overlap = false;
   int micro_batch = 1;
   int global_batch = 1;
   std::int64_t seq_len = 0;
@@ -37,14 +56,20 @@ struct Plan {
   double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
   hardware::Stack stack = hardware::Stack::eager;
 
+  /// Micro-batches of a step per data-parallel rank (with pp > 1: per pipeline).
   int grad_accum_steps() const { return global_batch / (micro_batch * dp); }
   int gpus() const { return tp * dp * pp; }
+  /// Virtual pipeline stages: pp x vp.
+  int virtual_stages() const { return pp * vp; }
   bool operator==(const Plan&) const = default;
 };
 
 /// @brief What the user gave (YAML file and/or flags); unset fields are resolved by resolve_plan.
 struct PlanInput {
-  std::optional<int> tp, dp, micro_batch, global_batch, row_slices, col_slices;
+  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices;
+  std::optional<PipelineSchedule> schedule;
+  std::optional<std::vector<int>> pipeline_layers;
+  std::optional<bool> p2p_overlap;
   std::optional<std::int64_t> seq_len;
   std::optional<common::DType> dtype;
   std::optional<bool> sequence_parallel;
@@ -60,9 +85,9 @@ struct PlanInput {
 /// @brief Why a plan cannot run. The tuner counts refused plans by this.
 enum class Infeasibility : std::uint8_t {
   tp_heads, tp_kv_heads, tp_ffn, tp_vocab, tp_node, gpus, global_batch, row_slices_batch,
-  row_slices_sequence, col_slices, dtype, memory, pp, strategy,
+  row_slices_sequence, col_slices, dtype, memory, pp_layers, strategy, pp_micro_batches,
 };
-inline constexpr int kInfeasibilityKinds = 14;
+inline constexpr int kInfeasibilityKinds = 15;
 std::string_view to_string(Infeasibility r);
 
 struct PlanProblem {
@@ -87,7 +112,8 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
 
 /// @brief The plan as YAML that load_plan_input reads back to the same Plan.
 std::string plan_to_yaml(const Plan& p, const std::string& comment = "");
-/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1", "tp4 dp2 mb4 sp megatron".
+/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1", "tp4 dp2 mb4 sp megatron",
+/// "tp8 dp2 pp8 vp2 mb1 sp megatron" (pp, vp and an explicit split only when pipelined).
 std::string describe(const Plan& p);
 
 }  // namespace sim

@@ -42,6 +42,7 @@ enum class Op : std::uint8_t {
   embed_comm,     ///< vocab-parallel embedding AllReduce (fwd) / LM-head input-gradient AllReduce (bwd)
   dp_reduce,      ///< data-parallel gradient reduction of one bucket
   optimizer,
+  pipe,           ///< pipeline point-to-point transfer: the activation to the next stage (fwd), its gradient to the previous (bwd)
 };
 std::string_view to_string(Op o);
 bool parse_op(std::string_view s, Op& out);
@@ -71,6 +72,8 @@ struct TensorInfo {
   std::int8_t slice = -1;       ///< row slice, -1 if not sliced
   std::int8_t chunk = -1;       ///< column chunk, -1 if not chunked
   std::uint8_t variant = 0;     ///< distinguishes tensors with equal tags (e.g. weight 0 = matrix, 1 = norm bias)
+  std::int8_t model_chunk = -1; ///< pipelined graphs: the rank's model chunk (virtual stage) it belongs to; -1 otherwise
+  std::int16_t micro = -1;      ///< pipelined graphs: the step's micro-batch it belongs to; -1: every micro-batch's (weights) or not pipelined
 
   double bytes() const { return static_cast<double>(rows) * static_cast<double>(cols) * common::dtype_bytes(dtype); }
   std::string name() const;
@@ -86,6 +89,8 @@ struct Task {
   std::int16_t layer = -1;  ///< -1 outside the transformer layers
   std::int8_t slice = -1;   ///< row slice (-1: whole micro-batch)
   std::int8_t chunk = -1;   ///< column chunk (-1: whole)
+  std::int8_t model_chunk = -1;  ///< pipelined graphs: the rank's model chunk; -1 outside a pass or not pipelined
+  std::int16_t micro = -1;  ///< pipelined graphs (StepGraph::micro_batches > 1): the micro-batch; -1 otherwise
   bool once_per_step = false;  ///< DP reduction and optimizer: only after the last micro-batch
   std::uint16_t launches = 1;  ///< kernels / collectives the host issues for this task
   std::uint32_t operand_begin = 0;  ///< into StepGraph::operands: inputs then outputs
