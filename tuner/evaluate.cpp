@@ -3,28 +3,47 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/pipeline_schedule.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
 #include "sim/strategy.hpp"
 
 namespace tuner {
 
-std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) { return sim::Shapes(m, p).rank_params(); }
+std::int64_t stage_params(const sim::ModelSpec& m, const sim::Plan& p, int stage) {
+  const auto vs = sim::virtual_stage_layers(m, p);
+  int layers = 0;
+  for (int c = 0; c < p.vp; ++c) layers += vs[static_cast<std::size_t>(c * p.pp + stage)].size();
+  return sim::Shapes(m, p).stage_params(stage == 0, stage == p.pp - 1, layers);
+}
+
+std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
+  if (p.pp == 1) return sim::Shapes(m, p).rank_params();
+  std::int64_t most = 0;
+  for (int s = 0; s < p.pp; ++s) most = std::max(most, stage_params(m, p, s));
+  return most;
+}
 
 double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
   return static_cast<double>(rank_params(m, p)) * (common::dtype_bytes(sim::activation_dtype(p.dtype)) + 4.0 + 12.0);
 }
 
-MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
-  const auto key = std::make_tuple(p.tp, p.sequence_parallel, static_cast<int>(p.dtype), p.seq_len);
+MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p, bool pipelined) const {
+  const auto key = std::make_tuple(p.tp, static_cast<int>(p.sequence_parallel), static_cast<int>(p.dtype), p.seq_len);
   {
     std::lock_guard lock(mu_);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (auto it = cache_.find(key); it != cache_.end() && (!pipelined || it->second.pipelined)) return it->second;
   }
   sim::Plan q = p;
   q.micro_batch = 1;
   q.dp = 1;
   q.global_batch = 1;
+  q.pp = 1;
+  q.vp = 1;
+  q.schedule = sim::PipelineSchedule::one_f_one_b;
+  q.pipeline_layers.clear();
+  q.p2p_overlap = false;
   q.strategy = &sim::default_strategy();
   for (const sim::Knob* k : sim::plan_knobs()) k->set(q, k->neutral);
   sim::ModelSpec m1 = model_, m2 = model_;
@@ -33,19 +52,75 @@ MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
   const double a1 = sim::estimate_memory(sim::build_step_graph(m1, cluster_, q)).activations;
   const double a2 = sim::estimate_memory(sim::build_step_graph(m2, cluster_, q)).activations;
   const double tokens = static_cast<double>(p.seq_len);
-  const PerToken pt{(a2 - a1) / tokens, (2 * a1 - a2) / tokens};
+  PerToken pt{(a2 - a1) / tokens, (2 * a1 - a2) / tokens};
+  if (pipelined) {
+    // three stages of one and of two layers, one micro-batch (so one pass in flight on each):
+    // a stage saves a layer's bytes per layer plus what its edges save
+    q.pp = 3;
+    m1.layers = 3;
+    m2.layers = 6;
+    const auto g1 = sim::build_stage_graphs(m1, cluster_, q), g2 = sim::build_stage_graphs(m2, cluster_, q);
+    double* rest[3] = {&pt.first, &pt.middle, &pt.last};
+    for (int s = 0; s < 3; ++s) {
+      const double b1 = sim::estimate_memory(g1[static_cast<std::size_t>(s)]).activations;
+      const double b2 = sim::estimate_memory(g2[static_cast<std::size_t>(s)]).activations;
+      *rest[s] = (2 * b1 - b2) / tokens;
+    }
+    pt.pipelined = true;
+  }
   std::lock_guard lock(mu_);
-  cache_.emplace(key, pt);
-  return pt;
+  auto& slot = cache_[key];
+  if (!slot.pipelined || pt.pipelined) slot = pt;  // never replace the measured pipeline parts
+  return slot;
+}
+
+const std::vector<std::vector<int>>& MemoryModel::frontier(const sim::Plan& p, int stage) const {
+  const auto key = std::make_tuple(static_cast<int>(p.schedule), p.pp, p.vp, p.grad_accum_steps(), stage);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = frontiers_.find(key); it != frontiers_.end()) return it->second;
+  }
+  auto f = sim::in_flight_frontier(sim::pipeline_order(p.schedule, p.pp, p.vp, p.grad_accum_steps(), stage), p.vp);
+  std::lock_guard lock(mu_);
+  return frontiers_.emplace(key, std::move(f)).first->second;  // std::map: references stay valid
+}
+
+sim::MemoryEstimate MemoryModel::stage_estimate(const sim::Plan& p, int stage) const {
+  const double n = static_cast<double>(stage_params(model_, p, stage));
+  sim::MemoryEstimate m;
+  m.weights = n * common::dtype_bytes(sim::activation_dtype(p.dtype));
+  m.gradients = 4.0 * n;
+  m.optimizer = 12.0 * n;
+  const PerToken pt = per_token(p, true);
+  const auto vs = sim::virtual_stage_layers(model_, p);
+  const int V = p.virtual_stages();
+  std::vector<double> chunk_bytes(static_cast<std::size_t>(p.vp));
+  for (int c = 0; c < p.vp; ++c) {
+    const int v = c * p.pp + stage;
+    const double rest = v == 0 ? pt.first : v == V - 1 ? pt.last : pt.middle;
+    chunk_bytes[static_cast<std::size_t>(c)] =
+        static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * vs[static_cast<std::size_t>(v)].size() + rest);
+  }
+  const auto peak = sim::peak_in_flight(frontier(p, stage), chunk_bytes);
+  for (int c = 0; c < p.vp; ++c) m.activations += peak[static_cast<std::size_t>(c)] * chunk_bytes[static_cast<std::size_t>(c)];
+  return m;
 }
 
 sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
+  if (p.pp > 1) {
+    sim::MemoryEstimate worst;
+    for (int s = 0; s < p.pp; ++s) {
+      const auto m = stage_estimate(p, s);
+      if (s == 0 || m.total() > worst.total()) worst = m;
+    }
+    return worst;
+  }
   const double n = static_cast<double>(rank_params(model_, p));
   sim::MemoryEstimate m;
   m.weights = n * common::dtype_bytes(sim::activation_dtype(p.dtype));
   m.gradients = 4.0 * n;
   m.optimizer = 12.0 * n;
-  const PerToken pt = per_token(p);
+  const PerToken pt = per_token(p, false);
   m.activations = static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * model_.layers + pt.rest);
   return m;
 }
@@ -66,10 +141,22 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     sh.for_each_layer_gemm(T, p.col_slices, [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
   }
-  const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
-  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps;
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
+  if (p.pp > 1) {  // the busiest pipeline rank's own kernels
+    const auto vs = sim::virtual_stage_layers(model_, p);
+    double most = 0;
+    for (int r = 0; r < p.pp; ++r) {
+      std::int64_t layers = 0;
+      for (int c = 0; c < p.vp; ++c) layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
+      const std::int64_t per_mb = layer_ps * layers + (r == p.pp - 1 ? head_ps : 0);
+      const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = stage_params(model_, p, r)}).time.ps;
+      most = std::max(most, static_cast<double>(per_mb * p.grad_accum_steps() + opt));
+    }
+    return Duration::from_ps(static_cast<std::int64_t>(std::floor(most / eff)));
+  }
+  const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
+  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps;
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
@@ -99,25 +186,38 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
     q.strategy = st;
     q.dp = 1;
     q.global_batch = q.micro_batch;
+    q.pp = 1;  // one micro-batch's tasks do not depend on the pipeline: its graph of the whole model
+    q.vp = 1;
+    q.schedule = sim::PipelineSchedule::one_f_one_b;
+    q.pipeline_layers.clear();
+    q.p2p_overlap = false;
     const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
-    double c[2] = {0, 0}, h[2] = {0, 0};
+    double c[2] = {0, 0}, h[2] = {0, 0}, cl[2] = {0, 0}, hl[2] = {0, 0};
     for (int l = 1; l <= 2; ++l) {
       sim::ModelSpec m = model_;
       m.layers = l;
       const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
       for (const auto& t : g.tasks) {
         if (t.once_per_step) continue;
-        h[l - 1] += static_cast<double>(launch * t.launches);
-        if (g.streams[t.stream].kind == sim::StreamKind::compute)
-          c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+        const double launch_ps = static_cast<double>(launch * t.launches);
+        h[l - 1] += launch_ps;
+        if (t.layer >= 0) hl[l - 1] += launch_ps;
+        if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
+        const double solo = static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+        c[l - 1] += solo;
+        if (t.layer >= 0) cl[l - 1] += solo;
+        else if (l == 1) (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;
       }
     }
     const double L = model_.layers;
     b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
     b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
+    b.layer_ps = cl[1] - cl[0];
+    b.host_layer_ps = hl[1] - hl[0];
     std::lock_guard lock(mu_);
     bounds_.emplace(key, b);
   }
+  if (p.pp > 1) return pipeline_lower_bound(p, b);
   const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = rank_params(model_, p)}, p.stack).ps);
   const double mb = std::max(b.compute_ps, b.host_ps);
   const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);
@@ -125,12 +225,35 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(total * (1 - 1e-12)))), gemm_lower_bound(p));
 }
 
+Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const {
+  const auto vs = sim::virtual_stage_layers(model_, p);
+  const int V = p.virtual_stages();
+  auto C = [&](int v) {  // a virtual stage's solo compute per micro-batch, forward and backward
+    return b.layer_ps * vs[static_cast<std::size_t>(v)].size() + (v == 0 ? b.emb_ps : 0.0) + (v == V - 1 ? b.head_ps : 0.0);
+  };
+  const double m = p.grad_accum_steps();
+  double best = 0, below = 0;  // below: sum of C_v over the virtual stages v < r (chunk 0 of ranks 0..r-1)
+  for (int r = 0; r < p.pp; ++r) {
+    double W = 0, layers = 0;
+    for (int c = 0; c < p.vp; ++c) {
+      W += C(c * p.pp + r);
+      layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
+    }
+    const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_params(model_, p, r)}, p.stack).ps);
+    best = std::max({best, below + m * W + opt, m * b.host_layer_ps * layers});
+    below += C(r);
+  }
+  return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(best * (1 - 1e-12)))), gemm_lower_bound(p));
+}
+
 sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
+  if (p.pp > 1) return sim::simulate_plan(model_, cluster_, p, cost_, {.timeline = timeline}).report;
   sim::StepGraph g = sim::build_step_graph(model_, cluster_, p);
   return sim::Engine(cost_, {.timeline = timeline}).simulate(g);
 }
 
 Estimate Evaluator::estimate(const sim::Plan& p) const {
+  if (p.pp > 1) return pipeline_estimate(p);
   Estimate e;
   e.lower_bound = compute_lower_bound(p);
   const int L = model_.layers, L1 = short_layers_, L2 = short_layers_ + 1;
@@ -163,6 +286,46 @@ Estimate Evaluator::estimate(const sim::Plan& p) const {
   e.memory.gradients = lin(r1.memory.gradients, r2.memory.gradients);
   e.memory.optimizer = lin(r1.memory.optimizer, r2.memory.optimizer);
   e.memory.activations = lin(r1.memory.activations, r2.memory.activations);
+  e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
+  e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
+  return e;
+}
+
+}  // namespace tuner
+
+namespace tuner {
+
+Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
+  Estimate e;
+  e.lower_bound = compute_lower_bound(p);
+  const int V = p.virtual_stages();
+  const int per_stage = model_.layers / V;  // the tuner enumerates even splits
+  const int L1 = short_layers_, L2 = short_layers_ + 1;
+  sim::StepReport r1, r2;
+  if (!p.pipeline_layers.empty() || per_stage <= L2) {
+    r2 = simulate(p);
+    r1 = r2;
+  } else {
+    sim::ModelSpec m1 = model_, m2 = model_;
+    m1.layers = L1 * V;
+    m2.layers = L2 * V;
+    r1 = sim::simulate_plan(m1, cluster_, p, cost_).report;
+    r2 = sim::simulate_plan(m2, cluster_, p, cost_).report;
+    e.extrapolated = true;
+  }
+  const double k = e.extrapolated ? static_cast<double>(per_stage - L2) : 0.0;  // layers per virtual stage beyond L2
+  auto lin = [k](double a, double b) { return b + k * (b - a); };
+  auto dur = [&](Duration a, Duration b) { return Duration::from_ps(std::llround(std::max(0.0, lin(static_cast<double>(a.ps), static_cast<double>(b.ps))))); };
+  e.step_time = std::max(dur(r1.step_time, r2.step_time), e.lower_bound);
+  e.compute = dur(r1.compute, r2.compute);
+  for (std::size_t s = 0; s < r2.streams.size(); ++s) {
+    e.streams.push_back(r2.streams[s]);
+    e.streams.back().busy = dur(r1.streams[s].busy, r2.streams[s].busy);
+  }
+  e.exposed_comm = dur(r1.exposed_comm, r2.exposed_comm);
+  e.idle = dur(r1.idle, r2.idle);
+  e.model_flops = lin(r1.model_flops, r2.model_flops);
+  e.memory = memory_.estimate(p);
   e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
   e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
   return e;

@@ -18,8 +18,12 @@ namespace tuner {
 using common::Duration;
 
 /// @brief Parameters one rank holds (the sum of the step graph's weight tensors), closed form.
+/// Pipelined plans: those of the stage that holds most.
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
-/// @brief Weights + fp32 gradients + Adam state of one rank in bytes (estimate_memory without activations).
+/// @brief Parameters pipeline stage `stage` holds (sim::Shapes::stage_params of its chunks).
+std::int64_t stage_params(const sim::ModelSpec& m, const sim::Plan& p, int stage);
+/// @brief Weights + fp32 gradients + Adam state of one rank in bytes (estimate_memory without
+/// activations); pipelined plans: the stage that holds most.
 double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p);
 
 /// @brief Per-GPU memory of a plan without building its graph, equal to sim::estimate_memory of
@@ -35,14 +39,26 @@ class MemoryModel {
   sim::MemoryEstimate estimate(const sim::Plan& p) const;
 
  private:
+  /// Pipelined plans: one stage's memory (its parameters, and its chunks' saved activations times
+  /// the passes in flight at its peak, from the schedule's order).
+  sim::MemoryEstimate stage_estimate(const sim::Plan& p, int stage) const;
+
+ private:
   struct PerToken {
     double layer = 0, rest = 0;  ///< activation bytes per token of a micro-batch: one layer, outside the layers
+    /// pipelined: what a virtual stage saves outside its layers when it is the first, a middle or
+    /// the last one (measured from a 3-stage pipeline of 1 and 2 layers per stage)
+    double first = 0, middle = 0, last = 0;
+    bool pipelined = false;  ///< first/middle/last measured
   };
-  PerToken per_token(const sim::Plan& p) const;
+  PerToken per_token(const sim::Plan& p, bool pipelined) const;
+  /// in_flight_frontier of (schedule, pp, vp, micro-batches, stage), cached
+  const std::vector<std::vector<int>>& frontier(const sim::Plan& p, int stage) const;
   const sim::ModelSpec& model_;
   const hardware::ClusterSpec& cluster_;
   mutable std::mutex mu_;
-  mutable std::map<std::tuple<int, bool, int, std::int64_t>, PerToken> cache_;
+  mutable std::map<std::tuple<int, int, int, std::int64_t>, PerToken> cache_;
+  mutable std::map<std::tuple<int, int, int, int, int>, std::vector<std::vector<int>>> frontiers_;
 };
 
 /// @brief A step predicted from two simulations of the model cut to `short_layers` and
@@ -62,7 +78,7 @@ struct Estimate {
 class Evaluator {
  public:
   Evaluator(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost, int short_layers = 1)
-      : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers) {}
+      : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers), memory_(model, cluster) {}
 
   /// A lower bound of the step time. Per micro-batch, the engine can neither run the compute
   /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
@@ -70,15 +86,23 @@ class Evaluator {
   /// linear in the layer count, so they are taken from graphs of 1 and 2 layers and extrapolated,
   /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack:
   /// every dp and bucket size share the class). Bound = (accum - 1) x max(compute, host) +
-  /// max(compute + optimizer, host).
+  /// max(compute + optimizer, host). Pipelined plans: per pipeline rank r, its own work m x W_r
+  /// cannot start before micro-batch 0 has passed the virtual stages below it nor end before the
+  /// last micro-batch's gradient has gone back through them: max over r of sum_{v < r} C_v +
+  /// m W_r + optimizer_r (C_v: a virtual stage's solo compute per micro-batch) - tight for uniform
+  /// stages: (m + pp - 1) C, (vp m + pp - 1) C / vp interleaved.
   Duration compute_lower_bound(const sim::Plan& p) const;
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
-  /// Reduced-layer estimate (see Estimate).
+  /// Reduced-layer estimate (see Estimate). Pipelined plans: 1 and 2 layers per virtual stage
+  /// (sim::simulate_plan, itself extrapolating long steps from 2 pp and 3 pp micro-batches);
+  /// memory from the closed form (MemoryModel).
   Estimate estimate(const sim::Plan& p) const;
-  /// The whole model through the step graph and the engine.
+  /// The whole model through the step graph and the engine (sim::simulate_plan: a long pipelined
+  /// step from two shorter ones).
   sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
+  const MemoryModel& memory() const { return memory_; }
 
   const sim::ModelSpec& model() const { return model_; }
   const hardware::ClusterSpec& cluster() const { return cluster_; }
@@ -91,7 +115,12 @@ class Evaluator {
   int short_layers_;
   struct ClassBound {
     double compute_ps = 0, host_ps = 0;  ///< one micro-batch of the whole model
+    /// the same split for pipelined plans: per layer, the embedding side, the head side (compute
+    /// stream, solo), host issue time per layer
+    double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
   };
+  Duration pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const;
+  Estimate pipeline_estimate(const sim::Plan& p) const;
   struct ClassKey {
     std::string_view strategy;  ///< its name
     int tp, micro_batch;
@@ -103,6 +132,7 @@ class Evaluator {
   };
   mutable std::mutex mu_;
   mutable std::map<ClassKey, ClassBound> bounds_;
+  MemoryModel memory_;
 };
 
 }  // namespace tuner

@@ -87,15 +87,17 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     const double stat = static_memory_bytes(model, plans[i]);
     if (stat > capacity) {
       refuse(i, sim::Infeasibility::memory,
-             fmt::format("weights, gradients and Adam state alone need {:.1f} GB per GPU at tp={} (no ZeRO, no pipeline), {} has {:.0f} GB",
-                         stat / 1e9, plans[i].tp, cluster.gpu.name, capacity / 1e9),
+             plans[i].pp > 1 ? fmt::format("weights, gradients and Adam state alone need {:.1f} GB per GPU at tp={} pp={} (no ZeRO), {} has {:.0f} GB",
+                                           stat / 1e9, plans[i].tp, plans[i].pp, cluster.gpu.name, capacity / 1e9)
+                             : fmt::format("weights, gradients and Adam state alone need {:.1f} GB per GPU at tp={} (no ZeRO, no pipeline), {} has {:.0f} GB",
+                                           stat / 1e9, plans[i].tp, cluster.gpu.name, capacity / 1e9),
              stat);
       continue;
     }
     cand.push_back({i, Duration{}});
   }
   // activation memory: closed form per plan after one tiny graph pair per (tp, SP) class
-  const MemoryModel mem(model, cluster);
+  const MemoryModel& mem = ev.memory();
   {
     std::vector<sim::MemoryEstimate> m(cand.size());
     parallel_for(cand.size(), res.threads, [&](std::size_t c) { m[c] = mem.estimate(plans[cand[c].index]); });
@@ -104,8 +106,11 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       const std::size_t i = cand[c].index;
       if (m[c].total() > capacity) {
         refuse(i, sim::Infeasibility::memory,
-               fmt::format("needs {:.1f} GB per GPU ({:.1f} GB saved activations of a micro-batch of {}), {} has {:.0f} GB", m[c].total() / 1e9,
-                           m[c].activations / 1e9, plans[i].micro_batch, cluster.gpu.name, capacity / 1e9),
+               plans[i].pp > 1
+                   ? fmt::format("needs {:.1f} GB per GPU on its fullest stage ({:.1f} GB saved activations of the micro-batches of {} in flight), {} has {:.0f} GB",
+                                 m[c].total() / 1e9, m[c].activations / 1e9, plans[i].micro_batch, cluster.gpu.name, capacity / 1e9)
+                   : fmt::format("needs {:.1f} GB per GPU ({:.1f} GB saved activations of a micro-batch of {}), {} has {:.0f} GB", m[c].total() / 1e9,
+                                 m[c].activations / 1e9, plans[i].micro_batch, cluster.gpu.name, capacity / 1e9),
                m[c].total());
         continue;
       }
