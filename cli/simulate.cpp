@@ -10,6 +10,7 @@
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph_json.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/report_json.hpp"
 #include "sim/strategy.hpp"
 #include "sim/trace.hpp"
@@ -18,7 +19,7 @@ namespace {
 
 struct SimulateFlags {
   cli::TargetFlags target;
-  bool json = false;
+  bool json = false, all_micro_batches = false;
   std::string trace, dot, dot_layers, save_graph, graph;
 };
 
@@ -40,7 +41,7 @@ std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
 /// The target of a saved graph: its model and plan, on its cluster unless --cluster / --nodes say otherwise.
 sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
   const auto& cmd = *f.target.cmd;
-  for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--micro-batch", "--global-batch", "--seq-len", "--dtype", "--sequence-parallel",
+  for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--pp", "--vp", "--schedule", "--pipeline-layers", "--p2p-overlap", "--micro-batch", "--global-batch", "--seq-len", "--dtype", "--sequence-parallel",
                            "--strategy", "--dp-bucket-mb", "--stack"})
     if (cmd.count(flag)) cli::bad_flag(flag, "the model and plan come from the --graph file; drop this flag");
   for (const sim::Knob* k : sim::plan_knobs())
@@ -61,17 +62,30 @@ sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
 
 void run_simulate(const SimulateFlags& f) {
   sim::Target t;
-  sim::StepGraph g;
+  std::vector<sim::StepGraph> graphs(1);
   if (!f.graph.empty()) {
-    t = graph_target(f, g);
+    t = graph_target(f, graphs[0]);
   } else {
     t = sim::resolve_target(f.target.input());
-    g = sim::build_step_graph(t.model, t.cluster, t.plan);
+    if (t.plan.pp > 1 && !f.save_graph.empty())
+      cli::bad_flag("--save-graph", fmt::format("pp={}: a pipelined step has one graph per stage; --save-graph writes one rank's graph (pp 1 plans)", t.plan.pp));
   }
   if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
   auto cost = f.target.cost_model(t.cluster);
-  sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
-  sim::StepReport r = engine.simulate(g);
+  sim::StepReport r;
+  std::string note;
+  if (!f.graph.empty()) {
+    r = sim::Engine(*cost, {.timeline = !f.trace.empty()}).simulate(graphs[0]);
+  } else {
+    // a trace shows every micro-batch; otherwise a long pipelined step is extrapolated from two shorter ones
+    auto sp = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = !f.trace.empty()}, f.all_micro_batches || !f.trace.empty());
+    graphs = std::move(sp.graphs);
+    r = std::move(sp.report);
+    if (sp.extrapolated())
+      note = fmt::format("pipeline: {} and {} of the {} micro-batches simulated, the step extrapolated linearly from them (--all-micro-batches: all)\n",
+                         sp.micro_batches_lo, sp.micro_batches_hi, t.plan.grad_accum_steps());
+  }
+  const sim::StepGraph& g = graphs[0];
   if (!f.trace.empty()) sim::ChromeTrace().add("predicted", r).write(f.trace);
   if (!f.dot.empty()) {
     sim::DotOptions d;
@@ -93,6 +107,7 @@ void run_simulate(const SimulateFlags& f) {
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}, stack {}\n\n", t.plan_source, sim::describe(t.plan),
              t.plan.global_batch, t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len,
              common::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
+  fmt::print("{}{}", note, note.empty() ? "" : "\n");
   fmt::print("{}", sim::report_table(t, r));
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
   if (!f.save_graph.empty()) fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, g.size());
@@ -104,7 +119,9 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   cli::add_target_flags(cmd, flags->target);
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write a Chrome-trace timeline (Perfetto) of the step");
-  cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT");
+  cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT (pipelined plans: stage 0's)");
+  cmd->add_flag("--all-micro-batches", flags->all_micro_batches,
+                "pipelined plans: simulate every micro-batch of the step (default: two shorter steps, extrapolated, when m > 3 pp)");
   cmd->add_option("--dot-layers", flags->dot_layers, "with --dot: draw only layers FIRST-LAST (e.g. 0-1) or one layer");
   cmd->add_option("--save-graph", flags->save_graph, "write the step graph as JSON (tasks, tensors, streams, groups, edges)");
   cmd->add_option("--graph", flags->graph,

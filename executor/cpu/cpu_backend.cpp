@@ -94,9 +94,15 @@ class CpuBackend final : public Backend {
     if (provided < MPI_THREAD_MULTIPLE)
       throw std::runtime_error("cpu backend: MPI was initialised without MPI_THREAD_MULTIPLE");
     openblas_set_num_threads(o.cpu_threads);
-    const int tp_rank = o.world_rank % o.tp, tp_group = o.world_rank / o.tp;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_group, tp_rank, &tp_comm_));
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, tp_group, &dp_comm_));
+    // world rank = t + tp (d + dp s): TP groups are (d, s), DP groups (t, s); pipeline transfers
+    // address the neighbouring stage's rank of the same lane on a communicator of their own
+    const int lanes = o.tp * o.dp, tp_rank = o.world_rank % o.tp, dp_rank = (o.world_rank / o.tp) % o.dp, stage = o.world_rank / lanes;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, o.world_rank / o.tp, tp_rank, &tp_comm_));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank + o.tp * stage, dp_rank, &dp_comm_));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &pp_comm_));
+    const bool end_stage = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, end_stage ? o.world_rank % lanes : MPI_UNDEFINED, stage, &embd_comm_));
+    lanes_ = lanes;
     MPI_CHECK(MPI_Type_contiguous(3, MPI_FLOAT, &stats_type_));
     MPI_CHECK(MPI_Type_commit(&stats_type_));
     MPI_CHECK(MPI_Op_create(&combine_stats_op, 1, &stats_op_));
@@ -108,6 +114,8 @@ class CpuBackend final : public Backend {
     MPI_Type_free(&stats_type_);
     MPI_Comm_free(&tp_comm_);
     MPI_Comm_free(&dp_comm_);
+    MPI_Comm_free(&pp_comm_);
+    if (embd_comm_ != MPI_COMM_NULL) MPI_Comm_free(&embd_comm_);
   }
 
   std::string describe() const override {
@@ -149,6 +157,8 @@ class CpuBackend final : public Backend {
     for (const auto& grp : g.groups) {
       if (grp.name == "tp") group_comm_.push_back(tp_comm_);
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
+      else if (grp.name == "pp_fwd" || grp.name == "pp_bwd") group_comm_.push_back(pp_comm_);
+      else if (grp.name == "embd" && embd_comm_ != MPI_COMM_NULL) group_comm_.push_back(embd_comm_);
       else throw common::ConfigError("plan", "strategy", fmt::format("the cpu backend has no communicator for group '{}'", grp.name));
     }
   }
@@ -163,10 +173,10 @@ class CpuBackend final : public Backend {
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
       if (ti.role != sim::TensorRole::input) continue;
-      const int s = std::max<int>(0, ti.slice);
+      const std::size_t s = batch_index(g, ti.micro, ti.slice);
       const auto& src = ti.op == Op::embedding ? b.tokens.at(s) : b.targets.at(s);
       if (static_cast<std::int64_t>(src.size()) != ti.rows)
-        throw std::logic_error(fmt::format("batch slice {} has {} rows, tensor {} {}", s, src.size(), ti.name(), ti.rows));
+        throw std::logic_error(fmt::format("batch entry {} has {} rows, tensor {} {}", s, src.size(), ti.name(), ti.rows));
       ints_[i] = src;
     }
     t0_ = Clock::now();
@@ -237,7 +247,6 @@ class CpuBackend final : public Backend {
   }
   float* f(sim::TensorId id) { return data_[id].data(); }
   const std::int32_t* ints(sim::TensorId id) { return ints_[id].data(); }
-  int slice_of(const sim::Task& t) const { return std::max<int>(0, t.slice); }
 
   void run_collective(std::uint32_t t) {
     const auto& task = g_->tasks[t];
@@ -246,7 +255,17 @@ class CpuBackend final : public Backend {
     auto in = g_->inputs(t), out = g_->outputs(t);
     std::vector<MPI_Request> requests;
     requests.reserve(out.size());
-    if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
+    if (c.kind == hardware::CollectiveKind::send_recv) {  // pipeline: to / from the neighbouring stage's rank of this lane
+      const bool fwd = g_->groups[*task.group].name == "pp_fwd", send = !in.empty();
+      const bool to_next = fwd == send;  // pp_fwd sends and pp_bwd receives face the next stage
+      const int peer = (o_.world_rank + (to_next ? lanes_ : o_.world_size - lanes_)) % o_.world_size;
+      const int tag = fwd ? 1 : 2;
+      requests.emplace_back();
+      if (send)
+        MPI_CHECK(MPI_Isend(f(in[0]), static_cast<int>(data_[in[0]].size()), MPI_FLOAT, peer, tag, comm, &requests.back()));
+      else
+        MPI_CHECK(MPI_Irecv(f(out[0]), static_cast<int>(data_[out[0]].size()), MPI_FLOAT, peer, tag, comm, &requests.back()));
+    } else if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
       requests.emplace_back();
       const int n = static_cast<int>(data_[in[0]].size());
       MPI_CHECK(MPI_Iallgather(f(in[0]), n, MPI_FLOAT, f(out[0]), n, MPI_FLOAT, comm, &requests.back()));
@@ -290,7 +309,8 @@ class CpuBackend final : public Backend {
   std::vector<TaskClock> clock_;
   Clock::time_point t0_;
   std::vector<std::int64_t> last_comm_;  // per stream: the last task issued on it, -1 if none
-  MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL;
+  MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL, embd_comm_ = MPI_COMM_NULL;
+  int lanes_ = 1;  // ranks per pipeline stage: tp x dp
   std::vector<MPI_Comm> group_comm_;     // per graph group
   MPI_Datatype stats_type_ = MPI_DATATYPE_NULL;
   MPI_Op stats_op_ = MPI_OP_NULL;
@@ -311,7 +331,7 @@ void CpuBackend::run_compute(std::uint32_t t) {
   switch (task.op) {
     case Op::embedding: {
       const std::int64_t n = T(in[0]).rows, vl = T(in[1]).rows;
-      const auto& pos = positions_.at(slice_of(task));
+      const auto& pos = positions_.at(batch_index(g, task.micro, task.slice));
       if (fwd) {
         const float* pos_w = in.size() > 2 && tp_rank_ == 0 ? f(in[2]) : nullptr;  // positions added once per TP group
         cpu::embedding_forward(ints(in[0]), pos.data(), f(in[1]), pos_w, tp_rank_ * vl, vl, f(out[0]), n, h);

@@ -31,6 +31,7 @@ enum class LaunchKind : std::uint8_t {
   all_reduce,           ///< NCCL, in place (sum)
   all_gather,           ///< NCCL, [rows/tp, cols] -> [rows, cols]
   reduce_scatter,       ///< NCCL, [rows, cols] -> [rows/tp, cols]
+  send_recv,            ///< NCCL point-to-point: ncclSend of the input, or ncclRecv into the output (pipeline stages)
   adamw,                ///< fused AdamW over every weight; zeroes the gradients for the next step
 };
 std::string_view to_string(LaunchKind k);
