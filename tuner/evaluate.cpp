@@ -225,27 +225,6 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(total * (1 - 1e-12)))), gemm_lower_bound(p));
 }
 
-Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const {
-  const auto vs = sim::virtual_stage_layers(model_, p);
-  const int V = p.virtual_stages();
-  auto C = [&](int v) {  // a virtual stage's solo compute per micro-batch, forward and backward
-    return b.layer_ps * vs[static_cast<std::size_t>(v)].size() + (v == 0 ? b.emb_ps : 0.0) + (v == V - 1 ? b.head_ps : 0.0);
-  };
-  const double m = p.grad_accum_steps();
-  double best = 0, below = 0;  // below: sum of C_v over the virtual stages v < r (chunk 0 of ranks 0..r-1)
-  for (int r = 0; r < p.pp; ++r) {
-    double W = 0, layers = 0;
-    for (int c = 0; c < p.vp; ++c) {
-      W += C(c * p.pp + r);
-      layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
-    }
-    const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_params(model_, p, r)}, p.stack).ps);
-    best = std::max({best, below + m * W + opt, m * b.host_layer_ps * layers});
-    below += C(r);
-  }
-  return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(best * (1 - 1e-12)))), gemm_lower_bound(p));
-}
-
 sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
   if (p.pp > 1) return sim::simulate_plan(model_, cluster_, p, cost_, {.timeline = timeline}).report;
   sim::StepGraph g = sim::build_step_graph(model_, cluster_, p);
@@ -286,46 +265,6 @@ Estimate Evaluator::estimate(const sim::Plan& p) const {
   e.memory.gradients = lin(r1.memory.gradients, r2.memory.gradients);
   e.memory.optimizer = lin(r1.memory.optimizer, r2.memory.optimizer);
   e.memory.activations = lin(r1.memory.activations, r2.memory.activations);
-  e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
-  e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
-  return e;
-}
-
-}  // namespace tuner
-
-namespace tuner {
-
-Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
-  Estimate e;
-  e.lower_bound = compute_lower_bound(p);
-  const int V = p.virtual_stages();
-  const int per_stage = model_.layers / V;  // the tuner enumerates even splits
-  const int L1 = short_layers_, L2 = short_layers_ + 1;
-  sim::StepReport r1, r2;
-  if (!p.pipeline_layers.empty() || per_stage <= L2) {
-    r2 = simulate(p);
-    r1 = r2;
-  } else {
-    sim::ModelSpec m1 = model_, m2 = model_;
-    m1.layers = L1 * V;
-    m2.layers = L2 * V;
-    r1 = sim::simulate_plan(m1, cluster_, p, cost_).report;
-    r2 = sim::simulate_plan(m2, cluster_, p, cost_).report;
-    e.extrapolated = true;
-  }
-  const double k = e.extrapolated ? static_cast<double>(per_stage - L2) : 0.0;  // layers per virtual stage beyond L2
-  auto lin = [k](double a, double b) { return b + k * (b - a); };
-  auto dur = [&](Duration a, Duration b) { return Duration::from_ps(std::llround(std::max(0.0, lin(static_cast<double>(a.ps), static_cast<double>(b.ps))))); };
-  e.step_time = std::max(dur(r1.step_time, r2.step_time), e.lower_bound);
-  e.compute = dur(r1.compute, r2.compute);
-  for (std::size_t s = 0; s < r2.streams.size(); ++s) {
-    e.streams.push_back(r2.streams[s]);
-    e.streams.back().busy = dur(r1.streams[s].busy, r2.streams[s].busy);
-  }
-  e.exposed_comm = dur(r1.exposed_comm, r2.exposed_comm);
-  e.idle = dur(r1.idle, r2.idle);
-  e.model_flops = lin(r1.model_flops, r2.model_flops);
-  e.memory = memory_.estimate(p);
   e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
   e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
   return e;

@@ -95,9 +95,11 @@ class Evaluator {
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
-  /// Reduced-layer estimate (see Estimate). Pipelined plans: 1 and 2 layers per virtual stage
-  /// (sim::simulate_plan, itself extrapolating long steps from 2 pp and 3 pp micro-batches);
-  /// memory from the closed form (MemoryModel).
+  /// Reduced-layer estimate (see Estimate). Pipelined plans (tuner/pipeline_estimate.cpp): one
+  /// micro-batch through the stage graphs of a model cut to 1 and 2 layers per virtual stage gives
+  /// every pass's and transfer's time, extrapolated to the plan's layers per virtual stage; the
+  /// plan's micro-batches are replayed in the schedule's order (replay_schedule); memory from the
+  /// closed form (MemoryModel).
   Estimate estimate(const sim::Plan& p) const;
   /// The whole model through the step graph and the engine (sim::simulate_plan: a long pipelined
   /// step from two shorter ones).
