@@ -60,7 +60,7 @@ SimulatedPlan simulate_plan(const ModelSpec& model, const hardware::ClusterSpec&
                             const EngineOptions& options, bool all_micro_batches) {
   SimulatedPlan out;
   const Engine engine(cost, options);
-  const int m = plan.grad_accum_steps(), lo = plan.pp, hi = 2 * plan.pp;
+  const int m = plan.grad_accum_steps(), lo = plan.pp, hi = plan.vp > 1 ? 2 * plan.pp : plan.pp + 1;
   if (plan.pp == 1 || all_micro_batches || m <= hi) {
     out.graphs = build_stage_graphs(model, cluster, plan);
     out.report = simulate_stages(engine, out.graphs);

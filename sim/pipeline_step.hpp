@@ -26,13 +26,13 @@ struct SimulatedPlan {
   bool extrapolated() const { return micro_batches_hi > 0; }
 };
 
-/// @brief Simulates `plan`. A pipelined step of m micro-batches repeats its steady 1F1B state once
-/// per micro-batch (per group of pp with the interleaved schedule) between a warm-up and a cool-down
-/// that do not depend on m, so with m > 3 pp (and `all_micro_batches` false) it is simulated with
-/// 2 pp and 3 pp micro-batches and every time of the report extrapolated linearly to m - the
-/// step, as the engine's own one-micro-batch-repeated-accum-times is for unpipelined plans. Memory,
-/// FLOPs, MFU and tokens/s are the plan's; timelines are those of the 3 pp run.
-/// tests/sim/test_pipeline.cpp measures the extrapolation against whole simulations.
+/// @brief Simulates `plan`. A pipelined step of m micro-batches repeats its steady state once per
+/// micro-batch (1F1B) or per group of pp micro-batches (interleaved) between a warm-up and a
+/// cool-down that do not depend on m, so with m beyond pp + 1 (1F1B) or 2 pp (interleaved), and
+/// `all_micro_batches` false, it is simulated with pp and pp + 1 (2 pp) micro-batches and every time
+/// of the report extrapolated linearly to m - as the engine's one micro-batch repeated accum times
+/// is for unpipelined plans. Memory, FLOPs, MFU and tokens/s are the plan's; timelines are those of
+/// the longer run. tests/sim/test_pipeline.cpp compares the extrapolation with whole simulations.
 SimulatedPlan simulate_plan(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, const hardware::CostModel& cost,
                             const EngineOptions& options = {}, bool all_micro_batches = false);
 

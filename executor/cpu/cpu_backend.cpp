@@ -215,6 +215,11 @@ class CpuBackend final : public Backend {
       last_comm_[s] = -1;
       streams_[s]->check();
     }
+    {
+      std::lock_guard lock(sends_mu_);
+      for (auto& b : sends_) cpu::wait_polling(1, &b.request);
+      sends_.clear();
+    }
     timing = clock_;
   }
 
@@ -260,11 +265,19 @@ class CpuBackend final : public Backend {
       const bool to_next = fwd == send;  // pp_fwd sends and pp_bwd receives face the next stage
       const int peer = (o_.world_rank + (to_next ? lanes_ : o_.world_size - lanes_)) % o_.world_size;
       const int tag = fwd ? 1 : 2;
+      if (send) {
+        // A send is complete once its data is handed to MPI (a buffered send): the compute stream may
+        // wait for it (p2p_overlap false) without waiting for the receiver to reach its receive -
+        // a host blocked on compute could not issue that receive (the simulator's host never
+        // blocks). The buffers are released at the end of the micro-batch round.
+        std::lock_guard lock(sends_mu_);
+        auto& b = sends_.emplace_back();
+        b.data = data_[in[0]];
+        MPI_CHECK(MPI_Isend(b.data.data(), static_cast<int>(b.data.size()), MPI_FLOAT, peer, tag, comm, &b.request));
+        return;
+      }
       requests.emplace_back();
-      if (send)
-        MPI_CHECK(MPI_Isend(f(in[0]), static_cast<int>(data_[in[0]].size()), MPI_FLOAT, peer, tag, comm, &requests.back()));
-      else
-        MPI_CHECK(MPI_Irecv(f(out[0]), static_cast<int>(data_[out[0]].size()), MPI_FLOAT, peer, tag, comm, &requests.back()));
+      MPI_CHECK(MPI_Irecv(f(out[0]), static_cast<int>(data_[out[0]].size()), MPI_FLOAT, peer, tag, comm, &requests.back()));
     } else if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
       requests.emplace_back();
       const int n = static_cast<int>(data_[in[0]].size());
@@ -311,6 +324,12 @@ class CpuBackend final : public Backend {
   std::vector<std::int64_t> last_comm_;  // per stream: the last task issued on it, -1 if none
   MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL, embd_comm_ = MPI_COMM_NULL;
   int lanes_ = 1;  // ranks per pipeline stage: tp x dp
+  struct BufferedSend {
+    std::vector<float> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::mutex sends_mu_;
+  std::deque<BufferedSend> sends_;  // pipeline sends in flight (a deque: requests keep their address)
   std::vector<MPI_Comm> group_comm_;     // per graph group
   MPI_Datatype stats_type_ = MPI_DATATYPE_NULL;
   MPI_Op stats_op_ = MPI_OP_NULL;

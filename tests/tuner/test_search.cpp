@@ -81,6 +81,7 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   auto cost = hardware::make_analytic_cost_model(c);
   tuner::SearchSpace s;
   s.tp = {1, 8};
+  s.pp = {1};  // no pipelining: the counts below are of the tp x mb x strategy space
   s.micro_batch = {1, 2};
   s.sequence_parallel = {false};
   s.knob_values["row_slices"] = {1, 2, 4};
