@@ -10,7 +10,8 @@ mode=${1:-run}
 shift || true
 
 packages=(build-essential cmake ninja-build pkg-config libboost-graph-dev libcli11-dev libyaml-cpp-dev libfmt-dev
-          doctest-dev nlohmann-json3-dev libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox)
+          doctest-dev nlohmann-json3-dev libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox
+          libsqlite3-dev)  # libsqlite3-dev: validate reads Nsight Systems exports (nsys export --type sqlite)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
