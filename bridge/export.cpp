@@ -155,7 +155,15 @@ std::string megatron(const ExportInput& in) {
   out += annotation(p, Framework::megatron, domino, p.stack == hardware::Stack::cpp, !elements);
   std::vector<Line> a = shape_lines(in, false);
   a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp: each layer's GEMMs split over {} GPUs", p.tp)});
-  a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
+  if (p.pp == 1) {
+    a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
+  } else {
+    a.push_back({fmt::format("--pipeline-model-parallel-size {}", p.pp), fmt::format("pp: {} pipeline stages (1F1B)", p.pp)});
+    if (p.vp > 1)
+      a.push_back({fmt::format("--num-layers-per-virtual-pipeline-stage {}", in.model.layers / p.virtual_stages()),
+                   fmt::format("vp {}: the interleaved schedule, {} model chunks per rank", p.vp, p.vp)});
+    if (p.p2p_overlap) a.push_back({"--overlap-p2p-communication", "pipeline transfers overlap compute"});
+  }
   if (p.sequence_parallel) a.push_back({"--sequence-parallel", "norms and residuals on seq/tp tokens: all-gather + reduce-scatter instead of all-reduce"});
   a.push_back({fmt::format("--micro-batch-size {}", p.micro_batch), "sequences per micro-batch"});
   a.push_back({fmt::format("--global-batch-size {}", p.global_batch),
@@ -247,7 +255,7 @@ std::string nemo(const ExportInput& in) {
       {fmt::format("model.share_embeddings_and_output_weights={}", m.tied_embeddings ? "True" : "False"), "tied LM head"},
       {"model.bias=False", "no linear biases"},
       {fmt::format("model.tensor_model_parallel_size={}", p.tp), "tp"},
-      {"model.pipeline_model_parallel_size=1", "no pipeline stages"},
+      {fmt::format("model.pipeline_model_parallel_size={}", p.pp), p.pp > 1 ? "pipeline stages" : "no pipeline stages"},
       {fmt::format("model.sequence_parallel={}", p.sequence_parallel ? "True" : "False"), "sequence parallelism"},
       {fmt::format("model.micro_batch_size={}", p.micro_batch), "sequences per micro-batch"},
       {fmt::format("model.global_batch_size={}", p.global_batch), fmt::format("sequences per step ({} accumulation step(s))", p.grad_accum_steps())},

@@ -31,6 +31,7 @@ struct AccuracySection {
 
 struct AccuracyReport {
   AccuracySection nccl, gemm, domino, tp_share, a100;
+  AccuracySection a100_pp;  ///< the A100 rows with pp > 1 (pipeline parallelism, predicted)
   int domino_micro_batch = 0;
   double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 };
