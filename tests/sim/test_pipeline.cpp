@@ -272,3 +272,23 @@ TEST_CASE("bad pipeline plans are refused in one line naming the key") {
         "p.yaml: pipeline_layers[1]: expected a positive integer, got -1");
   CHECK(error_of([] { sim::parse_plan_input("schedule: gpipe\n", "p.yaml"); }).find("p.yaml: schedule: expected one of 1f1b | interleaved") == 0);
 }
+
+TEST_CASE("a long pipelined step extrapolated from pp and pp + 1 micro-batches equals its whole simulation") {
+  // sim::simulate_plan: the steady state repeats once per micro-batch (1F1B) or per group of pp
+  // (interleaved) between a warm-up and a cool-down that do not depend on m, so the step is linear
+  // in m beyond the counts it simulates. Expected: the whole simulation's step and compute busy
+  // time (--all-micro-batches), to the picosecond up to rounding of the linear extrapolation.
+  for (auto [pp, vp, m] : std::vector<std::tuple<int, int, int>>{{2, 1, 12}, {4, 1, 16}, {2, 2, 12}}) {
+    CAPTURE(pp);
+    CAPTURE(vp);
+    const auto model = uniform_model(8);
+    const test::FakeCostModel cost(cluster_of(pp));
+    const auto plan = pipeline_plan(model, cost.cluster(), pp, vp, m);
+    const auto quick = sim::simulate_plan(model, cost.cluster(), plan, cost);
+    const auto whole = sim::simulate_plan(model, cost.cluster(), plan, cost, {}, true);
+    REQUIRE(quick.extrapolated());
+    CHECK_FALSE(whole.extrapolated());
+    CHECK(std::abs(quick.report.step_time.ps - whole.report.step_time.ps) <= 2);
+    CHECK(std::abs(quick.report.compute.ps - whole.report.compute.ps) <= 2);
+  }
+}
