@@ -6,6 +6,7 @@
 
 #include "bridge/export.hpp"
 #include "cli/search_flags.hpp"
+#include "sim/prediction_range.hpp"
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
@@ -23,7 +24,9 @@ void run_tune(const TuneFlags& f) {
   auto [model, cluster, space] = cli::search_setup(f);
   if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
 
-  auto cost = f.target.cost_model(cluster);
+  auto cost = f.target.cost_model(cluster, space.stack);
+  // prediction ranges: the out-of-sample bands are of analytic predictions on GPUs
+  const bool ranges = cost->describe() == "analytic" && cluster.gpu.arch != hardware::GpuArch::cpu;
   tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
   bool shown = false;
   opt.progress = [&shown](const tuner::Progress& p) {
@@ -35,7 +38,7 @@ void run_tune(const TuneFlags& f) {
   if (shown) fmt::print(stderr, "\n");
   if (r.top.empty()) {
     if (f.json) {
-      auto j = tuner::search_json(r, cluster);
+      auto j = tuner::search_json(r, cluster, ranges);
       j["schema_version"] = cli::kJsonSchemaVersion;
       std::cout << j.dump(2) << "\n";
     }
@@ -76,7 +79,7 @@ void run_tune(const TuneFlags& f) {
     if (r.baseline && r.baseline->index != best.index) why.emplace_back("baseline", tuner::explain_plan(ev, r.baseline->plan));
   }
   if (f.json) {
-    auto j = tuner::search_json(r, cluster);
+    auto j = tuner::search_json(r, cluster, ranges);
     j["schema_version"] = cli::kJsonSchemaVersion;
     j["model"] = model.name;
     j["cost_model"] = cost->describe();
@@ -94,10 +97,23 @@ void run_tune(const TuneFlags& f) {
              "(reduced-layer simulation), {} simulated whole (max screening error {:.2g} %)\n\n",
              r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.pruned, r.screened,
              r.simulated_full, 100 * r.max_screen_error);
-  fmt::print("{}\n", tuner::ranking_table(r, cluster));
+  fmt::print("{}\n", tuner::ranking_table(r, cluster, ranges));
   if (r.baseline)
     fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", tuner::plan_label(p),
                r.baseline->report.step_time.s() / best.report.step_time.s(), tuner::plan_label(r.baseline->plan));
+  if (ranges) {
+    const auto same = tuner::indistinguishable_from_best(r, cluster);
+    const auto band = sim::prediction_range(p, cluster, best.report.step_time).band;
+    if (same.empty()) {
+      fmt::print("no other plan listed is within the recommended plan's range ({} error {:+.0f} .. {:+.0f} %)\n", band->kind, 100 * band->low,
+                 100 * band->high);
+    } else {
+      std::string names;
+      for (const auto* q : same) names += (names.empty() ? "" : ", ") + (q == &*r.baseline ? "the baseline" : tuner::plan_label(q->plan));
+      fmt::print("indistinguishable within the model's error (ranges overlap, {} error {:+.0f} .. {:+.0f} %): the recommended plan and {}\n",
+                 band->kind, 100 * band->low, 100 * band->high, names);
+    }
+  }
   if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
   if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
   bool pipelined = false;
@@ -111,6 +127,7 @@ const bool registered = cli::register_command(20, [](CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
   auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100)");
   cli::add_search_flags(cmd, *f);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();
   cmd->add_option("--out", f->out, "write the best plan as YAML (for simulate --plan)");
   cmd->add_flag("--exhaustive", f->exhaustive, "screen every feasible plan (no lower-bound pruning)");

@@ -32,9 +32,13 @@ void run_whatif(const WhatIfFlags& f) {
     fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
   });
   if (!f.csv.empty()) common::write_file_atomically(f.csv, tuner::whatif_csv(points));
-  bool nodes_swept = false;
-  for (const auto& a : axes) nodes_swept |= a.key == "nodes";
-  const std::string title = fmt::format("{} on {}{}: baseline vs tuned", model.name, cluster.name,
+  bool nodes_swept = false, cluster_swept = false;
+  for (const auto& a : axes) {
+    nodes_swept |= a.key == "nodes";
+    cluster_swept |= a.key == "cluster";
+  }
+  // the title names only what the sweep holds fixed
+  const std::string title = fmt::format("{}{}{}: baseline vs tuned", model.name, cluster_swept ? "" : " on " + cluster.name,
                                         nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""));
   if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
   if (f.json) {
@@ -56,6 +60,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   for (const auto& [k, what] : tuner::sweep_keys()) keys += "\n  " + k + ": " + what;
   auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned)");
   cli::add_search_flags(cmd, *f);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
   cmd->add_option("--csv", f->csv, "write the table as CSV");
   cmd->add_option("--plot", f->plot, "draw tokens/s of baseline and tuned plan with gnuplot (FILE.png or FILE.svg)");

@@ -33,6 +33,8 @@ class ConfigReader {
   bool is_mapping(const std::string& key) const;
   std::string str(const std::string& key);
   std::string str_or(const std::string& key, const std::string& fallback);
+  /// A sequence of scalars ([a, b, c]); empty when the key is absent.
+  std::vector<std::string> strings_or_empty(const std::string& key);
   double number(const std::string& key);
   double positive(const std::string& key);
   double number_or(const std::string& key, double fallback);

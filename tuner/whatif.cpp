@@ -1,8 +1,11 @@
 #include "tuner/whatif.hpp"
 
+#include "sim/prediction_range.hpp"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -116,8 +119,9 @@ std::vector<WhatIfPoint> whatif(const sim::ModelSpec& model, const hardware::Clu
       pt.settings.emplace_back(axes[a].key, axes[a].values[idx[a]]);
       if (axes[a].key != "cluster") apply_setting(c, s, axes[a].key, axes[a].values[idx[a]]);
     }
-    auto cost = hardware::make_analytic_cost_model(c);
+    auto cost = hardware::make_analytic_cost_model(c, s.stack);
     pt.result = search(model, c, *cost, s, options);
+    pt.gpus_per_node = c.gpu.arch == hardware::GpuArch::cpu ? 0 : c.node.gpus_per_node;
     out.push_back(std::move(pt));
   }
   return out;
@@ -127,11 +131,13 @@ namespace {
 
 struct Row {
   std::string base_ms, base_tps, best_ms, best_tps, best_mfu, speedup, plan, base_plan;
-  std::string best_mfu_fraction;  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_mfu_fraction = "-";  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_range = "-", distinct = "-";
 };
 
-Row row_of(const SearchResult& r) {
-  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-", "-"};
+Row row_of(const WhatIfPoint& p) {
+  const SearchResult& r = p.result;
+  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-"};
   if (r.baseline) {
     w.base_ms = fmt::format("{:.2f}", r.baseline->report.step_time.ms());
     w.base_tps = fmt::format("{:.0f}", r.baseline->report.tokens_per_s);
@@ -145,6 +151,15 @@ Row row_of(const SearchResult& r) {
     w.best_mfu_fraction = fmt::format("{:.4f}", b.mfu);
     w.plan = plan_label(r.top.front().plan);
     if (r.baseline) w.speedup = fmt::format("{:.3f}", r.baseline->report.step_time.s() / b.step_time.s());
+    if (p.gpus_per_node > 0) {
+      // the out-of-sample bands are of analytic predictions on GPUs (sim::prediction_range)
+      hardware::ClusterSpec c;
+      c.node.gpus_per_node = p.gpus_per_node;
+      const auto g = sim::prediction_range(r.top.front().plan, c, b.step_time);
+      w.best_range = fmt::format("{:.0f} .. {:.0f}", g.low.ms(), g.high.ms());
+      if (r.baseline && r.baseline->index != r.top.front().index)
+        w.distinct = sim::overlaps(g, sim::prediction_range(r.baseline->plan, c, r.baseline->report.step_time)) ? "within error" : "beyond error";
+    }
   }
   return w;
 }
@@ -161,9 +176,11 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
   for (auto [h, u] : std::vector<std::pair<const char*, const char*>>{{"baseline step", "ms"},
                                                                        {"baseline", "tokens/s"},
                                                                        {"tuned step", "ms"},
+                                                                       {"tuned range", "ms"},
                                                                        {"tuned", "tokens/s"},
                                                                        {"tuned MFU", "%"},
                                                                        {"speedup", "x"},
+                                                                       {"vs baseline", ""},
                                                                        {"tuned plan", ""},
                                                                        {"baseline plan", ""}}) {
     header.push_back(h);
@@ -173,8 +190,9 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
   for (const auto& p : points) {
     std::vector<std::string> cells;
     for (const auto& [k, v] : p.settings) cells.push_back(v);
-    const Row w = row_of(p.result);
-    for (const auto& c : {w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu, w.speedup, w.plan, w.base_plan}) cells.push_back(c);
+    const Row w = row_of(p);
+    for (const auto& c : {w.base_ms, w.base_tps, w.best_ms, w.best_range, w.best_tps, w.best_mfu, w.speedup, w.distinct, w.plan, w.base_plan})
+      cells.push_back(c);
     t.row(cells);
   }
   return t.str();
@@ -184,14 +202,14 @@ std::string whatif_csv(const std::vector<WhatIfPoint>& points) {
   std::string out;
   if (!points.empty())
     for (const auto& [k, v] : points.front().settings) out += k + ",";
-  out += "baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_tokens_per_s,tuned_mfu,speedup,tuned_plan,baseline_plan,"
-         "plans,infeasible,pruned,screened,search_s\n";
+  out += "baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_range_ms,tuned_tokens_per_s,tuned_mfu,speedup,vs_baseline,tuned_plan,"
+         "baseline_plan,plans,infeasible,pruned,screened,search_s\n";
   for (const auto& p : points) {
     for (const auto& [k, v] : p.settings) out += v + ",";
-    const Row w = row_of(p.result);
+    const Row w = row_of(p);
     const auto& r = p.result;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu_fraction, w.speedup,
-                       w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_range, w.best_tps,
+                       w.best_mfu_fraction, w.speedup, w.distinct, w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
   }
   return out;
 }
@@ -201,14 +219,127 @@ nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points) {
   for (const auto& p : points) {
     nlohmann::json s = nlohmann::json::object();
     for (const auto& [k, v] : p.settings) s[k] = v;
-    hardware::ClusterSpec dummy;
-    auto r = search_json(p.result, dummy);
+    hardware::ClusterSpec c;
+    c.node.gpus_per_node = std::max(1, p.gpus_per_node);
+    auto r = search_json(p.result, c, p.gpus_per_node > 0);
     r.erase("cluster");
     r.erase("nodes");
     r.erase("gpus");
     out.push_back({{"settings", s}, {"result", r}});
   }
   return out;
+}
+
+namespace {
+
+/// `s` as a gnuplot single-quoted string: nothing inside is interpreted except '' for a quote.
+std::string gp_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\n' || c == '\r') continue;
+    o += c;
+    if (c == '\'') o += '\'';
+  }
+  return o + "'";
+}
+
+/// `s` as one POSIX shell word.
+std::string sh_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+bool is_number(const std::string& s) {
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == '\0';
+}
+
+}  // namespace
+
+WhatIfChart whatif_chart(const std::vector<WhatIfPoint>& points, const std::string& title, const std::string& output,
+                         const std::string& data_path) {
+  if (points.empty() || points.front().settings.empty()) throw common::ConfigError("--plot", "", "nothing to plot: no sweep");
+  const auto& first = points.front().settings;
+  for (const auto& p : points)
+    if (p.settings.size() != first.size()) throw common::ConfigError("--plot", "", "the sweep points have different keys");
+  WhatIfChart c;
+  const std::string key = first.front().first;
+  // x: the first key's values (numeric: placed by value; otherwise one tick per distinct value)
+  std::vector<std::string> xs;
+  bool numeric = true;
+  for (const auto& p : points) {
+    const std::string& v = p.settings.front().second;
+    if (std::find(xs.begin(), xs.end(), v) == xs.end()) xs.push_back(v);
+    numeric &= is_number(v);
+  }
+  auto x_of = [&](const std::string& v) {
+    return numeric ? v : std::to_string(std::find(xs.begin(), xs.end(), v) - xs.begin());
+  };
+  // one series per combination of the other keys' values, in sweep order
+  for (const auto& p : points) {
+    std::string label;
+    for (std::size_t k = 1; k < p.settings.size(); ++k) label += (label.empty() ? "" : " ") + p.settings[k].first + "=" + p.settings[k].second;
+    if (std::find(c.series.begin(), c.series.end(), label) == c.series.end()) c.series.push_back(label);
+  }
+  // data: one gnuplot index (block) per series, rows "x baseline tuned" in thousand tokens/s
+  auto tps = [](const RankedPlan* p) { return p ? fmt::format("{:.6g}", p->report.tokens_per_s / 1e3) : std::string("NaN"); };
+  for (std::size_t si = 0; si < c.series.size(); ++si) {
+    if (si) c.data += "\n\n";
+    c.data += fmt::format("# series {}: {}\n", si, c.series[si].empty() ? key : c.series[si]);
+    for (const auto& p : points) {
+      std::string label;
+      for (std::size_t k = 1; k < p.settings.size(); ++k) label += (label.empty() ? "" : " ") + p.settings[k].first + "=" + p.settings[k].second;
+      if (label != c.series[si]) continue;
+      const auto& r = p.result;
+      c.data += fmt::format("{} {} {}\n", x_of(p.settings.front().second), tps(r.baseline ? &*r.baseline : nullptr),
+                            tps(r.top.empty() ? nullptr : &r.top.front()));
+    }
+  }
+  std::string xlabel = key;
+  for (const auto& [k, what] : sweep_keys())
+    if (k == key) xlabel = what;
+  std::size_t longest = 0;
+  for (const auto& x : xs) longest = std::max(longest, x.size());
+  const bool rotate = !numeric && longest > 10;
+  std::string& s = c.script;
+  s += "set output " + gp_quote(output) + "\n";
+  s += "set title " + gp_quote(title) + " noenhanced\n";
+  s += "set xlabel " + gp_quote(xlabel) + " noenhanced\n";
+  s += "set ylabel 'throughput (thousand tokens/s, whole cluster)'\n";
+  s += "set grid\nset yrange [0:*]\n";
+  // several series: the legend right of the plot (short titles; the chart's title says what tuned and baseline are), so it
+  // hides no point; one series: inside, with a right margin so that no tick label is cut off
+  const bool grid = c.series.size() > 1;
+  s += grid ? "set key outside right top box noenhanced\n" : "set key bottom right box opaque noenhanced\nset rmargin 6\n";
+  if (rotate) s += "set bmargin 6\n";
+  s += std::string("set xtics noenhanced") + (rotate ? " rotate by -30" : "") + " (";
+  for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + gp_quote(xs[i]) + " " + x_of(xs[i]);
+  s += ")\n";
+  if (numeric) {  // doublings (100, 200, 400, 800) read best on a log2 axis; a margin either side keeps end labels inside
+    double lo = 1e300, hi = 0;
+    for (const auto& x : xs) {
+      const double v = std::strtod(x.c_str(), nullptr);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (lo > 0 && hi >= 8 * lo) s += fmt::format("set logscale x 2\nset xrange [{:.6g}:{:.6g}]\n", lo / 1.15, hi * 1.15);
+    else if (hi > lo) s += fmt::format("set xrange [{:.6g}:{:.6g}]\n", lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05);
+  } else {
+    s += fmt::format("set xrange [-0.5:{}]\n", xs.size() - 0.5);
+  }
+  // per series: tuned solid, baseline dashed, same colour
+  s += "plot ";
+  for (std::size_t si = 0; si < c.series.size(); ++si) {
+    const std::string tuned = grid ? "tuned, " + c.series[si] : "tuned: best plan (slicetune tune)";
+    const std::string base = grid ? "baseline, " + c.series[si] : "baseline: best Megatron plan (no overlap)";
+    s += fmt::format("{}{} index {} using 1:3 with linespoints lw 2 pt 5 lc {} title {}, \\\n", si ? "     " : "", gp_quote(data_path), si,
+                     si + 1, gp_quote(tuned));
+    s += fmt::format("     {} index {} using 1:2 with linespoints lw 2 dt 2 pt 7 lc {} title {}{}\n", gp_quote(data_path), si, si + 1,
+                     gp_quote(base), si + 1 < c.series.size() ? ", \\" : "");
+  }
+  return c;
 }
 
 void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& title, const std::string& path) {
@@ -220,64 +351,18 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
   namespace fs = std::filesystem;
   const std::string ext = fs::path(path).extension().string();
   std::string terminal;
-  if (ext == ".png") terminal = "pngcairo size 1000,620 enhanced font 'Sans,11'";
-  else if (ext == ".svg") terminal = "svg size 1000,620 enhanced font 'Sans,11' background rgb 'white'";
+  if (ext == ".png") terminal = "pngcairo size 1100,620 noenhanced font 'Sans,11'";
+  else if (ext == ".svg") terminal = "svg size 1100,620 noenhanced font 'Sans,11' background rgb 'white'";
   else throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
-  if (points.empty() || points.front().settings.empty()) throw common::ConfigError("--plot", "", "nothing to plot: no sweep");
-  // x axis: the value of a single numeric key; otherwise one tick per point labelled key=value
-  bool numeric = points.front().settings.size() == 1;
-  for (const auto& p : points) {
-    char* end = nullptr;
-    std::strtod(p.settings[0].second.c_str(), &end);
-    numeric &= end && *end == '\0';
-  }
-  const std::string key = points.front().settings.front().first;
-  std::string xlabel = "sweep point";
-  for (const auto& [k, what] : sweep_keys())
-    if (k == key && numeric) xlabel = what;
-  std::string data;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto& r = points[i].result;
-    std::string label;
-    for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + k + "=" + v;
-    const std::string x = numeric ? points[i].settings[0].second : std::to_string(i);
-    auto tps = [](const RankedPlan* p) { return p ? fmt::format("{:.6g}", p->report.tokens_per_s / 1e3) : std::string("NaN"); };
-    data += fmt::format("{} {} {} \"{}\"\n", x, tps(r.baseline ? &*r.baseline : nullptr), tps(r.top.empty() ? nullptr : &r.top.front()), label);
-  }
   const fs::path dir = fs::temp_directory_path() / fmt::format("slicetune-plot-{}", ::getpid());
   fs::create_directories(dir);
   const std::string dat = (dir / "whatif.dat").string(), gp = (dir / "whatif.gp").string();
   const std::string tmp_out = path + fmt::format(".tmp.{}{}", ::getpid(), ext);
-  {
-    std::ofstream(dat) << data;
-    std::ofstream s(gp);
-    s << "set terminal " << terminal << "\n"
-      << "set output '" << tmp_out << "'\n"
-      << "set title \"" << title << "\" noenhanced\n"
-      << "set xlabel \"" << xlabel << "\" noenhanced\n"
-      << "set ylabel 'throughput (thousand tokens/s, whole cluster)'\n"
-      << "set grid\nset key bottom right box opaque\nset yrange [0:*]\n"
-      << (numeric ? "set xtics noenhanced (" : "set xtics noenhanced rotate by -30 (");
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      std::string label;
-      for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + (numeric ? v : k + "=" + v);
-      s << (i ? ", " : "") << "\"" << label << "\" " << (numeric ? points[i].settings[0].second : std::to_string(i));
-    }
-    s << ")\n";
-    if (numeric) {  // doublings (100, 200, 400, 800) read best on a log2 axis
-      double lo = 1e300, hi = 0;
-      for (const auto& p : points) {
-        const double v = std::strtod(p.settings[0].second.c_str(), nullptr);
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-      if (hi >= 8 * lo) s << "set logscale x 2\nset xrange [" << lo / 1.15 << ":" << hi * 1.15 << "]\n";
-    }
-    if (!numeric) s << "set xrange [-0.5:" << points.size() - 0.5 << "]\n";
-    s << "plot '" << dat << "' using 1:2 with linespoints lw 2 pt 7 title 'baseline: best Megatron plan (no overlap)', \\\n"
-      << "     '" << dat << "' using 1:3 with linespoints lw 2 pt 5 title 'tuned: best plan (slicetune tune)'\n";
-  }
-  const std::string cmd = fmt::format("'{}' '{}' 2>'{}'", SLICETUNE_GNUPLOT, gp, (dir / "err.txt").string());
+  const WhatIfChart chart = whatif_chart(points, title, tmp_out, dat);
+  std::ofstream(dat) << chart.data;
+  std::ofstream(gp) << "set terminal " << terminal << "\n" << chart.script;
+  // gnuplot reads the script file; the only strings on this command line are its path and temporary paths
+  const std::string cmd = fmt::format("{} {} 2>{}", sh_quote(SLICETUNE_GNUPLOT), sh_quote(gp), sh_quote((dir / "err.txt").string()));
   const int rc = std::system(cmd.c_str());
   std::string err;
   {

@@ -49,7 +49,7 @@ TEST_CASE("the screening estimate of pipelined plans tracks the whole simulation
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
-  const auto cost = hardware::make_analytic_cost_model(c);
+  const auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);  // the plans' default stack
   const tuner::Evaluator ev(m, c, *cost);
   for (const char* yaml : {"tp: 4\npp: 4\nglobal_batch: 32\nsequence_parallel: true\n", "tp: 8\npp: 2\nglobal_batch: 32\nmicro_batch: 2\n",
                            "tp: 2\npp: 4\nvp: 2\nglobal_batch: 16\nstrategy: domino\nrow_slices: 1\ncol_slices: 2\n"}) {

@@ -35,7 +35,7 @@ TEST_CASE("one GPU, toy model: the optimum worked out by hand") {
   // build the same graph and tie exactly; the tie goes to enumeration order: strategy none.
   const auto m = toy::model();
   const auto c = toy::cluster(1, 88e6);
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchOptions o;
   o.threads = 2;
   o.top_k = 3;
@@ -78,7 +78,7 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   // mb 2 with rs 4, at both tp -> 6. tp 8: 29 GB static + at most 2 sequences of activations: fits.
   const auto m = sim::load_model("gpt3-13b");
   const auto c = hardware::load_cluster("dgx-h100");
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchSpace s;
   s.tp = {1, 8};
   s.pp = {1};  // no pipelining: the counts below are of the tp x mb x strategy space
@@ -115,7 +115,7 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchSpace s;
   s.global_batch = 32;
   s.micro_batch = {1, 2, 4};
