@@ -120,6 +120,7 @@ TensorId Builder::transfer(bool forward, bool send, TensorId x, std::int64_t row
     return x;
   }
   const TensorId y = forward ? act(R, h, Op::pipe, -1, s.index) : grad(R, h, Op::pipe, -1, s.index);
+  // Without p2p_overlap the engine makes the host wait at this receive (sim/engine.cpp, host_sync).
   add(std::move(t), std::span<const TensorId>(), std::span<const TensorId>(&y, 1));
   return y;
 }

@@ -24,13 +24,36 @@ struct Peer {
   GroupId group;
 };
 
+/// Whether the host waits, after issuing task i, until the GPU has run it and everything issued before
+/// it (torch.cuda.synchronize), issuing the tasks after it from then on at its launch cost each:
+/// a pipeline receive of a plan without p2p_overlap. Megatron-LM's blocking exchange
+/// (p2p_communication.py _communicate: the batched sends and receives posted together, waited for,
+/// then torch.cuda.synchronize() "to protect against race condition when using
+/// batch_isend_irecv()"), so a stage's host issues the pass that needs the data only once it has
+/// arrived and cannot run ahead of its GPU across passes.
+/// The receives of one exchange (a pass's row slices) are posted together and waited for once: the
+/// sync comes after the last of consecutive receives. The 1F1B schedule only: its graphs issue each
+/// exchange where Megatron-LM does (the sends of a pass, then the receives the next pass needs);
+/// Megatron-LM's interleaved schedule exchanges both directions at once after a forward and a
+/// backward pass (send_forward_backward_recv_forward_backward), an order its graphs do not
+/// reproduce, so a blocking interleaved plan keeps the host's lead.
+bool host_sync(const StepGraph& g, std::size_t i) {
+  auto receive = [&](std::size_t k) { return g.tasks[k].op == Op::pipe && g.tasks[k].n_inputs == 0; };
+  return g.plan.schedule == PipelineSchedule::one_f_one_b && !g.plan.p2p_overlap && receive(i) && !(i + 1 < g.size() && receive(i + 1));
+}
+
 struct RankState {
   const StepGraph* g = nullptr;
   std::unique_ptr<CostTable> table;       // distinct costs of this rank's tasks
   std::vector<std::uint32_t> cost_index;  // task -> its cost in `table`
   const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
   std::vector<std::vector<std::uint32_t>> queue;  // per stream: included tasks, issue order
-  std::vector<std::int64_t> issue_ps;             // host has issued task i by then
+  std::vector<std::int64_t> issue_ps;             // host has issued task i by then (kNever: behind a host sync not yet reached)
+  std::vector<std::int64_t> host_ps;              // the host's launch time through task i, from the step's start
+  std::vector<std::uint32_t> syncs;               // included tasks with host_sync, in issue order
+  std::vector<std::uint32_t> sync_need;           // per sync: included tasks issued up to it (all must complete)
+  std::size_t next_sync = 0;                      // the sync the host waits at (or will)
+  std::uint32_t done_before_sync = 0;             // completed tasks issued up to syncs[next_sync]
   std::vector<std::uint32_t> pending;
   std::vector<TaskTiming> timing;
   std::vector<std::size_t> head;     // per stream
@@ -87,13 +110,22 @@ class Simulation {
       max_running += ns;
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
       std::int64_t host = 0;
+      rs.host_ps.assign(n, 0);
+      std::uint32_t included = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
         if (t.once_per_step && !include_once) continue;
         rs.cost_index[i] = rs.table->index(t);
         host += launch * t.launches;
-        rs.issue_ps[i] = host;
+        rs.host_ps[i] = host;
+        // tasks behind a host sync are issued once the host gets past it (release_sync)
+        rs.issue_ps[i] = rs.syncs.empty() ? host : kNever;
         rs.queue[t.stream].push_back(static_cast<std::uint32_t>(i));
+        ++included;
+        if (host_sync(g, i)) {
+          rs.syncs.push_back(static_cast<std::uint32_t>(i));
+          rs.sync_need.push_back(included);
+        }
       }
       rs.peers.resize(g.groups.size());
       rs.by_seq.resize(g.groups.size());
@@ -160,6 +192,7 @@ class Simulation {
   }
   void start(int r, StreamId s, std::int64_t now, std::uint32_t flow);
   void complete(std::size_t a, std::int64_t now);
+  void release_sync(RankState& rs, std::int64_t now);
   void update_rates();
 
   bool timeline_;
@@ -220,7 +253,17 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
   rs.running[a.stream] = kIdle;
   ++rs.head[a.stream];
   for (auto v : boost::make_iterator_range(rs.g->successors(a.task))) --rs.pending[v];
+  if (rs.next_sync < rs.syncs.size() && a.task <= rs.syncs[rs.next_sync] && ++rs.done_before_sync == rs.sync_need[rs.next_sync])
+    release_sync(rs, now);
   a.task = ~0u;  // removed by the caller
+}
+
+// Every task issued up to the sync has run: the host goes on from now, issuing the tasks up to the
+// next sync at its launch cost each (its lead over the GPU is gone).
+void Simulation::release_sync(RankState& rs, std::int64_t now) {
+  const std::uint32_t at = rs.syncs[rs.next_sync++];
+  const std::size_t end = rs.next_sync < rs.syncs.size() ? rs.syncs[rs.next_sync] + std::size_t{1} : rs.issue_ps.size();
+  for (std::size_t j = at + std::size_t{1}; j < end; ++j) rs.issue_ps[j] = now + (rs.host_ps[j] - rs.host_ps[at]);
 }
 
 // The models' rates are a function of the running set alone - which task cost runs on which rank

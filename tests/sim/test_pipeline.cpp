@@ -54,7 +54,10 @@ hardware::ClusterSpec cluster_of(int gpus) {
 /// FC2) and its backward 8 us (their input- and weight-gradient GEMMs), on every stage alike.
 class UniformLayers final : public hardware::CostModel {
  public:
-  UniformLayers(std::int64_t vocab_per_rank, int gpus) : v_(vocab_per_rank), c_(cluster_of(gpus)) {}
+  /// `launch`: the host's time to issue one kernel (every stack); 0 unless a test says otherwise.
+  UniformLayers(std::int64_t vocab_per_rank, int gpus, common::Duration launch = {}) : v_(vocab_per_rank), c_(cluster_of(gpus)) {
+    for (auto& st : c_.host.stacks) st.launch = launch;
+  }
   hardware::ComputeCost gemm(const hardware::GemmOp& g) const override {
     const bool head = g.m == v_ || g.n == v_ || g.k == v_;
     return {head ? common::Duration{} : common::Duration::from_us(1.0), 0};
@@ -68,6 +71,7 @@ class UniformLayers final : public hardware::CostModel {
     return cc;
   }
   const hardware::ClusterSpec& cluster() const override { return c_; }
+  hardware::Stack stack() const override { return hardware::Stack::eager; }  // the plans' default
   std::string describe() const override { return "uniform layers"; }
 
  private:
@@ -271,6 +275,55 @@ TEST_CASE("bad pipeline plans are refused in one line naming the key") {
   CHECK(error_of([] { sim::parse_plan_input("pp: 2\npipeline_layers: [4, -1]\n", "p.yaml"); }) ==
         "p.yaml: pipeline_layers[1]: expected a positive integer, got -1");
   CHECK(error_of([] { sim::parse_plan_input("schedule: gpipe\n", "p.yaml"); }).find("p.yaml: schedule: expected one of 1f1b | interleaved") == 0);
+}
+
+TEST_CASE("blocking transfers: the host issues the tasks after a receive only once the GPU has drained") {
+  // Megatron-LM's blocking exchange ends with torch.cuda.synchronize(): after a receive the host
+  // waits until every task it issued so far has run, then issues the next task, one launch later.
+  // Expected, by hand: on every stage, the task issued right after each receive starts exactly one
+  // launch (2 us here, launches = 1) after the last of the tasks issued up to the receive ends -
+  // its inputs (the received tensor) are ready and its stream is idle by then. With p2p_overlap the
+  // host never waits: it issues every task from the step's start, so at least one such task starts
+  // before that bound, and the step is shorter than the blocking one (the host is slower than the
+  // GPU here: 2 us per task against 1 us per GEMM and free element-wise kernels).
+  const auto model = uniform_model(8);
+  const common::Duration launch = common::Duration::from_us(2.0);
+  const UniformLayers cost(model.vocab, 2, launch);
+  auto plan = pipeline_plan(model, cost.cluster(), 2, 1, 4);
+  REQUIRE_FALSE(plan.p2p_overlap);  // Megatron-LM's default without interleaving
+  const auto graphs = sim::build_stage_graphs(model, cost.cluster(), plan);
+  const auto blocking = sim::simulate_stages(sim::Engine(cost, {.timeline = true}), graphs);
+  int receives = 0;
+  for (std::size_t s = 0; s < graphs.size(); ++s) {
+    const auto& g = graphs[s];
+    const auto& tl = blocking.timelines.at(s).timing;
+    common::Duration drained{};
+    for (std::size_t i = 0; i + 1 < g.size(); ++i) {
+      drained = std::max(drained, tl[i].end);
+      if (g.tasks[i].op != sim::Op::pipe || !g.inputs(i).empty()) continue;
+      ++receives;
+      CAPTURE(s);
+      CAPTURE(i);
+      REQUIRE(g.tasks[i + 1].launches == 1);
+      CHECK(tl[i + 1].start.ps == (drained + launch).ps);
+    }
+  }
+  CHECK(receives == 2 * 4);  // stage 1 receives 4 activations, stage 0 4 gradients
+  plan.p2p_overlap = true;
+  const auto overlap_graphs = sim::build_stage_graphs(model, cost.cluster(), plan);
+  const auto overlapped = sim::simulate_stages(sim::Engine(cost, {.timeline = true}), overlap_graphs);
+  bool ran_ahead = false;
+  for (std::size_t s = 0; s < overlap_graphs.size(); ++s) {
+    const auto& g = overlap_graphs[s];
+    const auto& tl = overlapped.timelines.at(s).timing;
+    common::Duration drained{};
+    for (std::size_t i = 0; i + 1 < g.size(); ++i) {
+      drained = std::max(drained, tl[i].end);
+      if (g.tasks[i].op == sim::Op::pipe && g.inputs(i).empty() && tl[i + 1].start < drained + launch) ran_ahead = true;
+    }
+  }
+  CHECK(ran_ahead);
+  CHECK(overlapped.step_time < blocking.step_time);
 }
 
 TEST_CASE("a long pipelined step extrapolated from pp and pp + 1 micro-batches equals its whole simulation") {
