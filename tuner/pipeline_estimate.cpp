@@ -68,7 +68,8 @@ std::vector<double> replay_schedule(sim::PipelineSchedule schedule, int pp, int 
 
 namespace {
 
-/// What a one-micro-batch pipelined step shows of each virtual stage, and of rank 0's streams.
+/// What a two-micro-batch pipelined step shows of each virtual stage (its first micro-batch's
+/// passes), and of rank 0's streams.
 struct OneMicroBatch {
   PassTimes times;
   double compute_mb = 0, compute_once = 0, exposed_mb = 0;  ///< rank 0: compute busy per micro-batch / once per step; comm-only time inside its passes
@@ -85,7 +86,7 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
   t.fwd.assign(static_cast<std::size_t>(V), 0.0);
   t.bwd = t.send_fwd = t.send_bwd = t.fwd;
   t.tail.assign(static_cast<std::size_t>(pp), 0.0);
-  o.model_flops = r.model_flops;
+  o.model_flops = r.model_flops / p.grad_accum_steps();
   for (int s = 0; s < pp; ++s) {
     const sim::StepGraph& g = graphs[static_cast<std::size_t>(s)];
     const auto& tl = r.timelines.at(static_cast<std::size_t>(s)).timing;
@@ -104,10 +105,14 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
       const auto& task = g.tasks[i];
       const double a = static_cast<double>(tl[i].start.ps), b = static_cast<double>(tl[i].end.ps);
       end = std::max(end, b);
-      if (s == 0) (task.once_per_step ? o.streams_once : o.streams_mb)[task.stream].busy += tl[i].end - tl[i].start;
-      if (s == 0 && g.on_compute(i)) (task.once_per_step ? o.compute_once : o.compute_mb) += b - a;
-      if (task.once_per_step || task.model_chunk < 0) continue;
+      // the first micro-batch's passes: the data-parallel reduction runs during the last one's backward
+      const bool first_micro = task.micro <= 0;
+      if (s == 0 && (task.once_per_step || first_micro))
+        (task.once_per_step ? o.streams_once : o.streams_mb)[task.stream].busy += tl[i].end - tl[i].start;
+      if (s == 0 && g.on_compute(i) && (task.once_per_step || first_micro)) (task.once_per_step ? o.compute_once : o.compute_mb) += b - a;
       const bool fwd = task.phase == sim::Phase::fwd;
+      if (!task.once_per_step && task.model_chunk >= 0 && !fwd && task.op != sim::Op::pipe && g.on_compute(i)) last_bwd = std::max(last_bwd, b);
+      if (task.once_per_step || task.model_chunk < 0 || !first_micro) continue;
       const int v = task.model_chunk * pp + s;
       if (task.op == sim::Op::pipe) {
         if (!g.inputs(i).empty()) (fwd ? t.send_fwd : t.send_bwd)[static_cast<std::size_t>(v)] = b - a;
@@ -117,7 +122,6 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
       lo[k] = std::min(lo[k], a);
       hi[k] = std::max(hi[k], b);
       if (g.on_compute(i)) comp_in[k] += b - a;
-      if (!fwd && g.on_compute(i)) last_bwd = std::max(last_bwd, b);
     }
     for (int c = 0; c < vp; ++c) {
       const auto v = static_cast<std::size_t>(c * pp + s);
@@ -136,15 +140,17 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
 }  // namespace
 
 Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
-  // One micro-batch through the pipeline of a model cut to L1 and to L2 layers per virtual stage:
-  // every pass and transfer time, linear in the layers a virtual stage holds, is extrapolated to the
-  // plan's split; the plan's m micro-batches are then replayed in the schedule's order.
+  // Two micro-batches through the pipeline of a model cut to L1 and to L2 layers per virtual stage:
+  // every pass and transfer time of the first (whose backward, unlike the last's, does not share the
+  // GPU with the data-parallel reduction, as none but the last of the plan's m do), linear in the
+  // layers a virtual stage holds, is extrapolated to the plan's split; the plan's m micro-batches
+  // are then replayed in the schedule's order.
   Estimate e;
   e.lower_bound = compute_lower_bound(p);
   const int V = p.virtual_stages(), m = p.grad_accum_steps();
   const int L1 = short_layers_, L2 = short_layers_ + 1;
   sim::Plan q = p;
-  q.global_batch = p.micro_batch * p.dp;  // one micro-batch per pipeline
+  q.global_batch = std::min(2, m) * p.micro_batch * p.dp;  // two micro-batches per pipeline (one if the plan has one)
   q.pipeline_layers.clear();
   sim::ModelSpec m1 = model_, m2 = model_;
   m1.layers = L1 * V;
