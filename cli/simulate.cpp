@@ -39,8 +39,9 @@ std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
   return {a, b};
 }
 
-/// The target of a saved graph: its model and plan, on its cluster unless --cluster / --nodes say otherwise.
-sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
+/// The target of a saved graph (or of a pipelined step's stage graphs): its model and plan, on its
+/// cluster unless --cluster / --nodes say otherwise.
+sim::Target graph_target(const SimulateFlags& f, std::vector<sim::StepGraph>& graphs) {
   const auto& cmd = *f.target.cmd;
   for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--pp", "--vp", "--schedule", "--pipeline-layers", "--p2p-overlap", "--micro-batch",
                            "--global-batch", "--seq-len", "--dtype", "--sequence-parallel", "--strategy", "--dp-bucket-mb", "--stack",
@@ -55,9 +56,9 @@ sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(cmd.count("--cluster") ? f.target.cluster : name);
   t.cluster.nodes = in.nodes ? *in.nodes : nodes;
   if (t.cluster.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
-  g = sim::load_graph(j, f.graph, t.cluster);
-  t.model = g.model;
-  t.plan = g.plan;
+  graphs = sim::load_graphs(j, f.graph, t.cluster);
+  t.model = graphs[0].model;
+  t.plan = graphs[0].plan;
   t.plan_source = f.graph;
   return t;
 }
@@ -66,18 +67,16 @@ void run_simulate(const SimulateFlags& f) {
   sim::Target t;
   std::vector<sim::StepGraph> graphs(1);
   if (!f.graph.empty()) {
-    t = graph_target(f, graphs[0]);
+    t = graph_target(f, graphs);
   } else {
     t = f.target.resolve();
-    if (t.plan.pp > 1 && !f.save_graph.empty())
-      cli::bad_flag("--save-graph", fmt::format("pp={}: a pipelined step has one graph per stage; --save-graph writes one rank's graph (pp 1 plans)", t.plan.pp));
   }
   if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
   auto cost = f.target.cost_model(t.cluster, t.plan.stack);
   sim::StepReport r;
   std::string note;
   if (!f.graph.empty()) {
-    r = sim::Engine(*cost, {.timeline = !f.trace.empty()}).simulate(graphs[0]);
+    r = sim::simulate_stages(sim::Engine(*cost, {.timeline = !f.trace.empty()}), graphs);
   } else {
     // a trace shows every micro-batch; otherwise a long pipelined step is extrapolated from two shorter ones
     auto sp = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = !f.trace.empty()}, f.all_micro_batches || !f.trace.empty());
@@ -96,7 +95,14 @@ void run_simulate(const SimulateFlags& f) {
     g.write_dot(os, d);
     common::write_file_atomically(f.dot, os.str());
   }
-  if (!f.save_graph.empty()) sim::save_graph(f.save_graph, g, t.cluster);
+  std::size_t saved_tasks = 0;
+  if (!f.save_graph.empty()) {
+    // the step's own graphs: an extrapolated pipelined step was simulated with fewer micro-batches
+    const auto whole = note.empty() ? std::vector<sim::StepGraph>{} : sim::build_stage_graphs(t.model, t.cluster, t.plan);
+    const auto& out = note.empty() ? graphs : whole;
+    for (const auto& sg : out) saved_tasks += sg.size();
+    sim::save_graphs(f.save_graph, out, t.cluster);
+  }
   if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
     fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
                t.cluster.gpu.hbm_capacity_bytes / 1e9, t.cluster.gpu.name);
@@ -126,7 +132,13 @@ void run_simulate(const SimulateFlags& f) {
     fmt::print("\nrange: where the true step time lies if this prediction errs as the model's out-of-sample step predictions did ({}; docs/accuracy.md)\n",
                range->band->basis);
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
-  if (!f.save_graph.empty()) fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, g.size());
+  if (!f.save_graph.empty()) {
+    if (t.plan.pp > 1)
+      fmt::print("graph: {} ({} stage graphs, {} tasks, every micro-batch; simulate it again with --graph)\n", f.save_graph, t.plan.pp,
+                 saved_tasks);
+    else
+      fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, saved_tasks);
+  }
 }
 
 const bool registered = cli::register_command(10, [](CLI::App& app) {
@@ -140,7 +152,8 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   cmd->add_flag("--all-micro-batches", flags->all_micro_batches,
                 "pipelined plans: simulate every micro-batch of the step (default: two shorter steps, extrapolated, when m > 3 pp)");
   cmd->add_option("--dot-layers", flags->dot_layers, "with --dot: draw only layers FIRST-LAST (e.g. 0-1) or one layer");
-  cmd->add_option("--save-graph", flags->save_graph, "write the step graph as JSON (tasks, tensors, streams, groups, edges)");
+  cmd->add_option("--save-graph", flags->save_graph,
+                  "write the step graph as JSON (tasks, tensors, streams, groups, edges; pipelined plans: one graph per stage, every micro-batch)");
   cmd->add_option("--graph", flags->graph,
                   "simulate a step graph saved with --save-graph (or edited by hand) instead of building one; its cluster unless "
                   "--cluster/--nodes");
