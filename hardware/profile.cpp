@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #include "common/atomic_write.hpp"
 #include "hardware/collective_model.hpp"
@@ -42,14 +44,23 @@ std::string scalar(const std::string& s) { return plain_safe(s) ? s : quoted(s);
 /// Shortest text that reads back as the same double (fmt's default), so load -> save is exact.
 std::string num(double v) { return fmt::format("{}", v); }
 
+/// A mapping as block YAML; lists of scalars (a stack's `fused: [residual]`) as flow lists. Other
+/// shapes do not occur in cluster files and are refused rather than written wrong.
 void emit_node(std::string& out, const YAML::Node& n, int indent) {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
   for (auto it = n.begin(); it != n.end(); ++it) {
     const std::string key = it->first.Scalar();
-    const YAML::Node& v = it->second;
+    const YAML::Node v = it->second;  // a handle, not a reference to the iterator's temporary
     if (v.IsMap()) {
       out += pad + key + ":\n";
       emit_node(out, v, indent + 2);
+    } else if (v.IsSequence()) {
+      std::vector<std::string> items;
+      for (const auto& item : v) {
+        if (!item.IsScalar()) throw std::invalid_argument(fmt::format("profile: cluster key '{}': only lists of names can be written", key));
+        items.push_back(scalar(item.Scalar()));
+      }
+      out += pad + key + ": [" + fmt::format("{}", fmt::join(items, ", ")) + "]\n";
     } else {
       out += pad + key + ": " + scalar(v.Scalar()) + "\n";
     }

@@ -249,9 +249,9 @@ class CpuProfiler {
     std::set<std::tuple<std::string, bool, std::int64_t>> todo;
     for (const auto& k : kernels)
       for (auto e : sizes) todo.insert({k.kind, k.backward, e});
-    for (const auto& op : o_.elementwise_shapes)
+    for (const auto& shape : o_.elementwise_shapes)
       for (const auto& k : kernels)
-        if (k.kind == hardware::to_string(op.kind) && k.backward == op.backward) todo.insert({k.kind, k.backward, op.elements});
+        if (k.kind == hardware::to_string(shape.op.kind) && k.backward == shape.op.backward) todo.insert({k.kind, k.backward, shape.op.elements});
     for (const auto& [kind, backward, e] : todo) {
       if (e < 16) continue;
       prepare(e);
