@@ -11,6 +11,8 @@
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "tuner/report.hpp"
+#include "sim/report_json.hpp"
+#include "tuner/savers.hpp"
 
 namespace {
 
@@ -63,8 +65,10 @@ void run_tune(const TuneFlags& f) {
     return;
   }
   std::vector<std::pair<std::string, tuner::LayerBreakdown>> why;
+  std::vector<tuner::SaverRow> savers;
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
+    savers = tuner::explain_savers(ev, best.plan);
     why.emplace_back("best", tuner::explain_plan(ev, best.plan));
     // the runner-up: the best plan with another layout (tp, micro-batch, SP, strategy, slices), not
     // just another bucket size or row axis
@@ -86,6 +90,8 @@ void run_tune(const TuneFlags& f) {
     j["best_plan_yaml"] = sim::plan_to_yaml(best.plan);
     if (!f.out.empty()) j["out"] = f.out;
     if (!why.empty()) j["explain"] = tuner::explain_json(why);
+    if (!savers.empty()) j["memory_savers"] = tuner::savers_json(savers);
+    j["best_memory"] = sim::memory_json(best.report.memory);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -93,10 +99,11 @@ void run_tune(const TuneFlags& f) {
   fmt::print("slicetune tune: {} on {} ({} node{} x {} GPUs), global batch {} x {} tokens, {}, stack {}, {} cost model\n", model.name,
              cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
              common::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
-  fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
-             "(reduced-layer simulation), {} simulated whole (max screening error {:.2g} %)\n\n",
-             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.pruned, r.screened,
-             r.simulated_full, 100 * r.max_screen_error);
+  fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} skipped (a memory saver where the plan "
+             "fits without it), {} pruned by lower bound, {} screened (reduced-layer simulation), {} simulated whole (max screening "
+             "error {:.2g} %)\n\n",
+             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.dominated, r.pruned,
+             r.screened, r.simulated_full, 100 * r.max_screen_error);
   fmt::print("{}\n", tuner::ranking_table(r, cluster, ranges));
   if (r.baseline)
     fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", tuner::plan_label(p),
@@ -121,6 +128,10 @@ void run_tune(const TuneFlags& f) {
   if (!why.empty())
     fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step{}):\n{}",
                pipelined ? "; pipelined plans: every stage's timeline of the whole step" : "", tuner::explain_table(why));
+  if (!savers.empty())
+    fmt::print("\nwhat its memory savers cost and save (the recommended plan with each one varied alone, simulated whole):\n{}",
+               tuner::savers_table(savers));
+  if (!f.no_explain) fmt::print("\nmemory of the recommended plan:\n{}", sim::memory_table(best.plan, best.report.memory));
 }
 
 const bool registered = cli::register_command(20, [](CLI::App& app) {

@@ -7,7 +7,8 @@
 //   for each step:
 //     for each round (grad_accum_steps / graph.micro_batches of them: a pipeline stage's graph is the whole step):
 //       backend.begin_micro_batch(batch)             // upload token ids / targets of every micro-batch and slice
-//       for task t in vertex (= host issue) order, skipping once_per_step tasks unless m is last:
+//       for task t in vertex (= host issue) order, skipping once_per_step tasks unless the round is the last
+//       and step_start tasks unless it is the first:
 //         backend.issue(t, waits(t))                 // waits: predecessors of t on OTHER streams
 //       backend.end_micro_batch(timing)              // wait for all streams; per-task start/end
 //

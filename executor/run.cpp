@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include <mpi.h>
 
 #include "common/check.hpp"
 #include "sim/pipeline_schedule.hpp"
+#include "executor/zero_layout.hpp"
 
 namespace executor {
 namespace {
@@ -38,6 +40,32 @@ std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> iv)
   return total;
 }
 
+/// ZeRO: every weight gradient of a reduce-scattered bucket, reassembled from the DP ranks'
+/// shards (the summed gradient; the bucket's own gradient tensors were consumed).
+std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, int tp_rank) {
+  std::map<sim::TensorId, std::vector<float>> out;
+  bool any = false;
+  for (std::uint32_t t = 0; t < g.size(); ++t) any |= is_dp_bucket_collective(g, t) && g.tasks[t].op == sim::Op::dp_reduce;
+  if (!any) return out;
+  MPI_Comm dp_comm = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, rank / g.plan.tp, &dp_comm));
+  for (std::uint32_t t = 0; t < g.size(); ++t) {
+    if (!is_dp_bucket_collective(g, t) || g.tasks[t].op != sim::Op::dp_reduce) continue;
+    const BucketLayout lay = bucket_layout(g, t);
+    const auto shard = b.read_tensor(g.outputs(t)[0]);
+    std::vector<float> packed(static_cast<std::size_t>(lay.shard * g.plan.dp));
+    MPI_CHECK(MPI_Allgather(shard.data(), static_cast<int>(lay.shard), MPI_FLOAT, packed.data(), static_cast<int>(lay.shard), MPI_FLOAT, dp_comm));
+    for (std::size_t i = 0; i < lay.tensors.size(); ++i) {
+      const auto& ti = g.tensors[lay.tensors[i]];
+      out[lay.tensors[i]].assign(packed.begin() + lay.offsets[i], packed.begin() + lay.offsets[i] + ti.rows * ti.cols);
+    }
+  }
+  MPI_CHECK(MPI_Comm_free(&dp_comm));
+  return out;
+}
+
 /// Full (unsharded) weight gradients, summed onto world rank 0: within each pipeline stage onto its
 /// first rank, then from there to rank 0 (stages hold different weights).
 std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b) {
@@ -46,10 +74,11 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
   const auto pos = sim::pipeline_position(g.plan, rank);
   MPI_Comm stage_comm;
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.stage, pos.lane, &stage_comm));
+  const auto unsharded = unshard_grads(g, b, pos.tp_rank);  // ZeRO (pp = 1: check_plan refuses ZeRO with pp > 1)
   std::vector<std::pair<std::string, std::vector<float>>> mine;
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& t = g.tensors[i];
-    if (t.role != sim::TensorRole::weight_grad) continue;
+    if (t.role != sim::TensorRole::weight_grad || t.op == sim::Op::dp_reduce) continue;  // not ZeRO's shards
     // the last stage's copy of a tied embedding: after the embedding-group sum it equals stage 0's
     if (pos.stage > 0 && g.model.tied_embeddings && t.op == sim::Op::embedding && t.variant == 0) continue;
     const auto id = static_cast<sim::TensorId>(i);
@@ -58,7 +87,8 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
     // after the DP reduction every DP rank holds the same gradient: DP rank 0 contributes;
     // replicated weights: TP rank 0 contributes
     if (pos.dp_rank == 0 && (!layout.replicated || pos.tp_rank == 0)) {
-      const auto local = b.read_tensor(id);
+      const auto it = unsharded.find(id);
+      const auto local = it != unsharded.end() ? it->second : b.read_tensor(id);
       for (std::int64_t r = 0; r < t.rows; ++r)
         for (std::int64_t c = 0; c < t.cols; ++c)
           full[static_cast<std::size_t>(layout.global_index(g, t, pos.tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
@@ -160,23 +190,31 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       const auto mb_begin = Clock::now();
       backend.begin_micro_batch(batch);
       const bool hold_optimizer = capture_grads && step == 0 && last;
+      const bool first = round == 0;
+      auto runs = [&](const sim::Task& x) { return (!x.once_per_step || last) && (!x.step_start || first); };
       for (std::uint32_t t = 0; t < n; ++t) {
         const auto& task = g.tasks[t];
-        if (task.once_per_step && !last) continue;
-        if (hold_optimizer && t == optimizer) continue;
+        if (!runs(task)) continue;
+        if (hold_optimizer && t >= optimizer) break;  // the optimizer and what follows it (ZeRO's gathers) after the dump
         w.clear();
         for (auto u : waits[t])
-          if (!g.tasks[u].once_per_step || last) w.push_back(u);
+          if (runs(g.tasks[u])) w.push_back(u);
         backend.issue(t, w);
       }
       backend.end_micro_batch(timing);
       if (hold_optimizer) {
         r.first_step_grads = gather_grads(g, backend);
         if (optimizer < n) {
-          backend.issue(optimizer, waits[optimizer]);
+          for (std::uint32_t t = optimizer; t < n; ++t) {
+            if (!runs(g.tasks[t])) continue;
+            w.clear();
+            for (auto u : waits[t])
+              if (runs(g.tasks[u])) w.push_back(u);  // not the first micro-batch's parameter gathers (ZeRO)
+            backend.issue(t, w);
+          }
           std::vector<TaskClock> opt_timing;
           backend.end_micro_batch(opt_timing);
-          timing[optimizer] = opt_timing[optimizer];
+          for (std::uint32_t t = optimizer; t < n; ++t) timing[t] = opt_timing[t];
         }
       }
       loss_sum += backend.loss_sum();

@@ -205,6 +205,18 @@ NcclSpec read_nccl(common::ConfigReader r) {
   return n;
 }
 
+MemorySpec read_memory(common::ConfigReader r) {
+  MemorySpec m;
+  m.fragmentation_reserve = r.number_or("fragmentation_reserve", m.fragmentation_reserve);
+  if (!(m.fragmentation_reserve >= 0 && m.fragmentation_reserve < 1))
+    r.fail("fragmentation_reserve", "expected a fraction of HBM in [0, 1)");
+  const double gb = r.number_or("cuda_context_gb", m.cuda_context_bytes / 1e9);
+  if (!(gb >= 0 && gb < 1e6)) r.fail("cuda_context_gb", "expected GB >= 0");
+  m.cuda_context_bytes = gb * 1e9;
+  r.finish();
+  return m;
+}
+
 }  // namespace
 
 ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source) {
@@ -218,6 +230,7 @@ ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& sourc
   c.host = read_host(r.child("host"));
   c.interference = read_interference(r.child("interference"));
   c.nccl = read_nccl(r.child("nccl"));
+  if (r.has("memory")) c.memory = read_memory(r.child("memory"));
   c.nodes = static_cast<int>(r.integer_or("nodes", 1));
   if (c.nodes <= 0) r.fail("nodes", "expected a positive integer");
   r.finish();

@@ -20,7 +20,7 @@ set -euo pipefail
 BUILD=${1:-build-gpu}
 ARCHIVE=${2:-.gpubundle/slicetune-bundle.tar.xz}
 [ -x "$BUILD/slicetune" ] || { echo "gpu_bundle: $BUILD/slicetune: not found (build it first; see the header of $0)" >&2; exit 2; }
-ldd "$BUILD/slicetune" | grep -q libcudart || { echo "gpu_bundle: $BUILD/slicetune is not a CUDA build (no libcudart)" >&2; exit 2; }
+ldd_out=$(ldd "$BUILD/slicetune"); [[ $ldd_out == *libcudart* ]] || { echo "gpu_bundle: $BUILD/slicetune is not a CUDA build (no libcudart)" >&2; exit 2; }
 
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT

@@ -17,6 +17,7 @@ struct Builder::PassState {
   std::vector<std::vector<Saved>> saved;
   std::vector<std::vector<std::vector<TensorId>>> kv_reads;
   std::vector<TensorId> tokens, targets, nf, logits, stats, dlogits;
+  std::vector<std::vector<char>> recomputed;  ///< activation recompute: [chunk][slice] done in this pass
 };
 
 void Builder::save_pass(PassState& ps) {
@@ -29,6 +30,7 @@ void Builder::save_pass(PassState& ps) {
   std::swap(ps.logits, logits_);
   std::swap(ps.stats, stats_);
   std::swap(ps.dlogits, dlogits_);
+  std::swap(ps.recomputed, recomputed_);
 }
 
 void Builder::load_pass(PassState& ps) { save_pass(ps); }  // a swap either way
@@ -162,6 +164,7 @@ void Builder::emit_pipeline(void (*schedule)(Builder&)) {
       fresh.logits.assign(r, kNoTensor);
       fresh.stats.assign(r, kNoTensor);
       fresh.dlogits.assign(r, kNoTensor);
+      fresh.recomputed.assign(rc_chunks_.size(), std::vector<char>(r, 0));
       load_pass(fresh);
       live_ = Live::forward;
       grads_final_ = false;

@@ -75,10 +75,20 @@ struct RunStats {
   std::size_t events = 0;
 };
 
+/// Which micro-batch of the step a run simulates: the tasks it includes (Task::step_start only in
+/// the first, Task::once_per_step only in the last; `only`: a step of one micro-batch has both).
+enum class MicroBatch : std::uint8_t { first, middle, last, only };
+
+bool runs_in(const Task& t, MicroBatch mb) {
+  if (t.once_per_step && mb != MicroBatch::last && mb != MicroBatch::only) return false;
+  if (t.step_start && mb != MicroBatch::first && mb != MicroBatch::only) return false;
+  return true;
+}
+
 class Simulation {
  public:
   Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const std::vector<ModelFactory>& models,
-             bool include_once, bool timeline)
+             MicroBatch which, bool timeline)
       : timeline_(timeline) {
     const auto& cl = cost.cluster();
     for (const auto& link : cost.links()) link_bytes_per_ps_.push_back(link.bytes_per_s * 1e-12);
@@ -114,7 +124,11 @@ class Simulation {
       std::uint32_t included = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
-        if (t.once_per_step && !include_once) continue;
+        if (!runs_in(t, which)) {
+          // not in this micro-batch: what waits for it does not
+          for (auto v : boost::make_iterator_range(g.successors(i))) --rs.pending[v];
+          continue;
+        }
         rs.cost_index[i] = rs.table->index(t);
         host += launch * t.launches;
         rs.host_ps[i] = host;
@@ -451,38 +465,55 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   const int repeats = accum / g0.micro_batches;  // times the graph runs in a step
   StepReport rep;
   rep.tasks = g0.size();
-  RunStats mb{};
+  // A pipeline stage's graph (micro_batches > 1) is the whole step: simulated once, every task in.
+  // Otherwise the graph is one micro-batch: micro-batches 1 .. accum - 1 are alike but for the
+  // first one's step_start tasks (ZeRO's parameter gathers): simulated once each kind, the last
+  // one (DP reduction, optimizer) apart.
+  if (repeats > 1 && g0.micro_batches > 1)
+    throw std::invalid_argument(fmt::format("Engine::simulate: a graph of {} micro-batches repeated {} times per step", g0.micro_batches, repeats));
+  bool has_start = false;
+  for (const StepGraph* g : ranks)
+    for (const auto& t : g->tasks) has_start |= t.step_start;
+  RunStats first{}, mid{};
+  bool mid_simulated = false;
   if (repeats > 1) {
-    Simulation sim(ranks, cost_, options_.models, false, false);
-    mb = sim.run();
+    first = Simulation(ranks, cost_, options_.models, MicroBatch::first, false).run();
+    mid = first;
+    if (has_start && repeats > 2) {
+      mid = Simulation(ranks, cost_, options_.models, MicroBatch::middle, false).run();
+      mid_simulated = true;
+    }
   }
-  Simulation last(ranks, cost_, options_.models, true, options_.timeline);
+  Simulation last(ranks, cost_, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
   RunStats ls = last.run();
-  const std::int64_t k = repeats - 1;
-  auto total = [&](std::int64_t a, std::int64_t b) { return Duration::from_ps(a * k + b); };
-  rep.step_time = total(mb.end, ls.end);
-  rep.micro_batch_time = Duration::from_ps(repeats > 1 ? mb.end : ls.end / g0.micro_batches);
+  const std::int64_t k = std::max(0, repeats - 2);
+  auto total = [&](std::int64_t f, std::int64_t m, std::int64_t b) { return Duration::from_ps((repeats > 1 ? f : 0) + m * k + b); };
+  rep.step_time = total(first.end, mid.end, ls.end);
+  rep.micro_batch_time = Duration::from_ps(repeats > 1 ? mid.end : ls.end / g0.micro_batches);
+  const auto& cl = cost_.cluster();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const StepGraph& g = *ranks[r];
     const RankStats& l = ls.ranks[r];
-    const RankStats* m = repeats > 1 ? &mb.ranks[r] : nullptr;
+    const RankStats* f = repeats > 1 ? &first.ranks[r] : nullptr;
+    const RankStats* m = repeats > 1 ? &mid.ranks[r] : nullptr;
     RankBusy rb;
     rb.rank = g.rank;
-    rb.compute = total(m ? m->compute : 0, l.compute);
-    rb.exposed_comm = total(m ? m->exposed : 0, l.exposed);
-    rb.idle = total(m ? m->idle : 0, l.idle);
+    rb.compute = total(f ? f->compute : 0, m ? m->compute : 0, l.compute);
+    rb.exposed_comm = total(f ? f->exposed : 0, m ? m->exposed : 0, l.exposed);
+    rb.idle = total(f ? f->idle : 0, m ? m->idle : 0, l.idle);
     for (std::size_t s = 0; s < g.streams.size(); ++s)
-      rb.streams.push_back({.name = g.streams[s].name, .kind = g.streams[s].kind, .busy = total(m ? m->busy[s] : 0, l.busy[s])});
-    rb.memory = estimate_memory(g);
+      rb.streams.push_back({.name = g.streams[s].name,
+                            .kind = g.streams[s].kind,
+                            .busy = total(f ? f->busy[s] : 0, m ? m->busy[s] : 0, l.busy[s])});
+    rb.memory = estimate_memory(g, cl);
     rep.ranks.push_back(std::move(rb));
   }
   rep.compute = rep.ranks[0].compute;
   rep.streams = rep.ranks[0].streams;
   rep.exposed_comm = rep.ranks[0].exposed_comm;
   rep.idle = rep.ranks[0].idle;
-  rep.events = mb.events + ls.events;
+  rep.events = first.events + (mid_simulated ? mid.events : 0) + ls.events;
   for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * repeats;
-  const auto& cl = cost_.cluster();
   const double gpus = g0.plan.gpus();
   rep.mfu = rep.model_flops / (rep.step_time.s() * gpus * cl.gpu.peak_flops(g0.plan.dtype));
   rep.tokens_per_s = static_cast<double>(g0.plan.global_batch) * static_cast<double>(g0.plan.seq_len) / rep.step_time.s();
@@ -490,7 +521,7 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   for (const auto& rb : rep.ranks)
     if (rb.memory.total() > rep.memory.total()) rep.memory = rb.memory;
   if (options_.timeline) {
-    const Duration offset = Duration::from_ps(mb.end * k);  // 0 for a pipeline stage's whole-step graph
+    const Duration offset = Duration::from_ps((repeats > 1 ? first.end : 0) + mid.end * k);  // 0 for a pipeline stage's whole-step graph
     for (auto& rs : last.ranks()) {
       RankTimeline tl;
       tl.graph = rs.g;

@@ -43,6 +43,7 @@ enum class Op : std::uint8_t {
   dp_reduce,      ///< data-parallel gradient reduction of one bucket
   optimizer,
   pipe,           ///< pipeline point-to-point transfer: the activation to the next stage (fwd), its gradient to the previous (bwd)
+  param_gather,   ///< ZeRO: all-gather of a bucket's (stage 1/2: updated; stage 3: sharded) parameters
 };
 std::string_view to_string(Op o);
 bool parse_op(std::string_view s, Op& out);
@@ -92,6 +93,8 @@ struct Task {
   std::int8_t model_chunk = -1;  ///< pipelined graphs: the rank's model chunk; -1 outside a pass or not pipelined
   std::int16_t micro = -1;  ///< pipelined graphs (StepGraph::micro_batches > 1): the micro-batch; -1 otherwise
   bool once_per_step = false;  ///< DP reduction and optimizer: only after the last micro-batch
+  bool step_start = false;     ///< only in the step's first micro-batch (ZeRO: the parameter gather of the updated weights)
+  bool recompute = false;      ///< a forward op run again in the backward (activation recompute); phase fwd
   std::uint16_t launches = 1;  ///< kernels / collectives the host issues for this task
   std::uint32_t operand_begin = 0;  ///< into StepGraph::operands: inputs then outputs
   std::uint16_t n_inputs = 0, n_outputs = 0;

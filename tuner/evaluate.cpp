@@ -25,105 +25,13 @@ std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
   return most;
 }
 
-double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
-  return static_cast<double>(rank_params(m, p)) * (common::dtype_bytes(sim::activation_dtype(p.dtype)) + 4.0 + 12.0);
+namespace {
+/// Parameters the optimizer steps on this rank: its ZeRO shard (padding aside) or all of them.
+std::int64_t optimizer_params(const sim::ModelSpec& m, const sim::Plan& p) {
+  const std::int64_t n = rank_params(m, p);
+  return p.shards_optimizer() && p.dp > 1 ? (n + p.dp - 1) / p.dp : n;
 }
-
-MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p, bool pipelined) const {
-  const auto key = std::make_tuple(p.tp, static_cast<int>(p.sequence_parallel), static_cast<int>(p.dtype), p.seq_len);
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = cache_.find(key); it != cache_.end() && (!pipelined || it->second.pipelined)) return it->second;
-  }
-  sim::Plan q = p;
-  q.micro_batch = 1;
-  q.dp = 1;
-  q.global_batch = 1;
-  q.pp = 1;
-  q.vp = 1;
-  q.schedule = sim::PipelineSchedule::one_f_one_b;
-  q.pipeline_layers.clear();
-  q.p2p_overlap = false;
-  q.strategy = &sim::default_strategy();
-  for (const sim::Knob* k : sim::plan_knobs()) k->set(q, k->neutral);
-  sim::ModelSpec m1 = model_, m2 = model_;
-  m1.layers = 1;
-  m2.layers = 2;
-  const double a1 = sim::estimate_memory(sim::build_step_graph(m1, cluster_, q)).activations;
-  const double a2 = sim::estimate_memory(sim::build_step_graph(m2, cluster_, q)).activations;
-  const double tokens = static_cast<double>(p.seq_len);
-  PerToken pt{(a2 - a1) / tokens, (2 * a1 - a2) / tokens};
-  if (pipelined) {
-    // three stages of one and of two layers, one micro-batch (so one pass in flight on each):
-    // a stage saves a layer's bytes per layer plus what its edges save
-    q.pp = 3;
-    m1.layers = 3;
-    m2.layers = 6;
-    const auto g1 = sim::build_stage_graphs(m1, cluster_, q), g2 = sim::build_stage_graphs(m2, cluster_, q);
-    double* rest[3] = {&pt.first, &pt.middle, &pt.last};
-    for (int s = 0; s < 3; ++s) {
-      const double b1 = sim::estimate_memory(g1[static_cast<std::size_t>(s)]).activations;
-      const double b2 = sim::estimate_memory(g2[static_cast<std::size_t>(s)]).activations;
-      *rest[s] = (2 * b1 - b2) / tokens;
-    }
-    pt.pipelined = true;
-  }
-  std::lock_guard lock(mu_);
-  auto& slot = cache_[key];
-  if (!slot.pipelined || pt.pipelined) slot = pt;  // never replace the measured pipeline parts
-  return slot;
-}
-
-const std::vector<std::vector<int>>& MemoryModel::frontier(const sim::Plan& p, int stage) const {
-  const auto key = std::make_tuple(static_cast<int>(p.schedule), p.pp, p.vp, p.grad_accum_steps(), stage);
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = frontiers_.find(key); it != frontiers_.end()) return it->second;
-  }
-  auto f = sim::in_flight_frontier(sim::pipeline_order(p.schedule, p.pp, p.vp, p.grad_accum_steps(), stage), p.vp);
-  std::lock_guard lock(mu_);
-  return frontiers_.emplace(key, std::move(f)).first->second;  // std::map: references stay valid
-}
-
-sim::MemoryEstimate MemoryModel::stage_estimate(const sim::Plan& p, int stage) const {
-  const double n = static_cast<double>(stage_params(model_, p, stage));
-  sim::MemoryEstimate m;
-  m.weights = n * common::dtype_bytes(sim::activation_dtype(p.dtype));
-  m.gradients = 4.0 * n;
-  m.optimizer = 12.0 * n;
-  const PerToken pt = per_token(p, true);
-  const auto vs = sim::virtual_stage_layers(model_, p);
-  const int V = p.virtual_stages();
-  std::vector<double> chunk_bytes(static_cast<std::size_t>(p.vp));
-  for (int c = 0; c < p.vp; ++c) {
-    const int v = c * p.pp + stage;
-    const double rest = v == 0 ? pt.first : v == V - 1 ? pt.last : pt.middle;
-    chunk_bytes[static_cast<std::size_t>(c)] =
-        static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * vs[static_cast<std::size_t>(v)].size() + rest);
-  }
-  const auto peak = sim::peak_in_flight(frontier(p, stage), chunk_bytes);
-  for (int c = 0; c < p.vp; ++c) m.activations += peak[static_cast<std::size_t>(c)] * chunk_bytes[static_cast<std::size_t>(c)];
-  return m;
-}
-
-sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
-  if (p.pp > 1) {
-    sim::MemoryEstimate worst;
-    for (int s = 0; s < p.pp; ++s) {
-      const auto m = stage_estimate(p, s);
-      if (s == 0 || m.total() > worst.total()) worst = m;
-    }
-    return worst;
-  }
-  const double n = static_cast<double>(rank_params(model_, p));
-  sim::MemoryEstimate m;
-  m.weights = n * common::dtype_bytes(sim::activation_dtype(p.dtype));
-  m.gradients = 4.0 * n;
-  m.optimizer = 12.0 * n;
-  const PerToken pt = per_token(p, false);
-  m.activations = static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * model_.layers + pt.rest);
-  return m;
-}
+}  // namespace
 
 Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   const sim::Shapes sh(model_, p);
@@ -156,69 +64,104 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     return Duration::from_ps(static_cast<std::int64_t>(std::floor(most / eff)));
   }
   const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
-  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps;
+  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = optimizer_params(model_, p)}).time.ps;
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
-Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
-  // the class: everything that shapes one micro-batch's tasks (not dp, global batch or bucket size);
-  // a strategy whose neutral graph has the default strategy's tasks shares that class
+Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
+  // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
+  // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
   const sim::Strategy* st = p.strategy;
   bool neutral = true;
-  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack), {}};
+  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack),
+               static_cast<int>(p.recompute), static_cast<int>(p.attention), {}};
   for (const sim::Knob* k : sim::plan_knobs()) {
     key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
     neutral &= key.knobs.back() == k->neutral;
   }
   if (neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
   key.strategy = st->name;
-  ClassBound b;
-  bool cached = false;
   {
     std::lock_guard lock(mu_);
-    if (auto it = bounds_.find(key); it != bounds_.end()) {
-      b = it->second;
-      cached = true;
+    if (auto it = bounds_.find(key); it != bounds_.end()) return it->second;
+  }
+  sim::Plan q = p;
+  q.strategy = st;
+  q.dp = 1;
+  q.zero = 0;
+  q.global_batch = q.micro_batch;
+  q.recompute_method = sim::RecomputeMethod::uniform;  // every layer recomputed (full): the per-layer increment
+  q.recompute_layers = 1;
+  q.pp = 1;  // one micro-batch's tasks do not depend on the pipeline: its graph of the whole model
+  q.vp = 1;
+  q.schedule = sim::PipelineSchedule::one_f_one_b;
+  q.pipeline_layers.clear();
+  q.p2p_overlap = false;
+  const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
+  ClassBound b;
+  double c[2] = {0, 0}, h[2] = {0, 0}, cl[2] = {0, 0}, hl[2] = {0, 0};
+  for (int l = 1; l <= 2; ++l) {
+    sim::ModelSpec m = model_;
+    m.layers = l;
+    const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
+    for (const auto& t : g.tasks) {
+      if (t.once_per_step || t.step_start) continue;
+      const double launch_ps = static_cast<double>(launch * t.launches);
+      h[l - 1] += launch_ps;
+      if (t.layer >= 0) hl[l - 1] += launch_ps;
+      if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
+      const double solo = static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+      c[l - 1] += solo;
+      if (t.layer >= 0) cl[l - 1] += solo;
+      else if (l == 1) (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;
     }
   }
-  if (!cached) {
-    sim::Plan q = p;
-    q.strategy = st;
-    q.dp = 1;
-    q.global_batch = q.micro_batch;
-    q.pp = 1;  // one micro-batch's tasks do not depend on the pipeline: its graph of the whole model
-    q.vp = 1;
-    q.schedule = sim::PipelineSchedule::one_f_one_b;
-    q.pipeline_layers.clear();
-    q.p2p_overlap = false;
-    const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
-    double c[2] = {0, 0}, h[2] = {0, 0}, cl[2] = {0, 0}, hl[2] = {0, 0};
-    for (int l = 1; l <= 2; ++l) {
-      sim::ModelSpec m = model_;
-      m.layers = l;
-      const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
-      for (const auto& t : g.tasks) {
-        if (t.once_per_step) continue;
-        const double launch_ps = static_cast<double>(launch * t.launches);
-        h[l - 1] += launch_ps;
-        if (t.layer >= 0) hl[l - 1] += launch_ps;
-        if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
-        const double solo = static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
-        c[l - 1] += solo;
-        if (t.layer >= 0) cl[l - 1] += solo;
-        else if (l == 1) (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;
-      }
+  const double L = model_.layers;
+  b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
+  b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
+  b.layer_compute_ps = c[1] - c[0];
+  b.layer_host_ps = h[1] - h[0];
+  b.layer_ps = cl[1] - cl[0];
+  b.host_layer_ps = hl[1] - hl[0];
+  std::lock_guard lock(mu_);
+  bounds_.emplace(key, b);
+  return b;
+}
+
+Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+  if (p.pp > 1) {
+    ClassBound b = class_bound(p);
+    if (p.recompute == sim::Recompute::full && p.recompute_method == sim::RecomputeMethod::block) {
+      // block recompute re-runs the first k layers of each model chunk: per layer, the class
+      // without recompute plus the recompute increment times the smallest recomputed fraction of
+      // any chunk (a bound for every rank)
+      sim::Plan none = p;
+      none.recompute = sim::Recompute::none;
+      none.recompute_layers = 1;
+      none.recompute_method = sim::RecomputeMethod::uniform;
+      const ClassBound n = class_bound(none);
+      double f = 1.0;
+      for (const auto& v : sim::virtual_stage_layers(model_, p))
+        f = std::min(f, static_cast<double>(sim::recomputed_layers(p, v.size())) / v.size());
+      b.layer_ps = n.layer_ps + f * (b.layer_ps - n.layer_ps);
+      b.host_layer_ps = n.host_layer_ps + f * (b.host_layer_ps - n.host_layer_ps);
     }
-    const double L = model_.layers;
-    b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
-    b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
-    b.layer_ps = cl[1] - cl[0];
-    b.host_layer_ps = hl[1] - hl[0];
-    std::lock_guard lock(mu_);
-    bounds_.emplace(key, b);
+    return pipeline_lower_bound(p, b);
   }
-  if (p.pp > 1) return pipeline_lower_bound(p, b);
-  const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = rank_params(model_, p)}, p.stack).ps);
+  ClassBound b = class_bound(p);
+  const int rc = sim::recomputed_layers(p, model_.layers);
+  if (p.recompute == sim::Recompute::full && rc < model_.layers) {
+    // block: the layers beyond rc are not recomputed - the class without recompute plus the
+    // per-layer increment of recompute for rc layers
+    sim::Plan none = p;
+    none.recompute = sim::Recompute::none;
+    none.recompute_layers = 1;
+    none.recompute_method = sim::RecomputeMethod::uniform;
+    const ClassBound n = class_bound(none);
+    b.compute_ps = n.compute_ps + rc * (b.layer_compute_ps - n.layer_compute_ps);
+    b.host_ps = n.host_ps + rc * (b.layer_host_ps - n.layer_host_ps);
+  }
+  const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = optimizer_params(model_, p)}, p.stack).ps);
   const double mb = std::max(b.compute_ps, b.host_ps);
   const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);
   // floor, and never below the closed-form GEMM bound (both are bounds; take the tighter)
@@ -233,6 +176,41 @@ sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
 
 Estimate Evaluator::estimate(const sim::Plan& p) const {
   if (p.pp > 1) return pipeline_estimate(p);
+  const int rc = sim::recomputed_layers(p, model_.layers);
+  Estimate e;
+  if (p.recompute == sim::Recompute::full && (rc < model_.layers || p.recompute_layers > 1) && model_.layers > short_layers_ + 1) {
+    // full recompute of rc layers: simulated with every layer recomputed (chunks of one layer) and
+    // with none; each recomputed layer adds the difference per layer
+    sim::Plan all = p, none = p;
+    all.recompute_method = sim::RecomputeMethod::uniform;
+    all.recompute_layers = 1;
+    none.recompute = sim::Recompute::none;
+    none.recompute_method = sim::RecomputeMethod::uniform;
+    none.recompute_layers = 1;
+    const Estimate a = estimate_uniform(all);
+    if (rc == model_.layers) {
+      e = a;
+    } else {
+      e = estimate_uniform(none);
+      const double f = static_cast<double>(rc) / model_.layers;
+      auto mix = [f](Duration n, Duration r) { return Duration::from_ps(std::llround(static_cast<double>(n.ps) + f * static_cast<double>(r.ps - n.ps))); };
+      e.step_time = mix(e.step_time, a.step_time);
+      e.compute = mix(e.compute, a.compute);
+      e.exposed_comm = mix(e.exposed_comm, a.exposed_comm);
+      e.idle = mix(e.idle, a.idle);
+      for (std::size_t s = 0; s < e.streams.size() && s < a.streams.size(); ++s) e.streams[s].busy = mix(e.streams[s].busy, a.streams[s].busy);
+    }
+    e.lower_bound = compute_lower_bound(p);
+    e.step_time = std::max(e.step_time, e.lower_bound);
+    e.memory = sim::estimate_memory(model_, cluster_, p);
+    e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
+    e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
+    return e;
+  }
+  return estimate_uniform(p);
+}
+
+Estimate Evaluator::estimate_uniform(const sim::Plan& p) const {
   Estimate e;
   e.lower_bound = compute_lower_bound(p);
   const int L = model_.layers, L1 = short_layers_, L2 = short_layers_ + 1;
@@ -261,10 +239,7 @@ Estimate Evaluator::estimate(const sim::Plan& p) const {
   e.exposed_comm = dur(r1.exposed_comm, r2.exposed_comm);
   e.idle = dur(r1.idle, r2.idle);
   e.model_flops = lin(r1.model_flops, r2.model_flops);
-  e.memory.weights = lin(r1.memory.weights, r2.memory.weights);
-  e.memory.gradients = lin(r1.memory.gradients, r2.memory.gradients);
-  e.memory.optimizer = lin(r1.memory.optimizer, r2.memory.optimizer);
-  e.memory.activations = lin(r1.memory.activations, r2.memory.activations);
+  e.memory = sim::estimate_memory(model_, cluster_, p);
   e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
   e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
   return e;

@@ -22,49 +22,13 @@ using common::Duration;
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
 /// @brief Parameters pipeline stage `stage` holds (sim::Shapes::stage_params of its chunks).
 std::int64_t stage_params(const sim::ModelSpec& m, const sim::Plan& p, int stage);
-/// @brief Weights + fp32 gradients + Adam state of one rank in bytes (estimate_memory without
-/// activations); pipelined plans: the stage that holds most.
-double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p);
-
-/// @brief Per-GPU memory of a plan without building its graph, equal to sim::estimate_memory of
-/// the plan's full graph. Weights, fp32 gradients and Adam state are closed form (rank_params);
-/// saved activations are token-major [tokens, width] tensors, so they are linear in the tokens of a
-/// micro-batch and in the layer count and do not depend on row slicing, row axis, column chunks,
-/// strategy or bucket size. The per-token bytes of one layer and of the rest of the model are
-/// measured once per (tp, sequence_parallel, dtype, seq_len) from graphs of one and two layers
-/// with micro-batch 1, then cached. Thread-safe.
-class MemoryModel {
- public:
-  MemoryModel(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster) : model_(model), cluster_(cluster) {}
-  sim::MemoryEstimate estimate(const sim::Plan& p) const;
-
- private:
-  /// Pipelined plans: one stage's memory (its parameters, and its chunks' saved activations times
-  /// the passes in flight at its peak, from the schedule's order).
-  sim::MemoryEstimate stage_estimate(const sim::Plan& p, int stage) const;
-
- private:
-  struct PerToken {
-    double layer = 0, rest = 0;  ///< activation bytes per token of a micro-batch: one layer, outside the layers
-    /// pipelined: what a virtual stage saves outside its layers when it is the first, a middle or
-    /// the last one (measured from a 3-stage pipeline of 1 and 2 layers per stage)
-    double first = 0, middle = 0, last = 0;
-    bool pipelined = false;  ///< first/middle/last measured
-  };
-  PerToken per_token(const sim::Plan& p, bool pipelined) const;
-  /// in_flight_frontier of (schedule, pp, vp, micro-batches, stage), cached
-  const std::vector<std::vector<int>>& frontier(const sim::Plan& p, int stage) const;
-  const sim::ModelSpec& model_;
-  const hardware::ClusterSpec& cluster_;
-  mutable std::mutex mu_;
-  mutable std::map<std::tuple<int, int, int, std::int64_t>, PerToken> cache_;
-  mutable std::map<std::tuple<int, int, int, int, int>, std::vector<std::vector<int>>> frontiers_;
-};
 
 /// @brief A step predicted from two simulations of the model cut to `short_layers` and
 /// `short_layers + 1` layers, extrapolated linearly to the model's layer count: the layers of a
 /// transformer have the same shapes, so each added layer adds the same steady-state time.
-/// Memory extrapolates exactly (every layer saves the same tensors).
+/// Full recompute of some layers (block method): the two graphs are simulated with every layer
+/// recomputed and with none, and each recomputed layer adds the difference per layer. Memory is
+/// the closed-form model (sim::estimate_memory), exact.
 struct Estimate {
   Duration step_time, compute, exposed_comm, idle;
   std::vector<sim::StreamTime> streams;  ///< each stream's busy time, extrapolated
@@ -78,15 +42,17 @@ struct Estimate {
 class Evaluator {
  public:
   Evaluator(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost, int short_layers = 1)
-      : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers), memory_(model, cluster) {}
+      : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers) {}
 
   /// A lower bound of the step time. Per micro-batch, the engine can neither run the compute
   /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
   /// kernel before the host has issued it (launch cost x launches, in graph order). Both sums are
   /// linear in the layer count, so they are taken from graphs of 1 and 2 layers and extrapolated,
-  /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack:
-  /// every dp and bucket size share the class). Bound = (accum - 1) x max(compute, host) +
-  /// max(compute + optimizer, host). Pipelined plans: per pipeline rank r, its own work m x W_r
+  /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack,
+  /// recompute mode, attention kernel: every dp, ZeRO stage and bucket size share the class; a
+  /// recomputed layer adds what a layer recomputed adds in graphs of 1 and 2 layers). Bound =
+  /// (accum - 1) x max(compute, host) + max(compute + optimizer, host), the optimizer over this
+  /// rank's ZeRO shard. Pipelined plans: per pipeline rank r, its own work m x W_r
   /// cannot start before micro-batch 0 has passed the virtual stages below it nor end before the
   /// last micro-batch's gradient has gone back through them: max over r of sum_{v < r} C_v +
   /// m W_r + optimizer_r (C_v: a virtual stage's solo compute per micro-batch) - tight for uniform
@@ -104,7 +70,6 @@ class Evaluator {
   /// The whole model through the step graph and the engine (sim::simulate_plan: a long pipelined
   /// step from two shorter ones).
   sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
-  const MemoryModel& memory() const { return memory_; }
 
   const sim::ModelSpec& model() const { return model_; }
   const hardware::ClusterSpec& cluster() const { return cluster_; }
@@ -116,9 +81,10 @@ class Evaluator {
   const hardware::CostModel& cost_;
   int short_layers_;
   struct ClassBound {
-    double compute_ps = 0, host_ps = 0;  ///< one micro-batch of the whole model
-    /// the same split for pipelined plans: per layer, the embedding side, the head side (compute
-    /// stream, solo), host issue time per layer
+    double compute_ps = 0, host_ps = 0;              ///< one micro-batch of the whole model
+    double layer_compute_ps = 0, layer_host_ps = 0;  ///< what one more layer adds
+    /// the same split for pipelined plans: per layer (its own tasks), the embedding side, the head
+    /// side (compute stream, solo), host issue time per layer
     double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
   };
   Duration pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const;
@@ -128,13 +94,16 @@ class Evaluator {
     int tp, micro_batch;
     bool sequence_parallel;
     std::int64_t seq_len;
-    int dtype, stack;
+    int dtype, stack, recompute, attention;
     std::vector<int> knobs;  ///< every plan knob's value where it applies, else neutral
     auto operator<=>(const ClassKey&) const = default;
   };
+  /// The bound of one micro-batch of a class (cached): `q` with dp 1, its recompute as given.
+  ClassBound class_bound(const sim::Plan& q) const;
+  /// The reduced-layer estimate of `p` as it is (recompute included, applied to every layer).
+  Estimate estimate_uniform(const sim::Plan& p) const;
   mutable std::mutex mu_;
   mutable std::map<ClassKey, ClassBound> bounds_;
-  MemoryModel memory_;
 };
 
 }  // namespace tuner

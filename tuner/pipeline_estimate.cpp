@@ -9,6 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "sim/memory.hpp"
 #include "sim/pipeline_schedule.hpp"
 #include "sim/pipeline_step.hpp"
 #include "sim/strategy.hpp"
@@ -197,7 +198,7 @@ Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
   e.exposed_comm = dur(std::min(rest, exposed));
   e.idle = dur(rest - static_cast<double>(e.exposed_comm.ps));
   e.model_flops = m * at(a.model_flops, b.model_flops, mean_layers);
-  e.memory = memory_.estimate(p);
+  e.memory = sim::estimate_memory(model_, cluster_, p);
   e.extrapolated = true;
   e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
   e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
