@@ -23,7 +23,8 @@ struct TargetFlags {
   std::string cluster = "dgx-h100";
   int nodes = 0;
   std::string plan;
-  int tp = 0, dp = 0, micro_batch = 0, global_batch = 0;
+  int tp = 0, dp = 0, pp = 0, vp = 0, micro_batch = 0, global_batch = 0;
+  std::string schedule, pipeline_layers, p2p_overlap;
   long long seq_len = 0;
   std::string dtype, strategy, stack;
   std::map<std::string, std::string, std::less<>> knobs;  ///< flag -> text, one per registered knob (sim/strategy.hpp)

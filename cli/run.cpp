@@ -12,6 +12,7 @@
 #include "executor/run_target.hpp"
 #include "common/atomic_write.hpp"
 #include "common/table.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "sim/trace.hpp"
 
 namespace {
@@ -39,7 +40,7 @@ void run_run(const RunFlags& f) {
   executor::MpiSession mpi;
   const sim::Target t = executor::resolve_run_target(f.target.input(), mpi.size());
   const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi.rank());
-  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp,
+  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1,
                                                .device = -1, .cpu_threads = f.threads});
   executor::RunOptions o{.steps = f.steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}};
   if (!f.quiet)
@@ -51,7 +52,14 @@ void run_run(const RunFlags& f) {
   if (!f.out.empty()) common::write_file_atomically(f.out, j.dump(1) + "\n");
   if (!f.trace.empty()) {
     sim::ChromeTrace trace;
-    for (std::size_t k = 0; k < r.timelines.size(); ++k) trace.add(fmt::format("measured rank {}", k), g, executor::to_task_timing(r.timelines[k]));
+    // every rank's own graph: pipeline stages differ
+    std::vector<sim::StepGraph> others;
+    others.reserve(r.timelines.size());
+    for (std::size_t k = 0; k < r.timelines.size(); ++k) {
+      const bool same = t.plan.pp == 1 || sim::pipeline_position(t.plan, static_cast<int>(k)).stage == 0;
+      if (!same) others.push_back(sim::build_step_graph(t.model, t.cluster, t.plan, static_cast<int>(k)));
+      trace.add(fmt::format("measured rank {}", k), same ? g : others.back(), executor::to_task_timing(r.timelines[k]));
+    }
     trace.write(f.trace);
   }
   if (!f.dump_grads.empty()) {
@@ -83,7 +91,7 @@ void run_run(const RunFlags& f) {
 const bool registered = cli::register_command(40, [](CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   flags->target.cluster = "cpu-host";
-  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)");
   cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
   cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "training steps, warm-up included")->capture_default_str();
@@ -107,7 +115,7 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
 
 namespace {
 const bool registered = cli::register_command(40, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)");
   cmd->allow_extras();
   cmd->callback([] { throw common::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
 });

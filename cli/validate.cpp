@@ -111,7 +111,7 @@ void run_validate(const ValidateFlags& f) {
     mpi = std::make_unique<executor::MpiSession>();
     t = executor::resolve_run_target(f.target.input(), mpi->size());
     const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi->rank());
-    auto backend = executor::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp,
+    auto backend = executor::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1,
                                                  .device = -1, .cpu_threads = f.threads});
     if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", f.steps, backend->describe());
     const auto r = executor::train(g, *backend, {.steps = f.steps, .warmup = f.warmup, .training = {}, .on_step = {}});
