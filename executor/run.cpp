@@ -42,15 +42,14 @@ std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> iv)
 
 /// ZeRO: every weight gradient of a reduce-scattered bucket, reassembled from the DP ranks'
 /// shards (the summed gradient; the bucket's own gradient tensors were consumed).
-std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, int tp_rank) {
+std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, const sim::PipelinePosition& pos) {
   std::map<sim::TensorId, std::vector<float>> out;
   bool any = false;
   for (std::uint32_t t = 0; t < g.size(); ++t) any |= is_dp_bucket_collective(g, t) && g.tasks[t].op == sim::Op::dp_reduce;
   if (!any) return out;
   MPI_Comm dp_comm = MPI_COMM_NULL;
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, rank / g.plan.tp, &dp_comm));
+  // the DP group of this rank's pipeline stage (world rank = tp rank + tp x (dp rank + dp x stage))
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.tp_rank + g.plan.tp * pos.stage, pos.dp_rank, &dp_comm));
   for (std::uint32_t t = 0; t < g.size(); ++t) {
     if (!is_dp_bucket_collective(g, t) || g.tasks[t].op != sim::Op::dp_reduce) continue;
     const BucketLayout lay = bucket_layout(g, t);
@@ -74,7 +73,7 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
   const auto pos = sim::pipeline_position(g.plan, rank);
   MPI_Comm stage_comm;
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.stage, pos.lane, &stage_comm));
-  const auto unsharded = unshard_grads(g, b, pos.tp_rank);  // ZeRO (pp = 1: check_plan refuses ZeRO with pp > 1)
+  const auto unsharded = unshard_grads(g, b, pos);  // ZeRO-1/2/3 (pp > 1: ZeRO-1)
   std::vector<std::pair<std::string, std::vector<float>>> mine;
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& t = g.tensors[i];

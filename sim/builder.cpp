@@ -84,8 +84,10 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   for (std::size_t c = 0; c < rc_chunks_.size(); ++c)
     for (int l = rc_chunks_[c].first; l < rc_chunks_[c].end; ++l) chunk_of_layer_[l] = static_cast<int>(c);
   recomputed_.assign(rc_chunks_.size(), std::vector<char>(r, 0));
-  // DP buckets (and ZeRO's shards and parameter gathers); a pipeline stage fills its own (grad_ready)
-  if (reduces_dp() && p.pp == 1) plan_buckets();
+  // DP buckets (and ZeRO's shards and parameter gathers); a pipeline stage without ZeRO fills its
+  // own as the last micro-batch's gradients complete (grad_ready), with ZeRO-1 it plans them per
+  // model chunk up front (the gathers of the next step's forward need them)
+  if (reduces_dp() && (p.pp == 1 || p.shards_optimizer())) plan_buckets();
 }
 
 StreamId Builder::add_stream(StreamSpec s) {
@@ -374,12 +376,12 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
 
 void Builder::emit_head_fwd(const Slice& s) {
   if (skip_fwd()) return;
-  gather_for_forward(m_.layers);
   auto& st = ss_[s.index];
   if (!holds_head()) {  // on to the next virtual stage
     transfer(true, true, st.x, 0, s);
     return;
   }
+  gather_for_forward(m_.layers);
   const std::int64_t T = s.tokens(), h = sh_.h, V = sh_.V, R = rows(s);
   TensorId nf = act(R, h, Op::final_norm, -1, s.index);
   add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
@@ -580,9 +582,17 @@ void Builder::embedding_grads_ready() {
 void Builder::grad_ready(TensorId dw) {
   if (!reduces_dp()) return;
   if (p_.pp > 1) {
-    // a pipeline stage (no ZeRO: check_plan refuses it): its gradients are complete in the last
-    // micro-batch's backward; buckets fill in that order and each is one AllReduce after it
+    // a pipeline stage: its gradients are complete in the last micro-batch's backward (ZeRO-2/3,
+    // which reduce every micro-batch, are refused with pp > 1: check_plan)
     if (!grads_final_) return;
+    if (p_.shards_optimizer()) {  // ZeRO-1: the planned buckets, each reduce-scattered when complete
+      const int b = bucket_of_.at(dw);
+      if (b < 0 || --buckets_[b].pending > 0) return;
+      if (p_.overlap_grad_reduce) flush_bucket(b);
+      else deferred_.push_back(b);
+      return;
+    }
+    // without ZeRO: buckets fill in that order and each is one AllReduce after it
     pp_bucket_.push_back(dw);
     pp_bucket_params_ += g_.tensors[dw].rows * g_.tensors[dw].cols;
     if (static_cast<double>(pp_bucket_params_) * 4.0 >= p_.dp_bucket_mb * 1e6) flush_pp_bucket();
@@ -664,7 +674,7 @@ StepGraph Builder::finish() {
   if (p_.pp > 1 && reduces_dp()) flush_pp_bucket();
   for (int b : deferred_) flush_bucket(b);
   deferred_.clear();
-  emit_embedding_grads();
+  if (!embd_reduced_) emit_embedding_grads();
   emit_optimizer();
   emit_zero_step_end();
   const auto n = g_.tasks.size();

@@ -288,6 +288,7 @@ class Builder {
     int nodes_next = 1, nodes_prev = 1;
   } pipe_;
   std::optional<GroupId> embd_group_;  ///< tied embeddings on the first and last stage (Megatron's embedding group)
+  bool embd_reduced_ = false;          ///< ZeRO-1: summed over the embedding group before its bucket's reduce-scatter
   std::vector<std::uint32_t> pending_sends_;  ///< blocking transfers the next compute task waits for
   // ---- recompute
   std::vector<int> chunk_of_layer_;                    // -1: kept whole

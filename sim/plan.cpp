@@ -45,7 +45,7 @@ std::string_view to_string(Infeasibility r) {
     case Infeasibility::recompute: return "recompute setting out of range";
     case Infeasibility::zero: return "ZeRO stage out of range";
     case Infeasibility::attention: return "attention kernel cannot run the dtype";
-    case Infeasibility::pp_savers: return "memory saver not simulated with pipeline parallelism";
+    case Infeasibility::pp_savers: return "ZeRO-2/3 with pipeline parallelism";
   }
   return "?";
 }
@@ -182,9 +182,15 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   // memory savers
   if (p.zero < 0 || p.zero > kMaxZeroStage)
     return bad(Infeasibility::zero, "zero", fmt::format("zero={} is not a ZeRO stage (expected 0 | 1 | 2 | 3)", p.zero));
-  if (p.pp > 1 && p.zero > 0 && p.dp > 1)
+  // ZeRO-1 (Megatron-LM's distributed optimizer, DeepSpeed ZeRO-1) runs with pipeline parallelism:
+  // every stage reduce-scatters its gradients once, after the last micro-batch. ZeRO-2 and 3 reduce
+  // (and ZeRO-3 gathers) in every micro-batch's backward, which neither framework's pipeline runs:
+  // DeepSpeed's PipelineEngine asserts zero_optimization_stage() < 2 with this message.
+  if (p.pp > 1 && p.zero >= 2 && p.dp > 1)
     return bad(Infeasibility::pp_savers, "zero",
-               fmt::format("zero={} with pp={} is not simulated yet (the distributed optimizer is modelled without pipeline parallelism); use zero: 0 or pp: 1", p.zero, p.pp));
+               fmt::format("zero={} with pp={}: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism (DeepSpeed's pipeline "
+                           "engine; Megatron-LM's distributed optimizer is ZeRO-1); use zero: 0 | 1 or pp: 1",
+                           p.zero, p.pp));
   if (p.recompute_layers < 1 || p.recompute_layers > m.layers)
     return bad(Infeasibility::recompute, "recompute_layers",
                fmt::format("recompute_layers={} is outside 1..{} (the model's layers)", p.recompute_layers, m.layers));

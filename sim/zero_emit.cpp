@@ -36,23 +36,32 @@ bool is_norm(Op op) { return op == Op::norm1 || op == Op::norm2 || op == Op::fin
 
 void Builder::plan_buckets() {
   // reverse parameter order: the order in which the backward completes gradients when a strategy
-  // calls the *_grads_ready points in data order (Megatron-LM builds its buckets the same way)
+  // calls the *_grads_ready points in data order (Megatron-LM builds its buckets the same way).
+  // A pipeline stage (ZeRO-1) holds model chunks: each is a DDP instance of its own in Megatron-LM,
+  // with its own buckets, the last chunk's first (the backward reaches it first).
   std::vector<std::pair<TensorId, TensorId>> order;  // (gradient, weight)
-  if (!m_.tied_embeddings) order.emplace_back(d_head_, w_head_);
-  for (int l = m_.layers - 1; l >= 0; --l) {
-    const auto& w = lw_[l];
-    if (l == m_.layers - 1) order.emplace_back(d_fnorm_, w_fnorm_);
-    else order.emplace_back(lw_[l + 1].d_norm1, lw_[l + 1].norm1);
-    order.insert(order.end(), {{w.d_fc2, w.fc2}, {w.d_fc1, w.fc1}, {w.d_norm2, w.norm2}, {w.d_out, w.out}, {w.d_qkv, w.qkv}});
+  std::vector<std::size_t> chunk_end;                // per chunk: the end of its entries in order
+  for (auto ch = chunks_.rbegin(); ch != chunks_.rend(); ++ch) {
+    // the head: its own matrix unless the embedding on this rank is the head (tied embeddings)
+    if (ch->end == m_.layers && !(m_.tied_embeddings && stage_first_)) order.emplace_back(d_head_, w_head_);
+    for (int l = ch->end - 1; l >= ch->first; --l) {
+      const auto& w = lw_[l];
+      if (l == m_.layers - 1) order.emplace_back(d_fnorm_, w_fnorm_);
+      else if (l + 1 < ch->end) order.emplace_back(lw_[l + 1].d_norm1, lw_[l + 1].norm1);
+      order.insert(order.end(), {{w.d_fc2, w.fc2}, {w.d_fc1, w.fc1}, {w.d_norm2, w.norm2}, {w.d_out, w.out}, {w.d_qkv, w.qkv}});
+    }
+    order.emplace_back(lw_[ch->first].d_norm1, lw_[ch->first].norm1);
+    if (ch->first == 0) {
+      if (m_.position == Position::learned) order.emplace_back(d_pos_, w_pos_);
+      order.emplace_back(d_emb_, w_emb_);
+    }
+    chunk_end.push_back(order.size());
   }
-  order.emplace_back(lw_[0].d_norm1, lw_[0].norm1);
-  if (m_.position == Position::learned) order.emplace_back(d_pos_, w_pos_);
-  order.emplace_back(d_emb_, w_emb_);
 
   // where the forward first reads a weight: -1 embedding, l its layer, L the final norm and head
   auto first_use = [&](TensorId w) {
     const auto& t = g_.tensors[w];
-    if (w == w_emb_ || (m_.position == Position::learned && w == w_pos_)) return -1;
+    if (stage_first_ && (w == w_emb_ || (m_.position == Position::learned && w == w_pos_))) return -1;
     return t.layer >= 0 ? static_cast<int>(t.layer) : m_.layers;
   };
   bucket_of_.assign(g_.tensors.size(), -1);
@@ -74,10 +83,18 @@ void Builder::plan_buckets() {
   } else {
     const double bucket_bytes = p_.dp_bucket_mb * 1e6;
     buckets_.emplace_back();
-    for (const auto& [dw, w] : order) {
+    std::size_t next_chunk = 0;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const auto& [dw, w] = order[i];
       if (buckets_.back().full) buckets_.emplace_back();
       add_to(buckets_.back(), dw, w);
       if (static_cast<double>(buckets_.back().params) * 4.0 >= bucket_bytes) buckets_.back().full = true;
+      // a model chunk's last bucket: complete with it (pipelined; the whole model's last bucket
+      // without pipelining waits for finish(), as before)
+      if (i + 1 == chunk_end[next_chunk]) {
+        if (p_.pp > 1) buckets_.back().full = true;
+        ++next_chunk;
+      }
     }
   }
   if (buckets_.size() > static_cast<std::size_t>(std::numeric_limits<std::int16_t>::max()))
@@ -125,6 +142,15 @@ void Builder::flush_bucket(int bi) {
     return;
   }
   t.once_per_step = !p_.shards_gradients();
+  // tied embeddings across pipeline stages: the embedding group's sum first, while the bucket's
+  // full gradient still exists (summing before or after the reduce-scatter gives the same shard)
+  if (embd_group_ && !embd_reduced_) {
+    const TensorId d = stage_first_ ? d_emb_ : d_head_;
+    if (std::find(b.grads.begin(), b.grads.end(), d) != b.grads.end()) {
+      emit_embedding_grads();
+      embd_reduced_ = true;
+    }
+  }
   // sequence parallelism: a bucket's norm-weight gradients are summed over TP before they are
   // sharded (Megatron-LM sums them in place in its gradient buffer after the reduction; the sum is
   // linear, so summing first gives the same shard)

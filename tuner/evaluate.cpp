@@ -25,6 +25,11 @@ std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
   return most;
 }
 
+std::int64_t stage_optimizer_params(const sim::ModelSpec& m, const sim::Plan& p, int stage) {
+  const std::int64_t n = stage_params(m, p, stage);
+  return p.shards_optimizer() && p.dp > 1 ? (n + p.dp - 1) / p.dp : n;
+}
+
 namespace {
 /// Parameters the optimizer steps on this rank: its ZeRO shard (padding aside) or all of them.
 std::int64_t optimizer_params(const sim::ModelSpec& m, const sim::Plan& p) {
@@ -58,7 +63,7 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
       std::int64_t layers = 0;
       for (int c = 0; c < p.vp; ++c) layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
       const std::int64_t per_mb = layer_ps * layers + (r == p.pp - 1 ? head_ps : 0);
-      const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = stage_params(model_, p, r)}).time.ps;
+      const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = stage_optimizer_params(model_, p, r)}).time.ps;
       most = std::max(most, static_cast<double>(per_mb * p.grad_accum_steps() + opt));
     }
     return Duration::from_ps(static_cast<std::int64_t>(std::floor(most / eff)));

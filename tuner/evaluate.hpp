@@ -22,6 +22,9 @@ using common::Duration;
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
 /// @brief Parameters pipeline stage `stage` holds (sim::Shapes::stage_params of its chunks).
 std::int64_t stage_params(const sim::ModelSpec& m, const sim::Plan& p, int stage);
+/// @brief Parameters the optimizer of pipeline stage `stage` steps: its ZeRO-1 shard (1/dp, rounded
+/// up; bucket padding aside) or all of stage_params.
+std::int64_t stage_optimizer_params(const sim::ModelSpec& m, const sim::Plan& p, int stage);
 
 /// @brief A step predicted from two simulations of the model cut to `short_layers` and
 /// `short_layers + 1` layers, extrapolated linearly to the model's layer count: the layers of a

@@ -108,9 +108,10 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
       end = std::max(end, b);
       // the first micro-batch's passes: the data-parallel reduction runs during the last one's backward
       const bool first_micro = task.micro <= 0;
-      if (s == 0 && (task.once_per_step || first_micro))
-        (task.once_per_step ? o.streams_once : o.streams_mb)[task.stream].busy += tl[i].end - tl[i].start;
-      if (s == 0 && g.on_compute(i) && (task.once_per_step || first_micro)) (task.once_per_step ? o.compute_once : o.compute_mb) += b - a;
+      // once per step: the DP reduction and optimizer, and ZeRO-1's parameter gathers at its start
+      const bool once = task.once_per_step || task.step_start;
+      if (s == 0 && (once || first_micro)) (once ? o.streams_once : o.streams_mb)[task.stream].busy += tl[i].end - tl[i].start;
+      if (s == 0 && g.on_compute(i) && (once || first_micro)) (once ? o.compute_once : o.compute_mb) += b - a;
       const bool fwd = task.phase == sim::Phase::fwd;
       if (!task.once_per_step && task.model_chunk >= 0 && !fwd && task.op != sim::Op::pipe && g.on_compute(i)) last_bwd = std::max(last_bwd, b);
       if (task.once_per_step || task.model_chunk < 0 || !first_micro) continue;
@@ -219,7 +220,7 @@ Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b
       W += C(c * p.pp + r);
       layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
     }
-    const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_params(model_, p, r)}, p.stack).ps);
+    const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_optimizer_params(model_, p, r)}, p.stack).ps);
     best = std::max({best, below + m * W + opt, m * b.host_layer_ps * layers});
     below += C(r);
   }
