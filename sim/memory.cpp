@@ -154,7 +154,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& 
   return r;
 }
 
-double saved_activation_bytes(const StepGraph& g) {
+std::vector<char> saved_activations(const StepGraph& g) {
   std::vector<char> written(g.tensors.size(), 0), read_later(g.tensors.size(), 0);
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const Task& t = g.tasks[i];
@@ -163,9 +163,16 @@ double saved_activation_bytes(const StepGraph& g) {
     if (t.phase != Phase::fwd || t.recompute)
       for (TensorId x : g.inputs(i)) read_later[x] = 1;
   }
+  for (std::size_t x = 0; x < g.tensors.size(); ++x)
+    written[x] = written[x] && read_later[x] && g.tensors[x].role == TensorRole::activation;
+  return written;
+}
+
+double saved_activation_bytes(const StepGraph& g) {
+  const auto saved = saved_activations(g);
   double bytes = 0;
   for (std::size_t x = 0; x < g.tensors.size(); ++x)
-    if (written[x] && read_later[x] && g.tensors[x].role == TensorRole::activation) bytes += g.tensors[x].bytes();
+    if (saved[x]) bytes += g.tensors[x].bytes();
   return bytes;
 }
 

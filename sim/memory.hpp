@@ -20,6 +20,7 @@
 // A pipeline stage plugs in through MemoryStage: which layers it holds, whether it holds the
 // embedding and the head, and how many micro-batches' activations it keeps at once.
 #pragma once
+#include <vector>
 #include <cstdint>
 
 #include "hardware/cluster.hpp"
@@ -74,8 +75,11 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSp
 /// (probabilities or log-sum-exp), FC1's output and the activation's output; summed over row slices.
 double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
 
-/// @brief From a graph: bytes of the activation tensors a forward task (not a recompute) writes and
-/// a backward or recompute task reads - what stays allocated from the forward to the backward.
+/// @brief From a graph, per tensor: 1 where an activation tensor is written by a forward task (not a
+/// recompute) and read by a backward or recompute task - what stays allocated from the forward to
+/// the backward; 0 elsewhere.
+std::vector<char> saved_activations(const StepGraph& g);
+/// @brief The bytes of saved_activations.
 double saved_activation_bytes(const StepGraph& g);
 /// @brief From a graph: bytes of the activations recompute tasks write that backward tasks read, for
 /// the largest recomputed chunk (full: the chunk of the first layer it holds; selective: a layer),

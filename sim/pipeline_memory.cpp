@@ -42,38 +42,69 @@ std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int sta
   return out;
 }
 
+/// estimate_memory of MemoryStages of one plan, each shape computed once: a plan's stages and
+/// chunks repeat the same few (interior chunks alike; the embedding's, the head's), and the tuner
+/// asks for the worst stage of tens of thousands of plans.
+class StageMemo {
+ public:
+  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : m_(m), c_(c), p_(p) {}
+  const MemoryEstimate& operator()(const MemoryStage& st) {
+    for (const auto& [k, v] : seen_)
+      if (k.layers == st.layers && k.embedding == st.embedding && k.head == st.head && k.in_flight == st.in_flight) return v;
+    seen_.emplace_back(st, estimate_memory(m_, c_, p_, st));
+    return seen_.back().second;
+  }
+
+ private:
+  const ModelSpec& m_;
+  const hardware::ClusterSpec& c_;
+  const Plan& p_;
+  std::vector<std::pair<MemoryStage, MemoryEstimate>> seen_;
+};
+
 /// The closed form for the whole stage, its activations from `chunk_bytes` (per chunk, one pass)
 /// times the schedule's peak in-flight passes.
-MemoryEstimate stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, int stage,
-                            const std::vector<MemoryStage>& chunks, const std::vector<double>& chunk_bytes) {
+MemoryEstimate stage_memory(StageMemo& memo, const Plan& p, int stage, const std::vector<MemoryStage>& chunks,
+                            const std::vector<double>& chunk_bytes) {
   MemoryStage whole{.layers = 0, .embedding = false, .head = false, .in_flight = 1};
   for (const auto& ch : chunks) {
     whole.layers += ch.layers;
     whole.embedding |= ch.embedding;
     whole.head |= ch.head;
   }
-  MemoryEstimate r = estimate_memory(m, c, p, whole);
+  MemoryEstimate r = memo(whole);
   r.recomputed = 0;
-  for (const auto& ch : chunks) r.recomputed = std::max(r.recomputed, estimate_memory(m, c, p, ch).recomputed);
+  for (const auto& ch : chunks) r.recomputed = std::max(r.recomputed, memo(ch).recomputed);
+  if (p.vp == 1 && p.schedule == PipelineSchedule::one_f_one_b) {  // frontier's closed form, without its lock
+    r.activations = std::min(p.pp - stage, p.grad_accum_steps()) * chunk_bytes[0];
+    return r;
+  }
   const auto peak = peak_in_flight(frontier(p, stage), chunk_bytes);
   r.activations = 0;
   for (std::size_t k = 0; k < chunk_bytes.size(); ++k) r.activations += peak[k] * chunk_bytes[k];
   return r;
 }
 
+MemoryEstimate stage_memory(StageMemo& memo, const ModelSpec& m, const Plan& p, int stage) {
+  const auto chunks = chunk_stages(m, p, stage);
+  std::vector<double> bytes;
+  bytes.reserve(chunks.size());
+  for (const auto& ch : chunks) bytes.push_back(memo(ch).activations);
+  return stage_memory(memo, p, stage, chunks, bytes);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, int stage) {
-  const auto chunks = chunk_stages(m, p, stage);
-  std::vector<double> bytes;
-  for (const auto& ch : chunks) bytes.push_back(estimate_memory(m, c, p, ch).activations);
-  return stage_memory(m, c, p, stage, chunks, bytes);
+  StageMemo memo(m, c, p);
+  return stage_memory(memo, m, p, stage);
 }
 
 MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
-  MemoryEstimate worst = estimate_stage_memory(m, c, p, 0);
+  StageMemo memo(m, c, p);
+  MemoryEstimate worst = stage_memory(memo, m, p, 0);
   for (int s = 1; s < p.pp; ++s) {
-    MemoryEstimate e = estimate_stage_memory(m, c, p, s);
+    MemoryEstimate e = stage_memory(memo, m, p, s);
     if (e.total() > worst.total()) worst = e;
   }
   return worst;
@@ -82,22 +113,15 @@ MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpe
 MemoryEstimate estimate_stage_memory(const StepGraph& g, const hardware::ClusterSpec& c) {
   const Plan& p = g.plan;
   // saved activations of one pass per chunk: micro-batch 0's (every micro-batch saves the same)
-  std::vector<char> written(g.tensors.size(), 0), read_later(g.tensors.size(), 0);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    const Task& t = g.tasks[i];
-    if (t.phase == Phase::fwd && !t.recompute)
-      for (TensorId x : g.outputs(i)) written[x] = 1;
-    if (t.phase != Phase::fwd || t.recompute)
-      for (TensorId x : g.inputs(i)) read_later[x] = 1;
-  }
+  const auto saved = saved_activations(g);
   std::vector<double> bytes(static_cast<std::size_t>(p.vp), 0.0);
   for (std::size_t x = 0; x < g.tensors.size(); ++x) {
     const auto& t = g.tensors[x];
-    if (written[x] && read_later[x] && t.role == TensorRole::activation && t.micro == 0 && t.model_chunk >= 0)
-      bytes[static_cast<std::size_t>(t.model_chunk)] += t.bytes();
+    if (saved[x] && t.micro == 0 && t.model_chunk >= 0) bytes[static_cast<std::size_t>(t.model_chunk)] += t.bytes();
   }
   const int stage = pipeline_position(p, g.rank).stage;
-  return stage_memory(g.model, c, p, stage, chunk_stages(g.model, p, stage), bytes);
+  StageMemo memo(g.model, c, p);
+  return stage_memory(memo, p, stage, chunk_stages(g.model, p, stage), bytes);
 }
 
 }  // namespace sim
