@@ -68,19 +68,23 @@ void run_tune(const TuneFlags& f) {
   std::vector<tuner::SaverRow> savers;
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
-    savers = tuner::explain_savers(ev, best.plan);
-    why.emplace_back("best", tuner::explain_plan(ev, best.plan));
-    // the runner-up: the best plan with another layout (tp, micro-batch, SP, strategy, slices), not
-    // just another bucket size or row axis
+    savers = tuner::explain_savers(ev, best.plan, f.threads);
+    // the plans explained: the best, the runner-up (the best plan with another layout - tp,
+    // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
+    // their timelines simulated in parallel
+    std::vector<std::pair<std::string, const sim::Plan*>> explained{{"best", &best.plan}};
     auto layout = [](const sim::Plan& q) {
       return std::tuple(q.tp, q.pp, q.vp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices);
     };
     for (std::size_t i = 1; i < r.top.size(); ++i)
       if (layout(r.top[i].plan) != layout(best.plan) || i + 1 == r.top.size()) {
-        why.emplace_back("runner-up", tuner::explain_plan(ev, r.top[i].plan));
+        explained.emplace_back("runner-up", &r.top[i].plan);
         break;
       }
-    if (r.baseline && r.baseline->index != best.index) why.emplace_back("baseline", tuner::explain_plan(ev, r.baseline->plan));
+    if (r.baseline && r.baseline->index != best.index) explained.emplace_back("baseline", &r.baseline->plan);
+    why.resize(explained.size());
+    tuner::parallel_for(explained.size(), f.threads,
+                        [&](std::size_t i) { why[i] = {explained[i].first, tuner::explain_plan(ev, *explained[i].second)}; });
   }
   if (f.json) {
     auto j = tuner::search_json(r, cluster, ranges);

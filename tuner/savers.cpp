@@ -4,10 +4,11 @@
 
 #include "common/table.hpp"
 #include "sim/strategy.hpp"
+#include "tuner/search.hpp"
 
 namespace tuner {
 
-std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p) {
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads) {
   std::vector<sim::Plan> variants;
   std::vector<std::string> names;
   auto add = [&](const sim::Plan& q, std::string name) {
@@ -23,7 +24,7 @@ std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p) {
     if (rc == sim::Recompute::full && p.recompute == rc && !(p.recompute_method == q.recompute_method && p.recompute_layers == 1))
       add(p, fmt::format("recompute full, {} {}", sim::to_string(p.recompute_method), p.recompute_layers));
   }
-  if (p.dp > 1 && p.pp == 1)  // ZeRO with pipeline parallelism is refused (sim::check_plan)
+  if (p.dp > 1)  // ZeRO-2/3 with pipeline parallelism: a row that says why it is refused (sim::check_plan)
     for (int z = 0; z <= sim::kMaxZeroStage; ++z) {
       sim::Plan q = p;
       q.zero = z;
@@ -45,14 +46,23 @@ std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p) {
       continue;
     }
     r.memory = sim::estimate_memory(ev.model(), ev.cluster(), variants[i]);
-    bool known = false;  // the same plan under another row's name (the plan's own setting of each saver)
-    for (std::size_t j = 0; j < i && !known; ++j)
-      if (!rows[j].invalid && rows[j].plan == variants[i]) {
-        r.step_time = rows[j].step_time;
-        known = true;
-      }
-    if (!known) r.step_time = ev.simulate(variants[i]).step_time;
   }
+  // each distinct valid plan simulated once (a row may be the plan under its own setting of a
+  // saver), the simulations in parallel
+  std::vector<std::size_t> first(variants.size()), distinct;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    first[i] = i;
+    if (!!rows[i].invalid) continue;
+    for (std::size_t j = 0; j < i; ++j)
+      if (!rows[j].invalid && variants[j] == variants[i]) {
+        first[i] = j;
+        break;
+      }
+    if (first[i] == i) distinct.push_back(i);
+  }
+  parallel_for(distinct.size(), threads, [&](std::size_t k) { rows[distinct[k]].step_time = ev.simulate(variants[distinct[k]]).step_time; });
+  for (std::size_t i = 0; i < variants.size(); ++i)
+    if (!rows[i].invalid && first[i] != i) rows[i].step_time = rows[first[i]].step_time;
   return rows;
 }
 

@@ -21,9 +21,10 @@ struct SaverRow {
 };
 
 /// @brief `p` with each setting of recompute (none, selective, full over every layer, and its own
-/// if it is a block), ZeRO stage (0..3, at dp > 1 and pp 1) and attention kernel varied alone; each variant
-/// simulated whole (sim::Engine) and priced by the memory model. Rows in that order.
-std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p);
+/// if it is a block), ZeRO stage (0..3, at dp > 1; with pp > 1 stages 2 and 3 are rows that say why
+/// they are refused) and attention kernel varied alone; each distinct variant simulated whole
+/// (sim::Engine) on `threads` threads (0: all cores) and priced by the memory model. Rows in that order.
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads = 0);
 /// @brief The rows as a table: step time and memory, and their difference from the plan's own.
 std::string savers_table(const std::vector<SaverRow>& rows);
 nlohmann::json savers_json(const std::vector<SaverRow>& rows);

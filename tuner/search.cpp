@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <unordered_map>
 
 #include "sim/strategy.hpp"
 
@@ -47,6 +48,35 @@ namespace {
 
 constexpr std::size_t kRound = 64;
 
+/// The plan with its memory savers reset (ZeRO 0, no recompute): the key of the dominance groups.
+sim::Plan saver_free(const sim::Plan& p) {
+  sim::Plan q = p;
+  q.zero = 0;
+  q.recompute = sim::Recompute::none;
+  q.recompute_method = sim::RecomputeMethod::uniform;
+  q.recompute_layers = 1;
+  return q;
+}
+
+/// A hash of every Plan field (sim::Plan::operator== decides equality).
+struct SaverFreeHash {
+  std::size_t operator()(const sim::Plan& p) const {
+    std::size_t h = 1469598103934665603ull;
+    auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    for (int v : {p.tp, p.dp, p.pp, p.vp, static_cast<int>(p.schedule), static_cast<int>(p.p2p_overlap), p.micro_batch, p.global_batch,
+                  static_cast<int>(p.dtype), static_cast<int>(p.sequence_parallel), p.row_slices, static_cast<int>(p.row_axis), p.col_slices,
+                  static_cast<int>(p.stack), static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers, p.zero,
+                  static_cast<int>(p.overlap_grad_reduce), static_cast<int>(p.overlap_param_gather), static_cast<int>(p.attention),
+                  static_cast<int>(p.stack_attention)})
+      mix(static_cast<std::uint64_t>(v));
+    mix(static_cast<std::uint64_t>(p.seq_len));
+    mix(std::hash<double>{}(p.dp_bucket_mb));
+    mix(std::hash<const void*>{}(p.strategy));
+    for (int v : p.pipeline_layers) mix(static_cast<std::uint64_t>(v));
+    return h;
+  }
+};
+
 struct Candidate {
   std::size_t index;
   Duration bound;
@@ -65,23 +95,30 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   SearchResult res;
   res.threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const Evaluator ev(model, cluster, cost);
-  std::vector<sim::Plan> plans = enumerate_plans(model, cluster, space);
-  res.considered = plans.size();
 
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
   // the example of a memory refusal is the plan closest to fitting (smallest excess; first on ties)
   double closest = std::numeric_limits<double>::infinity();
-  auto refuse = [&](std::size_t i, sim::Infeasibility r, std::string msg, double over = 0) {
+  auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, std::string msg, double over = 0) {
     auto& f = refused[static_cast<int>(r)];
     const bool better = r == sim::Infeasibility::memory && over < closest;
     if (f.count++ == 0 || better) {
       f.reason = r;
-      f.example = plans[i];
+      f.example = p;
       f.message = std::move(msg);
       if (r == sim::Infeasibility::memory) closest = over;
     }
     ++res.infeasible;
   };
+  // ---- feasibility: shapes (check_plan) as the space is enumerated - only the plans that pass are
+  // kept (most of a large space is refused here) - then memory (closed form, sim/memory.hpp)
+  std::vector<sim::Plan> plans;
+  enumerate_plans(model, cluster, space, [&](const sim::Plan& p) {
+    ++res.considered;
+    if (auto prob = sim::check_plan(model, cluster, p)) refuse(p, prob->reason, std::move(prob->message));
+    else plans.push_back(p);
+  });
+  const std::size_t enumerated = res.considered;
   auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
     // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
     return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
@@ -91,39 +128,26 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                        cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
   };
 
-  // ---- feasibility: shapes (check_plan), then memory (closed form, sim/memory.hpp)
-  std::vector<char> ok(plans.size(), 0);
   std::vector<sim::MemoryEstimate> mem(plans.size());
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    if (auto prob = sim::check_plan(model, cluster, plans[i])) {
-      refuse(i, prob->reason, prob->message);
-      continue;
-    }
-    ok[i] = 1;
-  }
-  parallel_for(plans.size(), res.threads, [&](std::size_t i) {
-    if (ok[i]) mem[i] = sim::estimate_memory(model, cluster, plans[i]);
-  });
+  parallel_for(plans.size(), res.threads, [&](std::size_t i) { mem[i] = sim::estimate_memory(model, cluster, plans[i]); });
   // Memory savers only cost time where a plan fits without them. Among plans alike but for them
   // (same layout, strategy, knobs, kernel, buckets): with a ZeRO stage and recompute mode that
   // fits, more recompute (none < selective < full) at that stage, and a higher stage >= 2 at that
   // recompute mode, are dominated (ZeRO-2 reduce-scatters every micro-batch what ZeRO-1 does once,
   // ZeRO-3 adds the gathers); full recompute of every layer gives way to the fewest layers that
   // fit (block method), which the search adds.
-  auto group_key = [](const sim::Plan& p) {
-    sim::Plan q = p;
-    q.zero = 0;
-    q.recompute = sim::Recompute::none;
-    q.recompute_method = sim::RecomputeMethod::uniform;
-    q.recompute_layers = 1;
-    return sim::describe(q) + fmt::format(" b{:g}", q.dp_bucket_mb);
-  };
-  std::map<std::string, std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < plans.size(); ++i)
-    if (ok[i]) groups[group_key(plans[i])].push_back(i);
+  // groups: plans equal once ZeRO and recompute are reset, in order of their first member
+  std::unordered_map<sim::Plan, std::size_t, SaverFreeHash> group_of;
+  std::vector<std::vector<std::size_t>> groups;
+  group_of.reserve(plans.size());
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const auto [it, fresh] = group_of.try_emplace(saver_free(plans[i]), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
   std::vector<char> dominated(plans.size(), 0);
-  const std::size_t enumerated = plans.size();
-  for (auto& [key, members] : groups) {
+  const std::size_t plans_checked = plans.size();  // the block-recompute plans added below are considered too
+  for (auto& members : groups) {
     // fits[zero][recompute]
     std::array<std::array<int, 3>, sim::kMaxZeroStage + 1> fit{};
     for (auto& row : fit) row.fill(-1);
@@ -153,18 +177,16 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       if (lo >= model.layers) continue;
       q.recompute_layers = lo;
       plans.push_back(q);
-      ok.push_back(1);
       mem.push_back(sim::estimate_memory(model, cluster, q));
       dominated.push_back(0);
       dominated[i] = 1;  // the same plan recomputing more layers
     }
   }
-  res.considered = plans.size();
+  res.considered = enumerated + (plans.size() - plans_checked);
   std::vector<Candidate> cand;
   for (std::size_t i = 0; i < plans.size(); ++i) {
-    if (!ok[i]) continue;
     if (!mem[i].fits()) {
-      refuse(i, sim::Infeasibility::memory, memory_message(plans[i], mem[i]), mem[i].over());
+      refuse(plans[i], sim::Infeasibility::memory, memory_message(plans[i], mem[i]), mem[i].over());
       continue;
     }
     if (dominated[i]) {
@@ -173,7 +195,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     }
     cand.push_back({i, Duration{}});
   }
-  (void)enumerated;
   parallel_for(cand.size(), res.threads, [&](std::size_t c) { cand[c].bound = ev.compute_lower_bound(plans[cand[c].index]); });
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
     return a.bound != b.bound ? a.bound < b.bound : a.index < b.index;

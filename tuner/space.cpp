@@ -9,6 +9,13 @@ namespace tuner {
 int default_global_batch(const hardware::ClusterSpec& c) { return 8 * c.total_gpus(); }
 
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s) {
+  std::vector<sim::Plan> out;
+  enumerate_plans(m, c, s, [&](const sim::Plan& p) { out.push_back(p); });
+  return out;
+}
+
+void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s,
+                     const std::function<void(const sim::Plan&)>& visit) {
   const int gpus = c.total_gpus();
   const int gb = s.global_batch > 0 ? s.global_batch : default_global_batch(c);
   std::vector<int> tps = s.tp;
@@ -23,7 +30,6 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
   const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
   if (kernels.empty())
     for (auto k : sim::attention_choices(own)) kernels.push_back(k);
-  std::vector<sim::Plan> out;
   for (int tp : tps) {
     std::vector<int> pps = s.pp;
     if (pps.empty())
@@ -62,7 +68,8 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
               for (const auto att : kernels) {
                 if (sim::attention_unsupported(c, att, p.dtype)) continue;
                 p.attention = att;
-                const std::vector<int> zs = dp == 1 || pp > 1 ? std::vector<int>{0} : s.zero;  // ZeRO shards over dp ranks; not simulated with pp > 1 (check_plan)
+                // ZeRO shards over dp ranks; ZeRO-2/3 with pp > 1 are enumerated and refused (check_plan)
+                const std::vector<int> zs = dp == 1 ? std::vector<int>{0} : s.zero;
                 for (int zero : zs) {
                   p.zero = zero;
                   for (const auto rc : s.recompute) {
@@ -72,7 +79,7 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
                     for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
                       if (dp == 1 && b > 0) continue;
                       p.dp_bucket_mb = s.dp_bucket_mb[b];
-                      out.push_back(p);
+                      visit(p);
                     }
                   }
                 }
@@ -97,7 +104,6 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
       }
     }
   }
-  return out;
 }
 
 }  // namespace tuner

@@ -2,6 +2,7 @@
 //          enumerate_plans
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,8 +37,8 @@ struct SearchSpace {
   /// Attention kernels; empty: the stack's (host.stacks.<stack>.attention) and flash, or unfused
   /// when the stack's is flash (sim::attention_choices).
   std::vector<hardware::AttentionKernel> attention;
-  /// ZeRO stages (tried at dp > 1 and pp 1 only - check_plan refuses ZeRO with pipeline parallelism;
-  /// stage 0 otherwise).
+  /// ZeRO stages, tried at dp > 1 (stage 0 otherwise); with pp > 1 check_plan refuses stages 2 and
+  /// 3 (counted as refused, with the reason).
   std::vector<int> zero{0, 1, 2, 3};
   /// Recompute modes; full as uniform over single layers (Megatron-LM's usual
   /// --recompute-method uniform --recompute-num-layers 1).
@@ -59,5 +60,9 @@ int default_global_batch(const hardware::ClusterSpec& c);
 /// not apply (Knob::applies: a row axis at one row slice) beyond its first value, bucket sizes at
 /// dp 1 (no gradient reduction), vp > 1 without pipelining. Knobs of other strategies stay neutral.
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s);
+/// @brief The same plans in the same order, each handed to `visit` instead of stored (the search
+/// keeps only the feasible ones: most of a large space is refused by its shapes).
+void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s,
+                     const std::function<void(const sim::Plan&)>& visit);
 
 }  // namespace tuner
