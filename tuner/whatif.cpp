@@ -1,15 +1,22 @@
 #include "tuner/whatif.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 #include "hardware/cost_model.hpp"
 #include "common/table.hpp"
 #include "tuner/report.hpp"
@@ -62,34 +69,39 @@ SweepAxis parse_sweep(const std::string& arg) {
 
 namespace {
 
-double positive_number(const std::string& key, const std::string& v) {
+namespace lim = common::limits;
+
+/// A finite number in (0, hi]; strtod accepts "inf", "nan" and "1e999", which are refused here.
+double positive_number(const std::string& key, const std::string& v, double hi) {
   char* end = nullptr;
+  errno = 0;
   const double x = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || !(x > 0)) throw common::ConfigError("--sweep", key, fmt::format("expected a positive number, got '{}'", v));
+  if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || !(x > 0) || !(x <= hi))
+    throw common::ConfigError("--sweep", key, fmt::format("expected a positive number up to {}, got '{}'", hi, v));
   return x;
 }
 
-int positive_int(const std::string& key, const std::string& v) {
-  const double x = positive_number(key, v);
-  if (x != static_cast<double>(static_cast<int>(x))) throw common::ConfigError("--sweep", key, fmt::format("expected a positive integer, got '{}'", v));
-  return static_cast<int>(x);
+int positive_int(const std::string& key, const std::string& v, std::int64_t hi) {
+  const double x = positive_number(key, v, static_cast<double>(hi));
+  if (x != std::floor(x)) throw common::ConfigError("--sweep", key, fmt::format("expected a positive integer up to {}, got '{}'", hi, v));
+  return static_cast<int>(x);  // in (0, hi] and integral: the conversion is exact
 }
 
 }  // namespace
 
 void apply_setting(hardware::ClusterSpec& c, SearchSpace& s, const std::string& key, const std::string& v) {
-  if (key == "nvlink_gb_per_s") c.node.nvlink_bytes_per_s = positive_number(key, v) * 1e9;
-  else if (key == "nic_gbit_per_s") c.network.nic_bytes_per_s = positive_number(key, v) * 1e9 / 8.0;
-  else if (key == "nics_per_node") c.network.nics_per_node = positive_int(key, v);
-  else if (key == "latency_us") c.network.latency = Duration::from_us(positive_number(key, v));
-  else if (key == "nodes") c.nodes = positive_int(key, v);
-  else if (key == "hbm_gb") c.gpu.hbm_capacity_bytes = positive_number(key, v) * 1e9;
-  else if (key == "seq_len") s.seq_len = positive_int(key, v);
-  else if (key == "global_batch") s.global_batch = positive_int(key, v);
+  if (key == "nvlink_gb_per_s") c.node.nvlink_bytes_per_s = positive_number(key, v, lim::kMaxGbPerS) * 1e9;
+  else if (key == "nic_gbit_per_s") c.network.nic_bytes_per_s = positive_number(key, v, lim::kMaxGbPerS) * 1e9 / 8.0;
+  else if (key == "nics_per_node") c.network.nics_per_node = positive_int(key, v, lim::kMaxNicsPerNode);
+  else if (key == "latency_us") c.network.latency = Duration::from_us(positive_number(key, v, lim::kMaxMicroseconds));
+  else if (key == "nodes") hardware::set_nodes(c, positive_int(key, v, lim::kMaxNodes), "--sweep nodes=" + v);
+  else if (key == "hbm_gb") c.gpu.hbm_capacity_bytes = positive_number(key, v, lim::kMaxHbmGb) * 1e9;
+  else if (key == "seq_len") s.seq_len = positive_int(key, v, lim::kMaxSeqLen);
+  else if (key == "global_batch") s.global_batch = positive_int(key, v, lim::kMaxGlobalBatch);
   else if (key == "cluster") {
     const int nodes = c.nodes;
     c = hardware::load_cluster(v);
-    c.nodes = nodes;
+    hardware::set_nodes(c, nodes, "--sweep cluster=" + v);
   } else throw common::ConfigError("--sweep", key, "unknown key");
 }
 
@@ -209,6 +221,66 @@ nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points) {
   return out;
 }
 
+namespace {
+
+/// The gnuplot script: fixed text. Everything that varies reaches it as a string argument of
+/// `gnuplot -c SCRIPT ARG1 ... ARG8` (never parsed as gnuplot commands) or as a column of the data
+/// file: ARG1 output file, ARG2 png | svg, ARG3 title, ARG4 x label, ARG5 data file,
+/// ARG6 "1" for a numeric x axis, ARG7 "1" for a log2 x axis, ARG8 / ARG9 the x range.
+constexpr const char* kPlotScript = R"(# slicetune whatif chart (fixed template; see tuner/whatif.cpp)
+if (ARG2 eq "png") { set terminal pngcairo size 1000,620 enhanced font 'Sans,11' } else { set terminal svg size 1000,620 enhanced font 'Sans,11' background rgb 'white' }
+set output ARG1
+set title ARG3 noenhanced
+set xlabel ARG4 noenhanced
+set ylabel 'throughput (thousand tokens/s, whole cluster)'
+set grid
+set key bottom right box opaque
+set yrange [0:*]
+set datafile separator "\t"
+set datafile missing "NaN"
+if (ARG6 eq "1") { set xtics noenhanced } else { set xtics noenhanced rotate by -30 }
+if (ARG7 eq "1") { set logscale x 2 }
+set xrange [0 + ARG8 : 0 + ARG9]
+plot ARG5 using 1:2:xtic(4) with linespoints lw 2 pt 7 title 'baseline: best Megatron plan (no overlap)', \
+     ARG5 using 1:3 with linespoints lw 2 pt 5 title 'tuned: best plan (slicetune tune)'
+)";
+
+/// Text gnuplot shows as-is: control characters (tabs and newlines would split the data file's
+/// columns and rows) become spaces; in a data column a double quote would start a quoted field,
+/// so it becomes two single quotes there.
+std::string printable(const std::string& s, bool data_column) {
+  std::string out;
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += ' ';
+    else if (c == '"' && data_column) out += "''";
+    else out += c;
+  }
+  return out;
+}
+
+/// Runs `argv` without a shell (posix_spawn), stdout to /dev/null and stderr to `err_path`;
+/// returns the exit status (-1 when it could not start or ended by a signal).
+int run_program(const std::vector<std::string>& argv, const std::string& err_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
 void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& title, const std::string& path) {
 #ifndef SLICETUNE_GNUPLOT
   (void)points;
@@ -217,78 +289,69 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
 #else
   namespace fs = std::filesystem;
   const std::string ext = fs::path(path).extension().string();
-  std::string terminal;
-  if (ext == ".png") terminal = "pngcairo size 1000,620 enhanced font 'Sans,11'";
-  else if (ext == ".svg") terminal = "svg size 1000,620 enhanced font 'Sans,11' background rgb 'white'";
-  else throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
+  if (ext != ".png" && ext != ".svg") throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
   if (points.empty() || points.front().settings.empty()) throw common::ConfigError("--plot", "", "nothing to plot: no sweep");
   // x axis: the value of a single numeric key; otherwise one tick per point labelled key=value
   bool numeric = points.front().settings.size() == 1;
+  std::vector<double> xs;
   for (const auto& p : points) {
     char* end = nullptr;
-    std::strtod(p.settings[0].second.c_str(), &end);
-    numeric &= end && *end == '\0';
+    const double v = std::strtod(p.settings[0].second.c_str(), &end);
+    numeric &= end && *end == '\0' && std::isfinite(v);
+    xs.push_back(v);
   }
   const std::string key = points.front().settings.front().first;
   std::string xlabel = "sweep point";
   for (const auto& [k, what] : sweep_keys())
     if (k == key && numeric) xlabel = what;
   std::string data;
+  double lo = 1e300, hi = -1e300;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const auto& r = points[i].result;
     std::string label;
-    for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + k + "=" + v;
-    const std::string x = numeric ? points[i].settings[0].second : std::to_string(i);
+    for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + (numeric ? v : k + "=" + v);
+    const double x = numeric ? xs[i] : static_cast<double>(i);
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
     auto tps = [](const RankedPlan* p) { return p ? fmt::format("{:.6g}", p->report.tokens_per_s / 1e3) : std::string("NaN"); };
-    data += fmt::format("{} {} {} \"{}\"\n", x, tps(r.baseline ? &*r.baseline : nullptr), tps(r.top.empty() ? nullptr : &r.top.front()), label);
+    data += fmt::format("{}\t{}\t{}\t\"{}\"\n", x, tps(r.baseline ? &*r.baseline : nullptr), tps(r.top.empty() ? nullptr : &r.top.front()),
+                        printable(label, true));
   }
-  const fs::path dir = fs::temp_directory_path() / fmt::format("slicetune-plot-{}", ::getpid());
-  fs::create_directories(dir);
-  const std::string dat = (dir / "whatif.dat").string(), gp = (dir / "whatif.gp").string();
-  const std::string tmp_out = path + fmt::format(".tmp.{}{}", ::getpid(), ext);
-  {
-    std::ofstream(dat) << data;
-    std::ofstream s(gp);
-    s << "set terminal " << terminal << "\n"
-      << "set output '" << tmp_out << "'\n"
-      << "set title \"" << title << "\" noenhanced\n"
-      << "set xlabel \"" << xlabel << "\" noenhanced\n"
-      << "set ylabel 'throughput (thousand tokens/s, whole cluster)'\n"
-      << "set grid\nset key bottom right box opaque\nset yrange [0:*]\n"
-      << (numeric ? "set xtics noenhanced (" : "set xtics noenhanced rotate by -30 (");
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      std::string label;
-      for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + (numeric ? v : k + "=" + v);
-      s << (i ? ", " : "") << "\"" << label << "\" " << (numeric ? points[i].settings[0].second : std::to_string(i));
+  bool any = false;
+  for (const auto& p : points) any |= p.result.baseline.has_value() || !p.result.top.empty();
+  if (!any) throw common::ConfigError("--plot", "", fmt::format("nothing to draw in {}: no point of the sweep has a feasible plan", path));
+  // doublings (100, 200, 400, 800) read best on a log2 axis
+  const bool log2 = numeric && lo > 0 && hi >= 8 * lo;
+  const double x0 = !numeric ? -0.5 : log2 ? lo / 1.15 : lo - 0.05 * std::max(hi - lo, 1.0);
+  const double x1 = !numeric ? static_cast<double>(points.size()) - 0.5 : log2 ? hi * 1.15 : hi + 0.05 * std::max(hi - lo, 1.0);
+
+  // a private folder (mkdtemp: mode 0700, unpredictable name) for the script, data, output and errors
+  std::string dir_template = (fs::temp_directory_path() / "slicetune-plot-XXXXXX").string();
+  if (!::mkdtemp(dir_template.data())) throw common::ConfigError("--plot", "", fmt::format("cannot create a temporary folder: {}", std::strerror(errno)));
+  const fs::path dir = dir_template;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
     }
-    s << ")\n";
-    if (numeric) {  // doublings (100, 200, 400, 800) read best on a log2 axis
-      double lo = 1e300, hi = 0;
-      for (const auto& p : points) {
-        const double v = std::strtod(p.settings[0].second.c_str(), nullptr);
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-      if (hi >= 8 * lo) s << "set logscale x 2\nset xrange [" << lo / 1.15 << ":" << hi * 1.15 << "]\n";
-    }
-    if (!numeric) s << "set xrange [-0.5:" << points.size() - 0.5 << "]\n";
-    s << "plot '" << dat << "' using 1:2 with linespoints lw 2 pt 7 title 'baseline: best Megatron plan (no overlap)', \\\n"
-      << "     '" << dat << "' using 1:3 with linespoints lw 2 pt 5 title 'tuned: best plan (slicetune tune)'\n";
-  }
-  const std::string cmd = fmt::format("'{}' '{}' 2>'{}'", SLICETUNE_GNUPLOT, gp, (dir / "err.txt").string());
-  const int rc = std::system(cmd.c_str());
+  } cleanup{dir};
+  const std::string dat = (dir / "whatif.dat").string(), gp = (dir / "whatif.gp").string(), out = (dir / ("chart" + ext)).string(),
+                    err_path = (dir / "err.txt").string();
+  std::ofstream(dat, std::ios::binary) << data;
+  std::ofstream(gp, std::ios::binary) << kPlotScript;
+  const int rc = run_program({SLICETUNE_GNUPLOT, "-c", gp, out, ext.substr(1), printable(title, false), xlabel, dat, numeric ? "1" : "0",
+                              log2 ? "1" : "0", fmt::format("{}", x0), fmt::format("{}", x1)},
+                             err_path);
   std::string err;
   {
-    std::ifstream e(dir / "err.txt");
+    std::ifstream e(err_path);
     std::getline(e, err, '\0');
   }
-  fs::remove_all(dir);
-  if (rc != 0 || !fs::exists(tmp_out) || fs::file_size(tmp_out) == 0) {
-    std::error_code ec;
-    fs::remove(tmp_out, ec);
-    throw common::ConfigError("--plot", "", fmt::format("gnuplot failed drawing {}: {}", path, err));
-  }
-  fs::rename(tmp_out, path);
+  std::error_code ec;
+  if (rc != 0 || !fs::is_regular_file(out, ec) || fs::file_size(out, ec) == 0)
+    throw common::ConfigError("--plot", "", fmt::format("gnuplot failed drawing {} (exit {}): {}", path, rc, printable(err, false)));
+  common::write_file_atomically(path, common::read_text_file(out));
 #endif
 }
 
