@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
+#include "sim/plan_limits.hpp"
 
 namespace sim {
 
@@ -50,7 +52,7 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (p.gpus() != c.total_gpus())
     return bad(Infeasibility::gpus, "dp", fmt::format("tp x dp x pp = {} x {} x {} = {} but the cluster has {} GPUs ({} nodes x {})",
                                                       p.tp, p.dp, p.pp, p.gpus(), c.total_gpus(), c.nodes, c.node.gpus_per_node));
-  if (p.micro_batch <= 0 || p.global_batch % (p.micro_batch * p.dp) != 0)
+  if (p.micro_batch <= 0 || p.global_batch % (std::int64_t{p.micro_batch} * p.dp) != 0)
     return bad(Infeasibility::global_batch, "global_batch",
                fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
   if (p.row_slices < 1) return bad(Infeasibility::row_slices_batch, "row_slices", "row_slices must be >= 1");
@@ -92,6 +94,9 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   }
   p.micro_batch = in.micro_batch.value_or(1);
   if (p.micro_batch <= 0) throw common::ConfigError(source, "micro_batch", "expected a positive integer");
+  if (!in.global_batch && std::int64_t{p.micro_batch} * p.dp > common::limits::kMaxGlobalBatch)
+    throw common::ConfigError(source, "global_batch", fmt::format("micro_batch x dp = {} x {} is more than the {} sequences a step may have",
+                                                                  p.micro_batch, p.dp, common::limits::kMaxGlobalBatch));
   p.global_batch = in.global_batch.value_or(p.micro_batch * p.dp);
   p.seq_len = in.seq_len.value_or(m.seq_len);
   if (p.seq_len <= 0) throw common::ConfigError(source, "seq_len", "expected a positive integer");
@@ -104,6 +109,7 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
   if (!(p.dp_bucket_mb > 0)) throw common::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
   p.stack = in.stack.value_or(hardware::Stack::eager);
+  check_plan_limits(m, c, p, source);  // sizes (and the task count) before any graph is built
   if (auto problem = check_plan(m, c, p)) throw common::ConfigError(source, problem->key, problem->message);
   return p;
 }
@@ -111,17 +117,18 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
 PlanInput parse_plan_input(const std::string& yaml_text, const std::string& source) {
   common::ConfigReader r(common::parse_yaml(yaml_text, source), source);
   PlanInput in;
-  auto opt_int = [&](const char* key, std::optional<int>& dst) {
-    if (r.has(key)) dst = static_cast<int>(r.positive_integer(key));
+  namespace lim = common::limits;
+  auto opt_int = [&](const char* key, std::optional<int>& dst, std::int64_t hi) {
+    if (r.has(key)) dst = r.int_in(key, 1, static_cast<int>(hi));  // range-checked before narrowing
   };
-  opt_int("tp", in.tp);
-  opt_int("dp", in.dp);
-  opt_int("micro_batch", in.micro_batch);
-  opt_int("global_batch", in.global_batch);
-  opt_int("row_slices", in.row_slices);
-  opt_int("col_slices", in.col_slices);
-  if (r.has("pp") && r.positive_integer("pp") != 1) r.fail("pp", "only pp: 1 is supported");
-  if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len");
+  opt_int("tp", in.tp, lim::kMaxGpus);
+  opt_int("dp", in.dp, lim::kMaxGpus);
+  opt_int("micro_batch", in.micro_batch, lim::kMaxMicroBatch);
+  opt_int("global_batch", in.global_batch, lim::kMaxGlobalBatch);
+  opt_int("row_slices", in.row_slices, lim::kMaxRowSlices);
+  opt_int("col_slices", in.col_slices, lim::kMaxColSlices);
+  if (r.has("pp") && r.integer("pp") != 1) r.fail("pp", "only pp: 1 is supported");
+  if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len", lim::kMaxSeqLen);
   if (r.has("dtype")) {
     common::DType t;
     common::parse_dtype(r.choice("dtype", {"bf16", "fp16", "fp8", "fp32"}), t);
@@ -130,7 +137,7 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   if (r.has("sequence_parallel")) in.sequence_parallel = r.boolean("sequence_parallel");
   if (r.has("strategy")) in.strategy = r.choice("strategy", {"none", "domino"}) == "none" ? Strategy::none : Strategy::domino;
   if (r.has("row_axis")) in.row_axis = r.choice("row_axis", {"batch", "sequence"}) == "batch" ? RowAxis::batch : RowAxis::sequence;
-  if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb");
+  if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb", lim::kMaxDpBucketMb);
   if (r.has("stack")) {
     hardware::Stack s;
     hardware::parse_stack(r.choice("stack", {"eager", "cpp", "cuda_graphs"}), s);

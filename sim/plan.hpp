@@ -34,8 +34,8 @@ struct Plan {
   double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
   hardware::Stack stack = hardware::Stack::eager;
 
-  int grad_accum_steps() const { return global_batch / (micro_batch * dp); }
-  int gpus() const { return tp * dp * pp; }
+  int grad_accum_steps() const { return static_cast<int>(global_batch / (std::int64_t{micro_batch} * dp)); }
+  std::int64_t gpus() const { return std::int64_t{tp} * dp * pp; }
   bool operator==(const Plan&) const = default;
 };
 

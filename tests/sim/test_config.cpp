@@ -48,11 +48,11 @@ TEST_CASE("host.kernel_efficiency must be a fraction in (0, 1] per stack") {
   const auto at = text.find("kernel_efficiency: {eager: 0.66");
   REQUIRE(at != std::string::npos);
   text.replace(at, std::string("kernel_efficiency: {eager: 0.66").size(), "kernel_efficiency: {eager: 1.5");
-  CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: host.kernel_efficiency.eager: expected a fraction in (0, 1]");
+  CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: host.kernel_efficiency.eager: expected a fraction in (0, 1], got 1.5");
 }
 
 TEST_CASE("wrong types and values name the key") {
-  CHECK(error_of([] { sim::parse_plan_input("tp: two\n", "p.yaml"); }) == "p.yaml: tp: expected an integer, got 'two'");
+  CHECK(error_of([] { sim::parse_plan_input("tp: two\n", "p.yaml"); }) == "p.yaml: tp: expected an integer (at most 19 digits), got 'two'");
   CHECK(error_of([] { sim::parse_plan_input("strategy: fast\n", "p.yaml"); }) ==
         "p.yaml: strategy: expected one of none | domino, got 'fast'");
 }

@@ -1,0 +1,52 @@
+#include "sim/plan_limits.hpp"
+
+#include <fmt/format.h>
+
+#include "common/config_error.hpp"
+#include "common/limits.hpp"
+
+namespace sim {
+
+namespace lim = common::limits;
+
+std::int64_t max_tasks(const ModelSpec& m, const Plan& p) {
+  // every factor is bounded by common::limits, so the products fit easily:
+  // 4096 layers x 127 slices x (26 + 4 x 127) < 2^28
+  const std::int64_t L = m.layers, r = p.row_slices, C = p.col_slices;
+  return L * r * (26 + 4 * C) + 14 * r + 6 * L + 6;
+}
+
+void check_plan_limits(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const std::string& source) {
+  auto fail = [&](const char* key, const std::string& what) { throw common::ConfigError(source, key, what); };
+  auto in = [&](const char* key, std::int64_t v, std::int64_t hi) {
+    if (v < 1 || v > hi) fail(key, fmt::format("expected an integer in [1, {}], got {}", hi, v));
+  };
+  in("tp", p.tp, lim::kMaxGpus);
+  in("dp", p.dp, lim::kMaxGpus);
+  in("micro_batch", p.micro_batch, lim::kMaxMicroBatch);
+  in("global_batch", p.global_batch, lim::kMaxGlobalBatch);
+  in("seq_len", p.seq_len, lim::kMaxSeqLen);
+  in("row_slices", p.row_slices, lim::kMaxRowSlices);
+  in("col_slices", p.col_slices, lim::kMaxColSlices);
+  if (!(p.dp_bucket_mb > 0 && p.dp_bucket_mb <= lim::kMaxDpBucketMb))
+    fail("dp_bucket_mb", fmt::format("expected a number of MB in (0, {}], got {}", lim::kMaxDpBucketMb, p.dp_bucket_mb));
+  if (c.nodes < 1 || c.nodes > lim::kMaxNodes || static_cast<std::int64_t>(c.nodes) * c.node.gpus_per_node > lim::kMaxGpus)
+    fail("nodes", fmt::format("{} nodes x {} GPUs: expected at most {} nodes and {} GPUs", c.nodes, c.node.gpus_per_node, lim::kMaxNodes,
+                              lim::kMaxGpus));
+  // each factor is at most 2^24, so the products are exact in 64 bits before they are compared
+  const std::int64_t mb_tokens = static_cast<std::int64_t>(p.micro_batch) * p.seq_len;
+  if (mb_tokens > lim::kMaxTokensPerMicroBatch)
+    fail("micro_batch", fmt::format("micro_batch x seq_len = {} x {} = {} tokens is more than the {} a micro-batch may have", p.micro_batch,
+                                    p.seq_len, mb_tokens, lim::kMaxTokensPerMicroBatch));
+  const std::int64_t step_tokens = static_cast<std::int64_t>(p.global_batch) * p.seq_len;
+  if (step_tokens > lim::kMaxTokensPerStep)
+    fail("global_batch", fmt::format("global_batch x seq_len = {} x {} = {} tokens is more than the {} a step may have", p.global_batch,
+                                     p.seq_len, step_tokens, lim::kMaxTokensPerStep));
+  const std::int64_t tasks = max_tasks(m, p);
+  if (tasks > lim::kMaxTasks)
+    fail("row_slices", fmt::format("{} layers x {} row slices x {} column chunks make up to {} tasks per rank, more than the {} "
+                                   "slicetune builds (about 200 bytes each); use fewer slices",
+                                   m.layers, p.row_slices, p.col_slices, tasks, lim::kMaxTasks));
+}
+
+}  // namespace sim
