@@ -16,6 +16,7 @@ struct AccuracyFlags {
 };
 
 void run_accuracy(const AccuracyFlags& f) {
+  common::check_output_path(f.out, "--out");
   std::error_code ec;
   if (!std::filesystem::is_directory(f.calibration, ec))
     cli::bad_flag("--calibration", fmt::format("'{}' is not a folder (run from the repository root, or give the folder holding the calibration files)", f.calibration));

@@ -6,18 +6,20 @@
 
 #include "cli/command.hpp"
 #include "hardware/collective_sweep.hpp"
+#include "common/limits.hpp"
 #include "common/table.hpp"
 
 namespace {
 
 struct CollectiveFlags {
   std::string cluster = "dgx-h100";
-  int nodes = 0;
+  long long nodes = 0;
   std::string op = "allreduce";
-  int gpus = 8;
+  long long gpus = 8;
   std::string min_bytes = "1K", max_bytes = "8G";
   std::string algo, proto;
   bool json = false;
+  bool given_nodes = false;
 };
 
 void run_collective(const CollectiveFlags& f) {
@@ -25,8 +27,10 @@ void run_collective(const CollectiveFlags& f) {
   hardware::SweepRequest req;
   if (!hardware::parse_collective_kind(f.op, req.kind))
     cli::bad_flag("--op", fmt::format("'{}': expected allreduce | allgather | reducescatter | broadcast | reduce | alltoall | sendrecv", f.op));
-  req.gpus = f.gpus;
-  req.nodes = f.nodes > 0 ? f.nodes : std::max(1, (f.gpus + cluster.node.gpus_per_node - 1) / cluster.node.gpus_per_node);
+  namespace lim = common::limits;
+  req.gpus = static_cast<int>(cli::int_flag("--gpus", f.gpus, 2, lim::kMaxGpus));
+  req.nodes = f.given_nodes ? static_cast<int>(cli::int_flag("--nodes", f.nodes, 1, lim::kMaxNodes))
+                            : std::max(1, (req.gpus + cluster.node.gpus_per_node - 1) / cluster.node.gpus_per_node);
   req.min_bytes = hardware::parse_bytes(f.min_bytes, "--min-bytes");
   req.max_bytes = hardware::parse_bytes(f.max_bytes, "--max-bytes");
   if (!f.algo.empty()) {
@@ -39,7 +43,7 @@ void run_collective(const CollectiveFlags& f) {
     if (!hardware::parse_collective_proto(f.proto, p)) cli::bad_flag("--proto", fmt::format("'{}': expected ll | ll128 | simple", f.proto));
     req.options.proto = p;
   }
-  cluster.nodes = req.nodes;
+  hardware::set_nodes(cluster, req.nodes, "--nodes");
   const auto rows = hardware::collective_sweep(cluster, req);
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -69,7 +73,10 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--algo", f->algo, "force an algorithm, as NCCL_ALGO: ring | tree | nvls | nvls_tree | pat | p2p");
   cmd->add_option("--proto", f->proto, "force a protocol, as NCCL_PROTO: ll | ll128 | simple");
   cmd->add_flag("--json", f->json, "print a JSON array of rows instead of the table");
-  cmd->callback([f] { run_collective(*f); });
+  cmd->callback([f, cmd] {
+    f->given_nodes = cmd->count("--nodes") > 0;
+    run_collective(*f);
+  });
 });
 
 }  // namespace

@@ -1,8 +1,13 @@
 #include "cli/command.hpp"
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/profiled_cost_model.hpp"
 
@@ -16,6 +21,27 @@ bool register_command(int order, CommandSetup setup) {
 }
 
 void bad_flag(const std::string& flag, const std::string& what) { throw common::ConfigError(flag, "", what); }
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) {
+      char* end = nullptr;
+      const long r = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && r >= 0 && r < (1L << 30)) return static_cast<int>(r);
+    }
+  return 0;
+}
+
+long long int_flag(const std::string& flag, long long v, long long lo, long long hi) {
+  if (v < lo || v > hi) bad_flag(flag, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+double number_flag(const std::string& flag, double v, double lo, double hi, bool lo_open) {
+  if (!std::isfinite(v) || (lo_open ? !(v > lo) : !(v >= lo)) || !(v <= hi))
+    bad_flag(flag, fmt::format("expected a finite number in {}{}, {}], got {}", lo_open ? "(" : "[", lo, hi, v));
+  return v;
+}
 
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   f.cmd = cmd;
@@ -55,21 +81,18 @@ sim::TargetInput TargetFlags::input() const {
   if (!cmd->get_option_no_throw("--plan")) return in;
   in.plan_file = plan;
   auto& p = in.flags;
-  auto positive = [&](const char* flag, int v, std::optional<int>& dst) {
+  namespace lim = common::limits;
+  auto positive = [&](const char* flag, long long v, std::optional<int>& dst, std::int64_t hi) {
     if (!cmd->count(flag)) return;
-    if (v <= 0) bad_flag(flag, "expected a positive integer");
-    dst = v;
+    dst = static_cast<int>(int_flag(flag, v, 1, hi));  // range-checked before narrowing
   };
-  positive("--tp", tp, p.tp);
-  positive("--dp", dp, p.dp);
-  positive("--micro-batch", micro_batch, p.micro_batch);
-  positive("--global-batch", global_batch, p.global_batch);
-  positive("--row-slices", row_slices, p.row_slices);
-  positive("--col-slices", col_slices, p.col_slices);
-  if (cmd->count("--seq-len")) {
-    if (seq_len <= 0) bad_flag("--seq-len", "expected a positive integer");
-    p.seq_len = seq_len;
-  }
+  positive("--tp", tp, p.tp, lim::kMaxGpus);
+  positive("--dp", dp, p.dp, lim::kMaxGpus);
+  positive("--micro-batch", micro_batch, p.micro_batch, lim::kMaxMicroBatch);
+  positive("--global-batch", global_batch, p.global_batch, lim::kMaxGlobalBatch);
+  positive("--row-slices", row_slices, p.row_slices, lim::kMaxRowSlices);
+  positive("--col-slices", col_slices, p.col_slices, lim::kMaxColSlices);
+  if (cmd->count("--seq-len")) p.seq_len = int_flag("--seq-len", seq_len, 1, lim::kMaxSeqLen);
   if (cmd->count("--dtype")) {
     common::DType t;
     if (!common::parse_dtype(dtype, t)) bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + dtype + "'");
@@ -86,10 +109,7 @@ sim::TargetInput TargetFlags::input() const {
     else if (row_axis == "sequence") p.row_axis = sim::RowAxis::sequence;
     else bad_flag("--row-axis", "expected batch | sequence, got '" + row_axis + "'");
   }
-  if (cmd->count("--dp-bucket-mb")) {
-    if (!(dp_bucket_mb > 0)) bad_flag("--dp-bucket-mb", "expected a positive number of MB");
-    p.dp_bucket_mb = dp_bucket_mb;
-  }
+  if (cmd->count("--dp-bucket-mb")) p.dp_bucket_mb = number_flag("--dp-bucket-mb", dp_bucket_mb, 0, lim::kMaxDpBucketMb, true);
   if (cmd->count("--stack")) {
     hardware::Stack s;
     if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + stack + "'");

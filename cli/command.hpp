@@ -19,9 +19,10 @@ struct TargetFlags {
   std::string model = "gpt3-13b";
   std::string profile;  ///< --profile FILE: profiled cost model; its machine is the cluster unless --cluster is given
   std::string cluster = "dgx-h100";
-  int nodes = 0;
+  // integers are read 64 bits wide and range-checked (common/limits.hpp) before they are narrowed
+  long long nodes = 0;
   std::string plan;
-  int tp = 0, dp = 0, micro_batch = 0, global_batch = 0, row_slices = 0, col_slices = 0;
+  long long tp = 0, dp = 0, micro_batch = 0, global_batch = 0, row_slices = 0, col_slices = 0;
   long long seq_len = 0;
   std::string dtype, strategy, row_axis, stack;
   bool sequence_parallel = false;
@@ -35,7 +36,16 @@ struct TargetFlags {
 };
 void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
 
+/// @brief This process's rank in an mpirun / srun job, read from the launcher's environment
+/// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID) without starting MPI; 0 otherwise.
+/// Errors every rank finds alike are printed by rank 0 only.
+int launcher_rank();
+
 /// @brief Throws common::ConfigError for a bad flag value.
 [[noreturn]] void bad_flag(const std::string& flag, const std::string& what);
+/// @brief `v` if it is in [lo, hi]; else bad_flag naming `flag` and the range.
+long long int_flag(const std::string& flag, long long v, long long lo, long long hi);
+/// @brief `v` if it is finite and in [lo, hi] (lo_open: (lo, hi]); else bad_flag naming `flag`.
+double number_flag(const std::string& flag, double v, double lo, double hi, bool lo_open = false);
 
 }  // namespace cli

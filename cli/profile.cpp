@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cli/command.hpp"
+#include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/profile.hpp"
 #include "profiler/profiler.hpp"
@@ -16,21 +17,21 @@ struct ProfileFlags {
   std::string backend = "cpu";
   std::string out;
   std::string model;
-  std::vector<int> tp;
+  std::vector<long long> tp;
   bool quick = false;
 };
 
 /// The exact GEMM, attention, element-wise and optimizer shapes of `model` for each tp, under no
 /// slicing and domino with 2 and 4 row slices and 1 and 2 column chunks.
-void add_model_shapes(const std::string& model, const std::vector<int>& tps, profiler::Options& o) {
-  for (int tp : tps)
+void add_model_shapes(const std::string& model, const std::vector<long long>& tps, profiler::Options& o) {
+  for (long long tp : tps)
     for (auto [strategy, rows, cols] : std::vector<std::tuple<std::string, int, int>>{
              {"none", 0, 0}, {"domino", 2, 1}, {"domino", 4, 1}, {"domino", 2, 2}, {"domino", 1, 2}}) {
       sim::TargetInput in;
       in.model = model;
       in.cluster = "dgx-h100";
       in.nodes = 1;
-      in.flags.tp = tp;
+      in.flags.tp = static_cast<int>(tp);  // checked in run_profile
       in.flags.dp = 1;
       in.flags.strategy = strategy == "domino" ? sim::Strategy::domino : sim::Strategy::none;
       if (rows) in.flags.row_slices = rows;
@@ -54,8 +55,13 @@ void add_model_shapes(const std::string& model, const std::vector<int>& tps, pro
 
 void run_profile(const ProfileFlags& f, const std::string& command) {
   if (f.out.empty()) cli::bad_flag("--out", "required: the profile file to write");
+  if (f.backend != "cpu" && f.backend != "cuda") cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
+  for (long long tp : f.tp) cli::int_flag("--tp", tp, 1, 4096);
+  if (!f.tp.empty() && f.model.empty()) cli::bad_flag("--tp", "sizes for --model's shapes: give --model too");
+  // before any measurement: rank 0 writes the file at the end
+  if (cli::launcher_rank() == 0) common::check_output_path(f.out, "--out");
   profiler::Options o{.backend = f.backend, .quick = f.quick, .command = command};
-  if (!f.model.empty()) add_model_shapes(f.model, f.tp.empty() ? std::vector<int>{1, 2} : f.tp, o);
+  if (!f.model.empty()) add_model_shapes(f.model, f.tp.empty() ? std::vector<long long>{1, 2} : f.tp, o);
   hardware::Profile p;
   try {
     p = profiler::measure(o);
@@ -83,7 +89,7 @@ const bool registered = cli::register_command(50, [](CLI::App& app) {
   cmd->callback([flags, cmd] {
     std::string command = "slicetune profile --backend " + flags->backend + " --out " + flags->out;
     if (!flags->model.empty()) command += " --model " + flags->model;
-    for (int t : flags->tp) command += fmt::format(" --tp {}", t);
+    for (long long t : flags->tp) command += fmt::format(" --tp {}", t);
     if (flags->quick) command += " --quick";
     (void)cmd;
     run_profile(*flags, command);

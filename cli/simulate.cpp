@@ -20,6 +20,8 @@ struct SimulateFlags {
 };
 
 void run_simulate(const SimulateFlags& f) {
+  common::check_output_path(f.trace, "--trace");
+  common::check_output_path(f.dot, "--dot");
   sim::Target t = sim::resolve_target(f.target.input());
   auto cost = f.target.cost_model(t.cluster);
   sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);

@@ -13,17 +13,18 @@
 namespace {
 
 struct TuneFlags : cli::SearchFlags {
-  int top = 5;
+  long long top = 5;
   std::string out;
   bool json = false, exhaustive = false, no_explain = false;
 };
 
 void run_tune(const TuneFlags& f) {
   auto [model, cluster, space] = cli::search_setup(f);
-  if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
+  cli::int_flag("--top", f.top, 1, 10000);
+  common::check_output_path(f.out, "--out");
 
   auto cost = f.target.cost_model(cluster);
-  tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
+  tuner::SearchOptions opt{.threads = static_cast<int>(f.threads), .top_k = static_cast<int>(f.top), .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
   bool shown = false;
   opt.progress = [&shown](const tuner::Progress& p) {
     if (p.seconds < 1.0) return;

@@ -16,16 +16,30 @@ struct WhatIfFlags : cli::SearchFlags {
   bool json = false;
 };
 
+/// Points of one sweep (every combination is re-tuned, ~0.05-1 s each).
+constexpr std::size_t kMaxPoints = 10000;
+
 void run_whatif(const WhatIfFlags& f) {
   if (!f.target.profile.empty())
     cli::bad_flag("--profile", "whatif sweeps hardware parameters that a measured profile cannot follow; it uses the analytic model");
   auto [model, cluster, space] = cli::search_setup(f);
   std::vector<tuner::SweepAxis> axes;
-  for (const auto& s : f.sweeps) axes.push_back(tuner::parse_sweep(s));
+  std::size_t n_points = 1;
+  for (const auto& s : f.sweeps) {
+    axes.push_back(tuner::parse_sweep(s));
+    for (std::size_t i = 0; i + 1 < axes.size(); ++i)
+      if (axes[i].key == axes.back().key)
+        cli::bad_flag("--sweep", fmt::format("{}: given twice ('{}' and '{}'); give one --sweep per key with all its values", axes.back().key,
+                                             f.sweeps[i], s));
+    n_points *= axes.back().values.size();
+    if (n_points > kMaxPoints) cli::bad_flag("--sweep", fmt::format("more than {} points to tune; sweep fewer values", kMaxPoints));
+  }
   if (!f.plot.empty() && (f.plot.size() < 5 || (f.plot.substr(f.plot.size() - 4) != ".png" && f.plot.substr(f.plot.size() - 4) != ".svg")))
     cli::bad_flag("--plot", "expected a file name ending in .png or .svg, got '" + f.plot + "'");
+  common::check_output_path(f.csv, "--csv");
+  common::check_output_path(f.plot, "--plot");
 
-  tuner::SearchOptions opt{.threads = f.threads, .top_k = 1, .prune = true, .extra_full = 3, .progress = {}};
+  tuner::SearchOptions opt{.threads = static_cast<int>(f.threads), .top_k = 1, .prune = true, .extra_full = 3, .progress = {}};
   const auto points = tuner::whatif(model, cluster, space, axes, opt, [&](std::size_t i, std::size_t n) {
     std::string what;
     for (const auto& a : axes) what += (what.empty() ? "" : ", ") + a.key;

@@ -52,6 +52,9 @@ struct BackendOptions {
   int dp = 1;
   int device = -1;       ///< CUDA device ordinal; -1: local rank (OMPI/SLURM local rank % devices)
   int cpu_threads = 1;   ///< CPU backend: OpenBLAS threads per rank
+  /// A collective or exchange that makes no progress for this long throws FaultError naming the
+  /// ranks it waits on (the CLI then aborts the job); 0 disables the watchdog.
+  double watchdog_s = 20;
 };
 
 /// @brief Start and end of one task, in nanoseconds since begin_micro_batch.

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+
 #include "common/check.hpp"
 
 namespace executor {
@@ -17,6 +19,11 @@ MpiSession::MpiSession() {
   }
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+}
+
+void MpiSession::abort(int code) const {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; if it ever did, do not run destructors that may wait on peers
 }
 
 MpiSession::~MpiSession() {

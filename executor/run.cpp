@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include "common/check.hpp"
+#include "executor/cpu/wait_polling.hpp"
 
 namespace executor {
 namespace {
@@ -37,8 +38,17 @@ std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> iv)
   return total;
 }
 
+/// Completes a non-blocking MPI_COMM_WORLD exchange under the watchdog (a stopped or dead peer
+/// throws FaultError naming the ranks instead of waiting forever).
+void finish(MPI_Request request, double watchdog_s, const char* what) {
+  cpu::wait_polling(1, &request,
+                    {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(watchdog_s * 1e3)),
+                     .describe = [what] { return std::string(what) + " (all ranks) waiting on " + cpu::peers_of(MPI_COMM_WORLD); },
+                     .check = {}});
+}
+
 /// Full (unsharded) weight gradients, summed onto world rank 0.
-std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b) {
+std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b, double watchdog_s) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   const int tp_rank = rank % g.plan.tp, dp_rank = rank / g.plan.tp;
@@ -58,8 +68,10 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
           full[static_cast<std::size_t>(layout.global_index(g, t, tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
     }
     std::vector<float> sum(rank == 0 ? full.size() : 0);
-    MPI_CHECK(MPI_Reduce(full.data(), rank == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0,
-                         MPI_COMM_WORLD));
+    MPI_Request req;
+    MPI_CHECK(MPI_Ireduce(full.data(), rank == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0,
+                          MPI_COMM_WORLD, &req));
+    finish(req, watchdog_s, "the gradient gather (MPI_Reduce)");
     if (rank == 0) out.emplace_back(t.name(), std::move(sum));
   }
   return out;
@@ -114,7 +126,9 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
   std::vector<std::vector<TaskClock>> step_timelines;  // this rank, per step
   std::vector<std::uint32_t> w;
   for (int step = 0; step < o.steps; ++step) {
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request barrier;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &barrier));
+    finish(barrier, o.watchdog_s, "the step-start barrier");
     const auto step_begin = Clock::now();
     double loss_sum = 0;
     std::vector<TaskClock> timing;
@@ -135,7 +149,7 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       }
       backend.end_micro_batch(timing);
       if (hold_optimizer) {
-        r.first_step_grads = gather_grads(g, backend);
+        r.first_step_grads = gather_grads(g, backend, o.watchdog_s);
         if (optimizer < n) {
           backend.issue(optimizer, waits[optimizer]);
           std::vector<TaskClock> opt_timing;
@@ -154,9 +168,12 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       }
     }
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - step_begin).count();
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    MPI_Request reqs[2];
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &reqs[0]));
+    finish(reqs[0], o.watchdog_s, "the step-time reduction (MPI_Allreduce)");
     // every TP rank holds the same per-token losses: sum over the world, divide by tp
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &reqs[1]));
+    finish(reqs[1], o.watchdog_s, "the loss reduction (MPI_Allreduce)");
     const double loss = loss_sum / p.tp / static_cast<double>(tokens_per_step(p));
     r.step_times_ms.push_back(ms);
     r.loss.push_back(loss);
@@ -196,8 +213,10 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
     mine[2 * t] = step_timelines[r.median_step][t].start_ns;
     mine[2 * t + 1] = step_timelines[r.median_step][t].end_ns;
   }
-  MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_INT64_T, all.data(), static_cast<int>(2 * n), MPI_INT64_T, 0,
-                       MPI_COMM_WORLD));
+  MPI_Request gather;
+  MPI_CHECK(MPI_Igather(mine.data(), static_cast<int>(2 * n), MPI_INT64_T, all.data(), static_cast<int>(2 * n), MPI_INT64_T, 0,
+                        MPI_COMM_WORLD, &gather));
+  finish(gather, o.watchdog_s, "the timeline gather (MPI_Gather)");
   if (rank == 0) {
     r.timelines.assign(world, std::vector<TaskClock>(n));
     for (int k = 0; k < world; ++k)
