@@ -105,11 +105,12 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
 /// cuBLASLt and NCCL): cuBLASLt GEMMs, CUDA kernels, NCCL collectives on their own streams, CUDA
 /// events for cross-stream edges. Throws std::runtime_error ("no CUDA device: ...") when no GPU
 /// is usable. MPI must be initialised (the ncclUniqueId is broadcast over MPI_COMM_WORLD).
-/// Declared always; defined only in st_executor_cuda (SLICETUNE_HAVE_CUDA_BACKEND).
+/// Declared always; defined only in st_executor_cuda, which the slicetune program reaches through
+/// the CUDA plug-in (libslicetune_cuda.so) so that it maps the CUDA libraries only for CUDA runs.
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
 
 /// @brief The backend of `kind`; never null. Throws common::ConfigError("--backend", ...) for
-/// cuda when this build has no CUDA backend.
+/// cuda when this build has no CUDA backend or the plug-in or CUDA libraries cannot be loaded.
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
 
 }  // namespace executor

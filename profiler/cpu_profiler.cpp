@@ -41,8 +41,6 @@ using hardware::CollectiveKind;
 using common::DType;
 namespace ex = executor::cpu;
 
-bool g_we_initialised_mpi = false;
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// Four significant digits: the file stays readable and the noise is far above the rounding.
@@ -692,35 +690,9 @@ class CpuProfiler {
 
 }  // namespace
 
-void init_mpi_if_needed() {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (initialised) return;
-  int provided = 0;
-  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-  g_we_initialised_mpi = true;
-  if (provided < MPI_THREAD_SERIALIZED)
-    throw common::ConfigError("--backend cpu", "", "the MPI library gives no MPI_THREAD_SERIALIZED; the interference test needs it");
-}
-
 hardware::Profile measure_cpu(const Options& o) {
   init_mpi_if_needed();
   return CpuProfiler(o).run();
-}
-
-int mpi_rank() {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised) return 0;
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-void finish() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (g_we_initialised_mpi && !finalized) MPI_Finalize();
 }
 
 bool cpu_available() { return true; }

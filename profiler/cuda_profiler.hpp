@@ -13,7 +13,7 @@ namespace profiler {
 /// falls back to the analytic model for them and says so). Throws ConfigError when no GPU is visible.
 hardware::Profile measure_cuda(const Options& o);
 
-/// MPI_Init_thread if nobody has (cpu_profiler.cpp).
+/// MPI_Init_thread if nobody has (mpi_state.cpp).
 void init_mpi_if_needed();
 
 }  // namespace profiler

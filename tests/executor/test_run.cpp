@@ -158,7 +158,7 @@ TEST_CASE("bad input: one-line errors naming the flag") {
   // tp must divide the ranks
   CHECK(launch(2, "run --model tiny --tp 4 --steps 1 --quiet", "executor_bad_tp.log") != 0);
   CHECK(slurp("executor_bad_tp.log").find("tp=4 does not divide the 2 MPI ranks") != std::string::npos);
-#ifndef SLICETUNE_HAVE_CUDA_BACKEND
+#ifndef SLICETUNE_CUDA_PLUGIN
   CHECK(launch(1, "run --backend cuda --model tiny --steps 1", "executor_bad_cuda.log") != 0);
   CHECK(slurp("executor_bad_cuda.log").find("built without the CUDA backend") != std::string::npos);
 #endif
