@@ -1,6 +1,7 @@
 // slicetune profile: measure this machine's costs into a profile file (run under mpirun for collectives).
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <set>
 
 #include "cli/command.hpp"
@@ -65,9 +66,15 @@ void run_profile(const ProfileFlags& f, const std::string& command) {
   hardware::Profile p;
   try {
     p = profiler::measure(o);
-  } catch (...) {
-    profiler::finish();
+  } catch (const common::ConfigError&) {
+    profiler::finish();  // bad input, found alike by every rank: main prints it once (rank 0)
     throw;
+  } catch (const std::exception& e) {
+    // a fault this rank saw (an MPI or device error): print it once, from here, and end the job,
+    // since the other ranks may be waiting on this one
+    std::fprintf(stderr, "slicetune: error: rank %d: %s\n", profiler::mpi_rank(), e.what());
+    std::fflush(stderr);
+    profiler::abort_job(3);
   }
   if (profiler::mpi_rank() == 0) {
     hardware::write_profile(f.out, p);

@@ -2,6 +2,8 @@
 // the CUDA plug-in's copy of the profiler links without the CPU profiler.
 #include <mpi.h>
 
+#include <cstdlib>
+
 #include "common/check.hpp"
 #include "common/config_error.hpp"
 #include "profiler/cuda_profiler.hpp"
@@ -30,6 +32,14 @@ int mpi_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+void abort_job(int code) {
+  int initialised = 0, finalized = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalized);
+  if (initialised && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 void finish() {

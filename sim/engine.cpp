@@ -425,7 +425,10 @@ RunStats Simulation::run() {
 }  // namespace
 
 std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps) {
-  return std::llround(static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack)) + host.op_overhead_for(stack).ps;
+  // checked: a tiny kernel_efficiency must not turn a long kernel into an int64 overflow
+  const double ps = static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack);
+  if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
+  return common::checked_add(std::llround(ps), host.op_overhead_for(stack).ps, "simulated time");
 }
 
 Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hardware::Stack stack) {
@@ -485,7 +488,10 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   Simulation last(ranks, cost_, true, options_.timeline);
   RunStats ls = last.run();
   const std::int64_t k = accum - 1;
-  auto total = [&](std::int64_t RunStats::*f) { return Duration::from_ps(mb.*f * k + ls.*f); };
+  // checked: (accum - 1) micro-batches of a long step must not wrap to a negative time
+  auto total = [&](std::int64_t RunStats::*f) {
+    return Duration::from_ps(common::checked_add(common::checked_mul(mb.*f, k, "simulated time"), ls.*f, "simulated time"));
+  };
   rep.step_time = total(&RunStats::end);
   rep.micro_batch_time = Duration::from_ps(accum > 1 ? mb.end : ls.end);
   rep.compute = total(&RunStats::compute);
@@ -501,7 +507,7 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   rep.tokens_per_s = static_cast<double>(g0.plan.global_batch) * static_cast<double>(g0.plan.seq_len) / rep.step_time.s();
   rep.memory = estimate_memory(g0);
   if (options_.timeline) {
-    const Duration offset = Duration::from_ps(mb.end * k);
+    const Duration offset = Duration::from_ps(common::checked_mul(mb.end, k, "simulated time"));
     for (auto& rs : last.ranks()) {
       RankTimeline tl;
       tl.graph = rs.g;

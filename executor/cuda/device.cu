@@ -4,8 +4,10 @@
 // stream + cudaStreamWaitEvent on the consumer's, so the host never synchronises inside a
 // micro-batch. Ranks are bootstrapped through MPI: each TP / DP group's ncclUniqueId is broadcast
 // over an MPI sub-communicator, the way multi-node NCCL jobs are launched with mpirun / srun.
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "executor/cuda/adamw.cuh"
 #include "executor/cuda/attention.cuh"
@@ -119,6 +121,7 @@ class GpuDevice final : public Device {
   }
 
   ~GpuDevice() override {
+    if (faulted_) return;     // communicators aborted, kernels may be stuck: the job is being aborted
     cudaDeviceSynchronize();  // teardown only: every stream idle before freeing what they use
     if (tp_comm_) ncclCommDestroy(tp_comm_);
     if (dp_comm_) ncclCommDestroy(dp_comm_);
@@ -252,7 +255,7 @@ class GpuDevice final : public Device {
   }
 
   std::vector<std::pair<std::int64_t, std::int64_t>> end_micro_batch() override {
-    for (auto s : streams_) CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < sim::kStreams; ++i) drain(i);
     std::vector<std::pair<std::int64_t, std::int64_t>> timing(g_->size(), {-1, -1});
     for (std::size_t t = 0; t < g_->size(); ++t) {
       if (!issued_[t]) continue;
@@ -285,6 +288,52 @@ class GpuDevice final : public Device {
   }
 
  private:
+  /// Waits for stream `i` to drain, polling (cudaStreamQuery, sleeping 50 us between polls) so that
+  /// the watchdog can see a stream stuck on an NCCL collective whose peer stopped: after
+  /// o_.watchdog_s seconds, or on an asynchronous NCCL error, both communicators are aborted
+  /// (ncclCommAbort: the stuck kernels return) and the error names the ranks waited on.
+  void drain(int i) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t q = cudaStreamQuery(streams_[i]);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      for (ncclComm_t c : {tp_comm_, dp_comm_}) {
+        ncclResult_t async = ncclSuccess;
+        if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess) {
+          abort_comms();
+          throw std::runtime_error(cat("NCCL: asynchronous error on stream ", stream_name(i), ": ", ncclGetErrorString(async)));
+        }
+      }
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (o_.watchdog_s > 0 && waited > o_.watchdog_s) {
+        abort_comms();
+        throw std::runtime_error(cat("the ", stream_name(i), " stream made no progress for ", waited, " s waiting on ", peers(i),
+                                     " (watchdog, --watchdog-s; is that rank stopped, hung or dead?)"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void abort_comms() {
+    faulted_ = true;
+    if (tp_comm_) ncclCommAbort(tp_comm_);
+    if (dp_comm_) ncclCommAbort(dp_comm_);
+    tp_comm_ = dp_comm_ = nullptr;
+  }
+  static const char* stream_name(int i) { return i == 0 ? "compute" : i == 1 ? "TP communication" : "DP communication"; }
+  /// The world ranks this rank's collectives on stream `i` wait on: its TP group (ranks
+  /// g*tp .. g*tp + tp - 1) for the compute and TP streams, its DP group (tp_rank + k*tp) for DP.
+  std::string peers(int i) const {
+    std::string out;
+    const bool dp = i == 2;
+    const int n = dp ? o_.dp : o_.tp;
+    for (int k = 0; k < n; ++k) {
+      const int r = dp ? tp_rank_ + k * o_.tp : (o_.world_rank / o_.tp) * o_.tp + k;
+      if (r != o_.world_rank) out += cat(out.empty() ? "" : ", ", r);
+    }
+    return out.empty() ? "no other rank" : cat(out.find(',') == std::string::npos ? "rank " : "ranks ", out);
+  }
+
   ncclComm_t make_comm(int color, int key, int size) {
     MPI_Comm sub;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub));
@@ -333,6 +382,7 @@ class GpuDevice final : public Device {
   cublasHandle_t blas_ = nullptr;
   void* lt_workspace_ = nullptr;
   ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr;
+  bool faulted_ = false;  ///< the watchdog aborted the communicators
 
   const sim::StepGraph* g_ = nullptr;
   DeviceSetup setup_;

@@ -23,6 +23,10 @@ struct DeviceOptions {
   int world_rank = 0;  ///< MPI_COMM_WORLD rank; TP rank = world_rank % tp, TP group = world_rank / tp
   int tp = 1, dp = 1;
   int device = -1;     ///< CUDA ordinal; -1: node-local rank (MPI_COMM_TYPE_SHARED) modulo the device count
+  /// Watchdog: when a stream has not drained after this many seconds (an NCCL collective waiting on
+  /// a peer that stopped), the NCCL communicators are aborted and end_micro_batch throws
+  /// std::runtime_error naming the ranks of the stuck communicator; 0 disables.
+  double watchdog_s = 20;
 };
 
 struct AdamWOptions {
