@@ -186,6 +186,17 @@ TEST_CASE("bad flags and files through the command: one line naming the flag or 
   write_text(s / "dup.yaml", "tp: 8\ntp: 2\n");
   write_text(s / "inf.yaml", "dp_bucket_mb: .inf\n");
   write_text(s / "nonstring.yaml", "{a: 1}: 2\n");
+  {
+    std::string c = common::resolve_config("clusters", "dgx-h100").text;
+    c.replace(c.find("memory_efficiency: 0.85"), 23, "memory_efficiency: .nan");
+    write_text(s / "nan-cluster.yaml", c);
+    std::string m = kTinyModel;
+    m.replace(m.find("layers: 2"), 9, "layers: 4294967297");
+    write_text(s / "wide-model.yaml", m);
+    std::string p = common::resolve_config("profiles", "cpu-epyc-2x").text;
+    p.replace(p.find("version: 1"), 10, "version: 4294967297");
+    write_text(s / "wide-profile.yaml", p);
+  }
   struct Case {
     std::vector<std::string> args;
     std::string expect;
@@ -203,6 +214,10 @@ TEST_CASE("bad flags and files through the command: one line naming the flag or 
       {{"simulate", "--plan", s / "dup.yaml"}, "dup.yaml: tp: duplicate key (line 2, column 1)"},
       {{"simulate", "--plan", s / "inf.yaml"}, "inf.yaml: dp_bucket_mb: expected a finite number, got '.inf'"},
       {{"simulate", "--plan", s / "nonstring.yaml"}, "nonstring.yaml: a key (line 1, column 1) is not a plain name"},
+      // NaN in a cluster file made the step 68 ms instead of 205; 2^32 + 1 layers simulated 1 layer
+      {{"simulate", "--cluster", s / "nan-cluster.yaml"}, "nan-cluster.yaml: gpu.memory_efficiency: expected a finite number, got '.nan'"},
+      {{"simulate", "--model", s / "wide-model.yaml"}, "wide-model.yaml: layers: expected an integer in [1, 4096], got 4294967297"},
+      {{"simulate", "--model", "tiny", "--profile", s / "wide-profile.yaml"}, "wide-profile.yaml: version: profile format version 4294967297"},
       {{"simulate", "--tp", "abc"}, "slicetune: error: Could not convert: --tp = abc"},
       // collective --nodes -2 was ignored; --max-bytes 2^62 looped forever; 10^20 said "error: stoll"
       {{"collective", "--nodes", "-2"}, "slicetune: error: --nodes: expected an integer in [1, 131072], got -2"},
