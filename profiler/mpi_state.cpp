@@ -4,6 +4,11 @@
 
 #include <cstdlib>
 
+// LeakSanitizer's interface, when it is linked in (sanitizer builds); null otherwise
+extern "C" __attribute__((weak)) void __lsan_do_leak_check();
+extern "C" __attribute__((weak)) void __lsan_disable();
+extern "C" __attribute__((weak)) void __lsan_enable();
+
 #include "common/check.hpp"
 #include "common/config_error.hpp"
 #include "profiler/cuda_profiler.hpp"
@@ -19,7 +24,10 @@ void init_mpi_if_needed() {
   MPI_Initialized(&initialised);
   if (initialised) return;
   int provided = 0;
-  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+  if (__lsan_disable) __lsan_disable();  // Open MPI's own start-up allocations (executor/mpi_session.cpp)
+  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  if (__lsan_enable) __lsan_enable();
+  MPI_CHECK(rc);
   g_we_initialised_mpi = true;
   if (provided < MPI_THREAD_SERIALIZED)
     throw common::ConfigError("--backend cpu", "", "the MPI library gives no MPI_THREAD_SERIALIZED; the interference test needs it");
@@ -45,7 +53,11 @@ void abort_job(int code) {
 void finish() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (g_we_initialised_mpi && !finalized) MPI_Finalize();
+  if (g_we_initialised_mpi && !finalized) {
+    // LeakSanitizer: check before MPI_Finalize unloads Open MPI's components (executor/mpi_session.cpp)
+    if (__lsan_do_leak_check) __lsan_do_leak_check();
+    MPI_Finalize();
+  }
 }
 
 }  // namespace profiler

@@ -64,7 +64,9 @@ void check_same(const Dump& ref, const Dump& got) {
   REQUIRE(got.loss.size() == ref.loss.size());
   for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(std::abs(got.loss[s] - ref.loss[s]) / ref.loss[s] <= 1e-5);
   REQUIRE(got.grads.size() == ref.grads.size());
-  for (const auto& [name, g] : ref.grads) {
+  for (const auto& entry : ref.grads) {
+    const std::string& name = entry.first;  // not a structured binding: INFO captures it in a lambda
+    const auto& g = entry.second;
     REQUIRE(got.grads.count(name) == 1);
     REQUIRE(got.grads.at(name).size() == g.size());
     INFO("gradient " << name);
