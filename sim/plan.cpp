@@ -94,10 +94,15 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   }
   p.micro_batch = in.micro_batch.value_or(1);
   if (p.micro_batch <= 0) throw common::ConfigError(source, "micro_batch", "expected a positive integer");
-  if (!in.global_batch && std::int64_t{p.micro_batch} * p.dp > common::limits::kMaxGlobalBatch)
-    throw common::ConfigError(source, "global_batch", fmt::format("micro_batch x dp = {} x {} is more than the {} sequences a step may have",
-                                                                  p.micro_batch, p.dp, common::limits::kMaxGlobalBatch));
-  p.global_batch = in.global_batch.value_or(p.micro_batch * p.dp);
+  if (in.global_batch) {
+    p.global_batch = *in.global_batch;
+  } else {  // micro_batch x dp, formed in 64 bits and bounded before it is narrowed
+    const std::int64_t gb = std::int64_t{p.micro_batch} * p.dp;
+    if (gb > common::limits::kMaxGlobalBatch)
+      throw common::ConfigError(source, "global_batch", fmt::format("micro_batch x dp = {} x {} is more than the {} sequences a step may have",
+                                                                    p.micro_batch, p.dp, common::limits::kMaxGlobalBatch));
+    p.global_batch = static_cast<int>(gb);
+  }
   p.seq_len = in.seq_len.value_or(m.seq_len);
   if (p.seq_len <= 0) throw common::ConfigError(source, "seq_len", "expected a positive integer");
   p.dtype = in.dtype.value_or(common::DType::bf16);
