@@ -12,6 +12,7 @@
 #include "common/memory_reuse.hpp"
 #include "sim/engine.hpp"
 #include "sim/target.hpp"
+#include "sim/strategy.hpp"
 
 int main(int argc, char** argv) {
   common::keep_freed_memory();
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
   in.flags.tp = 8;
   in.flags.micro_batch = 16;
   in.flags.seq_len = 1024;
-  in.flags.strategy = sim::Strategy::domino;
+  in.flags.strategy = &sim::strategy_domino();
   in.flags.row_slices = 4;
   in.flags.col_slices = 2;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -21,8 +21,8 @@ namespace {
 
 tuner::SearchSpace wide_space() {
   tuner::SearchSpace s;
-  s.row_slices = {1, 2, 4, 8, 16};
-  s.col_slices = {1, 2, 4, 8};
+  s.knob_values["row_slices"] = {1, 2, 4, 8, 16};
+  s.knob_values["col_slices"] = {1, 2, 4, 8};
   s.dp_bucket_mb = {25, 50, 100, 200};
   return s;
 }

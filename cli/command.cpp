@@ -10,6 +10,7 @@
 #include "common/limits.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/profiled_cost_model.hpp"
+#include "sim/strategy.hpp"
 
 namespace cli {
 
@@ -60,10 +61,11 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   cmd->add_option("--seq-len", f.seq_len, "sequence length (default the model's)");
   cmd->add_option("--dtype", f.dtype, "bf16 (default) | fp16 | fp8 | fp32");
   cmd->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism");
-  cmd->add_option("--strategy", f.strategy, "none (Megatron, default) | domino");
-  cmd->add_option("--row-slices", f.row_slices, "domino row slices (default 2 with domino)");
-  cmd->add_option("--row-axis", f.row_axis, "batch (default) | sequence");
-  cmd->add_option("--col-slices", f.col_slices, "domino column chunks of out-proj / FC2 (default 1)");
+  std::string names;
+  for (const sim::Strategy* s : sim::strategies())
+    names += fmt::format("{}{}{}", names.empty() ? "" : " | ", s->name, s == &sim::default_strategy() ? " (default)" : "");
+  cmd->add_option("--strategy", f.strategy, names);
+  for (const sim::Knob* k : sim::plan_knobs()) cmd->add_option(std::string(k->flag), f.knobs[std::string(k->flag)], std::string(k->help));
   cmd->add_option("--dp-bucket-mb", f.dp_bucket_mb, "data-parallel gradient bucket size in MB (default 25)");
   cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
 }
@@ -90,8 +92,6 @@ sim::TargetInput TargetFlags::input() const {
   positive("--dp", dp, p.dp, lim::kMaxGpus);
   positive("--micro-batch", micro_batch, p.micro_batch, lim::kMaxMicroBatch);
   positive("--global-batch", global_batch, p.global_batch, lim::kMaxGlobalBatch);
-  positive("--row-slices", row_slices, p.row_slices, lim::kMaxRowSlices);
-  positive("--col-slices", col_slices, p.col_slices, lim::kMaxColSlices);
   if (cmd->count("--seq-len")) p.seq_len = int_flag("--seq-len", seq_len, 1, lim::kMaxSeqLen);
   if (cmd->count("--dtype")) {
     common::DType t;
@@ -99,15 +99,14 @@ sim::TargetInput TargetFlags::input() const {
     p.dtype = t;
   }
   if (cmd->count("--sequence-parallel")) p.sequence_parallel = sequence_parallel;
-  if (cmd->count("--strategy")) {
-    if (strategy == "none") p.strategy = sim::Strategy::none;
-    else if (strategy == "domino") p.strategy = sim::Strategy::domino;
-    else bad_flag("--strategy", "expected none | domino, got '" + strategy + "'");
-  }
-  if (cmd->count("--row-axis")) {
-    if (row_axis == "batch") p.row_axis = sim::RowAxis::batch;
-    else if (row_axis == "sequence") p.row_axis = sim::RowAxis::sequence;
-    else bad_flag("--row-axis", "expected batch | sequence, got '" + row_axis + "'");
+  if (cmd->count("--strategy")) p.strategy = &sim::find_strategy(strategy, "--strategy", "");
+  for (const sim::Knob* k : sim::plan_knobs()) {
+    const std::string flag(k->flag);
+    if (!cmd->count(flag)) continue;
+    const std::string& text = knobs.at(flag);
+    const auto v = k->parse(text);
+    if (!v) bad_flag(flag, fmt::format("expected {}, got '{}'", k->expected(), text));
+    k->set_input(p, *v);
   }
   if (cmd->count("--dp-bucket-mb")) p.dp_bucket_mb = number_flag("--dp-bucket-mb", dp_bucket_mb, 0, lim::kMaxDpBucketMb, true);
   if (cmd->count("--stack")) {

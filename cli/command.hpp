@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "hardware/cost_model.hpp"
@@ -22,9 +23,10 @@ struct TargetFlags {
   // integers are read 64 bits wide and range-checked (common/limits.hpp) before they are narrowed
   long long nodes = 0;
   std::string plan;
-  long long tp = 0, dp = 0, micro_batch = 0, global_batch = 0, row_slices = 0, col_slices = 0;
+  long long tp = 0, dp = 0, micro_batch = 0, global_batch = 0;
   long long seq_len = 0;
-  std::string dtype, strategy, row_axis, stack;
+  std::string dtype, strategy, stack;
+  std::map<std::string, std::string, std::less<>> knobs;  ///< flag -> text, one per registered knob (sim/strategy.hpp)
   bool sequence_parallel = false;
   double dp_bucket_mb = 0;
   CLI::App* cmd = nullptr;

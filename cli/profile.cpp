@@ -7,9 +7,11 @@
 #include "cli/command.hpp"
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 #include "hardware/profile.hpp"
 #include "profiler/profiler.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 #include "sim/target.hpp"
 
 namespace {
@@ -18,32 +20,40 @@ struct ProfileFlags {
   std::string backend = "cpu";
   std::string out;
   std::string model;
-  std::vector<long long> tp;
+  std::vector<long long> tp;  // read 64 bits wide and range-checked in run_profile
+  long long micro_batch = 0;  ///< 0: the smallest micro-batch each slicing allows
+  long long seq_len = 0;      ///< 0: the model's
   bool quick = false;
 };
 
 /// The exact GEMM, attention, element-wise and optimizer shapes of `model` for each tp, under no
-/// slicing and domino with 2 and 4 row slices and 1 and 2 column chunks.
-void add_model_shapes(const std::string& model, const std::vector<long long>& tps, profiler::Options& o) {
-  for (long long tp : tps)
+/// slicing and domino with 2 and 4 row slices and 1 and 2 column chunks, at `micro_batch` (0: the
+/// smallest each slicing allows) and `seq_len` (0: the model's). The sizes are checked in run_profile.
+void add_model_shapes(const std::string& model, const std::vector<long long>& tps, int micro_batch, std::int64_t seq_len,
+                      profiler::Options& o) {
+  for (long long tp : tps) {
+    std::string why_none;
+    bool any = false;
     for (auto [strategy, rows, cols] : std::vector<std::tuple<std::string, int, int>>{
              {"none", 0, 0}, {"domino", 2, 1}, {"domino", 4, 1}, {"domino", 2, 2}, {"domino", 1, 2}}) {
       sim::TargetInput in;
       in.model = model;
       in.cluster = "dgx-h100";
       in.nodes = 1;
-      in.flags.tp = static_cast<int>(tp);  // checked in run_profile
-      in.flags.dp = 1;
-      in.flags.strategy = strategy == "domino" ? sim::Strategy::domino : sim::Strategy::none;
+      in.flags.tp = static_cast<int>(tp);  // dp: the rest of the node's GPUs (it does not change a rank's shapes)
+      in.flags.strategy = &sim::find_strategy(strategy);
       if (rows) in.flags.row_slices = rows;
-      in.flags.micro_batch = std::max(1, rows);
+      in.flags.micro_batch = micro_batch > 0 ? micro_batch : std::max(1, rows);
+      if (seq_len > 0) in.flags.seq_len = seq_len;
       if (cols) in.flags.col_slices = cols;
       sim::Target t;
       try {
         t = sim::resolve_target(in);
-      } catch (const common::ConfigError&) {
+      } catch (const common::ConfigError& e) {
+        if (why_none.empty()) why_none = e.what();
         continue;  // e.g. more row slices than the micro-batch has rows: not a plan the tuner asks about
       }
+      any = true;
       const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
       for (const auto& task : g.tasks) {
         if (auto* op = std::get_if<hardware::GemmOp>(&task.kind)) o.gemm_shapes.push_back(*op);
@@ -52,6 +62,8 @@ void add_model_shapes(const std::string& model, const std::vector<long long>& tp
         else if (auto* op = std::get_if<hardware::OptimizerOp>(&task.kind)) o.optimizer_params.push_back(op->params);
       }
     }
+    if (!any) cli::bad_flag("--tp", fmt::format("no plan of {} at tp {} resolves: {}", model, tp, why_none));
+  }
 }
 
 void run_profile(const ProfileFlags& f, const std::string& command) {
@@ -62,7 +74,12 @@ void run_profile(const ProfileFlags& f, const std::string& command) {
   // before any measurement: rank 0 writes the file at the end
   if (cli::launcher_rank() == 0) common::check_output_path(f.out, "--out");
   profiler::Options o{.backend = f.backend, .quick = f.quick, .command = command};
-  if (!f.model.empty()) add_model_shapes(f.model, f.tp.empty() ? std::vector<long long>{1, 2} : f.tp, o);
+  if ((f.micro_batch != 0 || f.seq_len != 0) && f.model.empty())
+    cli::bad_flag(f.micro_batch != 0 ? "--micro-batch" : "--seq-len", "needs --model (it sets the model's shapes)");
+  if (f.micro_batch != 0) cli::int_flag("--micro-batch", f.micro_batch, 1, common::limits::kMaxMicroBatch);
+  if (f.seq_len != 0) cli::int_flag("--seq-len", f.seq_len, 1, common::limits::kMaxSeqLen);
+  if (!f.model.empty())
+    add_model_shapes(f.model, f.tp.empty() ? std::vector<long long>{1, 2} : f.tp, static_cast<int>(f.micro_batch), f.seq_len, o);
   hardware::Profile p;
   try {
     p = profiler::measure(o);
@@ -92,6 +109,8 @@ const bool registered = cli::register_command(50, [](CLI::App& app) {
   cmd->add_option("--out", flags->out, "profile file to write (YAML)")->required();
   cmd->add_option("--model", flags->model, "also measure this model's exact full and sliced shapes");
   cmd->add_option("--tp", flags->tp, "tensor-parallel sizes for --model's shapes (default 1 2)");
+  cmd->add_option("--micro-batch", flags->micro_batch, "micro-batch of --model's shapes (default: the smallest each slicing allows)");
+  cmd->add_option("--seq-len", flags->seq_len, "sequence length of --model's shapes (default: the model's)");
   cmd->add_flag("--quick", flags->quick, "smaller grids, fewer iterations (under a minute)");
   cmd->callback([flags, cmd] {
     std::string command = "slicetune profile --backend " + flags->backend + " --out " + flags->out;

@@ -1,6 +1,7 @@
-// slicetune simulate: one plan through the step graph and the engine.
+// slicetune simulate: one plan (or a saved step graph) through the step graph and the engine.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <fstream>
 #include <iostream>
 
@@ -8,7 +9,9 @@
 #include "common/atomic_write.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "sim/graph_json.hpp"
 #include "sim/report_json.hpp"
+#include "sim/strategy.hpp"
 #include "sim/trace.hpp"
 
 namespace {
@@ -16,23 +19,73 @@ namespace {
 struct SimulateFlags {
   cli::TargetFlags target;
   bool json = false;
-  std::string trace, dot;
+  std::string trace, dot, dot_layers, save_graph, graph;
 };
 
+/// "3" or "0-1": the layers --dot draws.
+std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
+  auto number = [&](std::string_view s, int& out) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+  };
+  const auto dash = text.find('-');
+  int a = 0, b = 0;
+  const bool ok = dash == std::string::npos ? number(text, a) && number(text, b)
+                                            : number(std::string_view(text).substr(0, dash), a) && number(std::string_view(text).substr(dash + 1), b);
+  if (!ok || a < 0 || b < a || b >= layers)
+    cli::bad_flag("--dot-layers", fmt::format("expected a layer or FIRST-LAST within 0-{} (e.g. 0-1), got '{}'", layers - 1, text));
+  return {a, b};
+}
+
+/// The target of a saved graph: its model and plan, on its cluster unless --cluster / --nodes say otherwise.
+sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
+  const auto& cmd = *f.target.cmd;
+  for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--micro-batch", "--global-batch", "--seq-len", "--dtype", "--sequence-parallel",
+                           "--strategy", "--dp-bucket-mb", "--stack"})
+    if (cmd.count(flag)) cli::bad_flag(flag, "the model and plan come from the --graph file; drop this flag");
+  for (const sim::Knob* k : sim::plan_knobs())
+    if (cmd.count(std::string(k->flag))) cli::bad_flag(std::string(k->flag), "the plan comes from the --graph file; drop this flag");
+  const auto j = sim::read_graph_file(f.graph);
+  const auto [name, nodes] = sim::saved_cluster(j, f.graph);
+  sim::TargetInput in = f.target.input();
+  sim::Target t;
+  t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(cmd.count("--cluster") ? f.target.cluster : name);
+  // range-checked (nodes and nodes x GPUs per node) before anything is sized by it
+  if (in.nodes) hardware::set_nodes(t.cluster, *in.nodes, "--nodes");
+  else hardware::set_nodes(t.cluster, nodes, f.graph + ": nodes");
+  g = sim::load_graph(j, f.graph, t.cluster);
+  t.model = g.model;
+  t.plan = g.plan;
+  t.plan_source = f.graph;
+  return t;
+}
+
 void run_simulate(const SimulateFlags& f) {
+  // outputs checked before any work
   common::check_output_path(f.trace, "--trace");
   common::check_output_path(f.dot, "--dot");
-  sim::Target t = sim::resolve_target(f.target.input());
+  common::check_output_path(f.save_graph, "--save-graph");
+  if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
+  sim::Target t;
+  sim::StepGraph g;
+  if (!f.graph.empty()) {
+    t = graph_target(f, g);
+  } else {
+    t = sim::resolve_target(f.target.input());
+    g = sim::build_step_graph(t.model, t.cluster, t.plan);
+  }
   auto cost = f.target.cost_model(t.cluster);
-  sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
   sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
   sim::StepReport r = engine.simulate(g);
   if (!f.trace.empty()) sim::ChromeTrace().add("predicted", r).write(f.trace);
   if (!f.dot.empty()) {
+    sim::DotOptions d;
+    if (!f.dot_layers.empty()) d.layers = parse_layer_range(f.dot_layers, t.model.layers);
     std::ostringstream os;
-    g.write_dot(os);
+    g.write_dot(os, d);
     common::write_file_atomically(f.dot, os.str());
   }
+  if (!f.save_graph.empty()) sim::save_graph(f.save_graph, g, t.cluster);
   if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
     fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
                t.cluster.gpu.hbm_capacity_bytes / 1e9, t.cluster.gpu.name);
@@ -47,6 +100,7 @@ void run_simulate(const SimulateFlags& f) {
              common::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
   fmt::print("{}", sim::report_table(t, r));
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
+  if (!f.save_graph.empty()) fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, g.size());
 }
 
 const bool registered = cli::register_command(10, [](CLI::App& app) {
@@ -56,6 +110,11 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write a Chrome-trace timeline (Perfetto) of the step");
   cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT");
+  cmd->add_option("--dot-layers", flags->dot_layers, "with --dot: draw only layers FIRST-LAST (e.g. 0-1) or one layer");
+  cmd->add_option("--save-graph", flags->save_graph, "write the step graph as JSON (tasks, tensors, streams, groups, edges)");
+  cmd->add_option("--graph", flags->graph,
+                  "simulate a step graph saved with --save-graph (or edited by hand) instead of building one; its cluster unless "
+                  "--cluster/--nodes");
   cmd->callback([flags] { run_simulate(*flags); });
 });
 

@@ -41,6 +41,17 @@ inline constexpr double kMaxDpBucketMb = 1e6;  ///< 1 TB: larger than any model'
 /// GPT-3 175B with 8 x 4 Domino slices has ~30k; the check runs where the plan is resolved.
 inline constexpr std::int64_t kMaxTasks = 1'000'000;
 
+// ---- step-graph files (simulate --graph) ------------------------------------------------------
+/// A saved graph is read within the plan limits above: at most kMaxTasks tasks, and these.
+inline constexpr std::int64_t kMaxGraphTensors = 4 * kMaxTasks;  ///< the builder makes ~1.5 per task
+inline constexpr std::int64_t kMaxGraphEdges = 16 * kMaxTasks;   ///< the builder makes ~3 per task
+inline constexpr std::int64_t kMaxGraphOperands = 16 * kMaxTasks;  ///< tensor references of all tasks
+/// Any one size in an operation's shape (GEMM m/n/k, attention lengths, heads, batch): the
+/// builder's largest is the tokens of a micro-batch, 2^30.
+inline constexpr std::int64_t kMaxShapeDim = kMaxTokensPerMicroBatch;
+inline constexpr std::int64_t kMaxShapeElements = std::int64_t{1} << 52;  ///< element-wise elements, optimizer parameters
+inline constexpr std::int64_t kMaxTensorDim = std::int64_t{1} << 40;     ///< a tensor's rows or columns
+
 // ---- cluster -----------------------------------------------------------------------------------
 inline constexpr std::int64_t kMaxNodes = 131'072;         ///< 2^17
 inline constexpr std::int64_t kMaxGpusPerNode = 1024;

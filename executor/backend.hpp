@@ -12,7 +12,7 @@
 //       backend.end_micro_batch(timing)              // wait for all streams; per-task start/end
 //
 // Semantics the backend must provide (CUDA stream semantics):
-//  - each sim::Stream is an in-order queue: tasks issued on one stream run in issue order;
+//  - each stream of the graph (StepGraph::streams) is an in-order queue: tasks issued on one stream run in issue order;
 //  - issue(t, waits) may return before t has run; t starts only after every task in `waits`
 //    (all issued earlier, on other streams) has finished — CPU: the compute stream runs on the
 //    calling thread and waits on a completion flag; CUDA: cudaStreamWaitEvent on the producer's
@@ -44,7 +44,7 @@ std::string_view to_string(BackendKind k);
 bool parse_backend_kind(std::string_view s, BackendKind& out);
 
 /// @brief Where this process sits: its MPI rank in MPI_COMM_WORLD and the group split.
-/// World rank r is TP rank r % tp of TP group r / tp (StepGraph::rank / tp_instance).
+/// World rank r is TP rank r % tp of TP group r / tp (StepGraph::rank / tp: the instance of the graph's "tp" group).
 struct BackendOptions {
   int world_rank = 0;
   int world_size = 1;

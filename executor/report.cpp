@@ -11,8 +11,8 @@ nlohmann::json run_json(const sim::Target& t, const sim::StepGraph& g, const Run
   const auto& tl = r.timelines.empty() ? std::vector<TaskClock>(g.size()) : r.timelines[0];
   for (std::size_t i = 0; i < g.size(); ++i) {
     nlohmann::json row = {{"name", g.task_name(i)},
-                          {"class", sim::task_class(g.tasks[i])},
-                          {"stream", sim::to_string(g.tasks[i].stream)},
+                          {"class", g.task_class(i)},
+                          {"stream", g.stream_of(i).name},
                           {"median_us", i < r.task_median_us.size() ? r.task_median_us[i] : -1.0}};
     if (tl[i].start_ns >= 0) {
       row["start_us"] = tl[i].start_ns / 1e3;

@@ -84,8 +84,8 @@ Overlap measure_overlap(const sim::StepGraph& g, const std::vector<TaskClock>& t
   for (std::size_t i = 0; i < g.size() && i < timeline.size(); ++i) {
     const auto& c = timeline[i];
     if (c.start_ns < 0) continue;
-    if (g.tasks[i].stream == sim::Stream::tp_comm) comm.emplace_back(c.start_ns, c.end_ns);
-    else if (g.tasks[i].stream == sim::Stream::compute) compute.emplace_back(c.start_ns, c.end_ns);
+    if (g.stream_of(i).name == "tp_comm") comm.emplace_back(c.start_ns, c.end_ns);
+    else if (g.on_compute(i)) compute.emplace_back(c.start_ns, c.end_ns);
   }
   // |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|
   const std::int64_t a = union_length(comm), b = union_length(compute);

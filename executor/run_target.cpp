@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/config_reader.hpp"
+#include "sim/strategy.hpp"
 
 namespace executor {
 
@@ -35,8 +36,9 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   if (!pi.stack) pi.stack = hardware::Stack::cpp;
   if (!pi.micro_batch && pi.row_axis.value_or(sim::RowAxis::batch) == sim::RowAxis::batch) {
     // one sequence per row slice: the smallest micro-batch a batch-axis Domino plan can slice
-    const bool domino = pi.strategy.value_or(sim::Strategy::none) == sim::Strategy::domino;
-    pi.micro_batch = pi.row_slices.value_or(domino ? 2 : 1);
+    const sim::Strategy& st = *pi.strategy.value_or(&sim::default_strategy());
+    const sim::Knob* rows = st.knob("row_slices");
+    pi.micro_batch = pi.row_slices.value_or(rows ? rows->default_value : 1);
   }
   t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
   if (t.plan.gpus() != world)

@@ -6,6 +6,7 @@
 #include "hardware/profiled_cost_model.hpp"
 #include "sim/model.hpp"
 #include "sim/plan.hpp"
+#include "sim/strategy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const sim::ModelSpec model = sim::load_model("tiny");
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     sim::PlanInput in;
     in.tp = c.node.gpus_per_node % 2 == 0 ? 2 : 1;
     in.micro_batch = 2;
-    in.strategy = sim::Strategy::domino;
+    in.strategy = &sim::strategy_domino();
     in.dtype = common::DType::fp32;
     const sim::Plan p = sim::resolve_plan(model, c, in, "fuzz-plan");
     fuzz::simulate_small(model, c, p, *cost);

@@ -53,6 +53,10 @@ bool parse_collective_kind(std::string_view s, CollectiveKind& out) {
 
 double CostModel::link_capacity(LinkClass l) const { return hardware::link_capacity(cluster(), l); }
 
+std::vector<LinkSpec> CostModel::links() const {
+  return {{.name = "nvlink", .bytes_per_s = link_capacity(LinkClass::nvlink)}, {.name = "nic", .bytes_per_s = link_capacity(LinkClass::nic)}};
+}
+
 namespace {
 
 class AnalyticCostModel final : public CostModel {

@@ -78,6 +78,7 @@ double link_capacity(const ClusterSpec& c, LinkClass l) {
 namespace {
 
 constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+constexpr int kBuiltinLinks = 2;  // LinkClass::nvlink, LinkClass::nic
 constexpr double kGB = 1e9;
 
 // ---- NCCL's constants (tuning.cc), GB/s and microseconds -------------------------------------
@@ -117,7 +118,7 @@ struct Candidate {
   double latency_us = 0;
   double algbw = 0;  // bytes/s
   int channels = 1;
-  std::array<double, kLinkClasses> raw{};  // bytes each GPU puts on each link class
+  std::array<double, kBuiltinLinks> raw{};  // bytes each GPU puts on each link class (LinkClass order)
 };
 
 /// Bus bandwidth (GB/s) of the links a ring runs over: NVLink inside a node; across nodes the
@@ -260,9 +261,11 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   cost.transfer = common::Duration::from_s(transfer_s);
   // capacity-equivalent wire bytes: scale so the busiest link is exactly full at solo speed
   double worst = 0;
-  for (int l = 0; l < kLinkClasses; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));
-  if (worst > 0)
-    for (int l = 0; l < kLinkClasses; ++l) cost.wire_bytes[l] = best->raw[l] * transfer_s / worst;
+  for (int l = 0; l < kBuiltinLinks; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));
+  if (worst > 0) {
+    cost.wire_bytes.assign(kBuiltinLinks, 0.0);
+    for (int l = 0; l < kBuiltinLinks; ++l) cost.wire_bytes[l] = best->raw[l] * transfer_s / worst;
+  }
   return cost;
 }
 

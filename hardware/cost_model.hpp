@@ -1,9 +1,9 @@
 // defines: hardware::CostModel (the interface the engine prices tasks through),
-//          ComputeCost, CollectiveCost, LinkClass
+//          ComputeCost, CollectiveCost, LinkSpec, LinkClass
 #pragma once
-#include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hardware/cluster.hpp"
 #include "hardware/ops.hpp"
@@ -16,16 +16,24 @@ struct ComputeCost {
   double hbm_bytes = 0;  ///< HBM traffic; hbm_bytes / time / HBM bandwidth = how memory-bound it is
 };
 
-/// @brief The link classes a transfer can cross, from one GPU's point of view.
+/// @brief A class of link one GPU's transfers cross, with the capacity of that GPU's share of it -
+/// a row of CostModel::links(), the table the engine's link-sharing model makes constraints of.
+struct LinkSpec {
+  std::string name;        ///< "nvlink", "nic"
+  double bytes_per_s = 0;  ///< one GPU's share, one direction
+};
+
+/// @brief The rows of CostModel::links() the built-in models price: a GPU's NVLink port and its
+/// share of the node's NICs. A model that prices another path (PCIe, copy engines) adds a row.
 enum class LinkClass : std::uint8_t { nvlink, nic };
-inline constexpr int kLinkClasses = 2;
 
 /// @brief What a collective costs when it runs alone, and what it occupies while it runs.
 struct CollectiveCost {
   common::Duration latency;   ///< fixed part (protocol and hop latencies), no bandwidth used
   common::Duration transfer;  ///< bandwidth part at solo speed
-  /// Bytes this GPU sends over each link class during `transfer` (flow-level link sharing).
-  std::array<double, kLinkClasses> wire_bytes{};
+  /// Bytes this GPU sends over each link class (indexed as CostModel::links()) during `transfer`
+  /// (flow-level link sharing); empty when nothing moves.
+  std::vector<double> wire_bytes;
   std::string algo = "ring";    ///< ring | tree | nvls | nvls_tree | pat | hierarchical ...
   std::string proto = "simple"; ///< ll | ll128 | simple
   int channels = 1;
@@ -47,6 +55,9 @@ class CostModel {
   virtual const ClusterSpec& cluster() const = 0;
   /// Short description for reports ("analytic", "profiled: p.yaml").
   virtual std::string describe() const = 0;
+  /// The link classes CollectiveCost::wire_bytes indexes: by default NVLink and the NIC share
+  /// (LinkClass order), with the cluster's capacities.
+  virtual std::vector<LinkSpec> links() const;
   /// Capacity in bytes/s of one GPU's share of a link class (link-sharing constraints).
   double link_capacity(LinkClass l) const;
 };

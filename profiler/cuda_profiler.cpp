@@ -57,6 +57,10 @@ hardware::Profile measure_cuda(const Options& o) {
   cuda::Request req{.quick = o.quick, .grid = {}, .extra = {}, .progress = o.progress};
   req.grid = o.quick ? std::vector<std::int64_t>{128, 512, 2048, 8192} : std::vector<std::int64_t>{128, 256, 512, 1024, 2048, 4096, 8192, 16384};
   for (const auto& g : o.gemm_shapes) req.extra.push_back({g.m, g.n, g.k});
+  // the executor's CUDA attention runs s_q = s_kv slices (row axis batch); GQA shapes are timed with
+  // as many K/V heads as query heads (the kernels expand K and V per query head before the GEMMs)
+  for (const auto& a : o.attention_shapes)
+    if (a.s_q == a.s_kv && a.q_offset == 0 && a.causal) req.attention.push_back({a.batch, a.heads, a.s_q, a.head_dim});
   cuda::Result r;
   try {
     r = cuda::measure(req);
@@ -82,6 +86,9 @@ hardware::Profile measure_cuda(const Options& o) {
   p.runs_as = {{common::DType::fp16, common::DType::bf16}};
   p.grid_m = p.grid_n = p.grid_k = req.grid;
   for (const auto& g : r.gemm) p.gemm.push_back({.dtype = common::DType::bf16, .m = g.m, .n = g.n, .k = g.k, .us = g.us});
+  for (const auto& a : r.attention)
+    p.attention.push_back({.dtype = common::DType::bf16, .backward = a.backward, .batch = a.shape.batch, .heads = a.shape.heads,
+                           .s = a.shape.s, .head_dim = a.shape.head_dim, .us = a.us});
   const int nodes = std::max(1, r.device.ranks / r.device.local_ranks);
   for (const auto& c : r.collectives) {
     const auto kind = c.kind == cuda::Collective::all_reduce   ? hardware::CollectiveKind::all_reduce

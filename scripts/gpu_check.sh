@@ -5,9 +5,13 @@
 #   2. tiny-llama (RMSNorm, SwiGLU, RoPE, GQA), fp32: cuda vs cpu;
 #   3. tiny, bf16, domino 2 row slices x 2 column chunks vs none, on the GPU;
 #   4. a 4-layer gpt3-13b-shaped stack (h 5120, 40 heads, seq 2048, vocab 51200), bf16, tp 1,
-#      micro-batch 4: domino 2 row slices vs none -> step times and losses.
-# Writes everything under $OUT (default ./gpu_check_out): run JSONs, traces, results.md.
-# Budget: about 8 minutes on a 16-core H200 host (build ~3 min, runs ~3 min).
+#      micro-batch 4: domino 2 row slices vs none -> step times and losses;
+#   5. a CUDA profile of this GPU (`profile --backend cuda --quick`: the executor's own cuBLASLt GEMM
+#      path and attention kernels, bf16, with that model's exact shapes; one GPU gives no collective
+#      figures) -> profile-cuda.yaml;
+#   6. `validate` of the step-4 runs against that profile, task class by task class.
+# Writes everything under $OUT (default ./gpu_check_out): run JSONs, traces, the profile, validations,
+# results.md. Budget: about 10 minutes on a 16-core H200 host (build ~3 min, runs ~3 min, profile ~2).
 set -euo pipefail
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
@@ -50,6 +54,27 @@ BIG="--model $OUT/gpt3-13b-4l.yaml --cluster dgx-h200 --dtype bf16 --micro-batch
 run g13b_none   --backend cuda $BIG --strategy none
 run g13b_domino --backend cuda $BIG --strategy domino --row-slices 2
 
+# CUDA profile of this GPU with the step-4 model's shapes, then the step-4 runs validated against it
+t=$(date +%s)
+if timeout 300 mpirun -np 1 "$ST" profile --backend cuda --quick --model "$OUT/gpt3-13b-4l.yaml" --tp 1 --micro-batch 4 \
+     --out "$OUT/profile-cuda.yaml" >"$OUT/profile.stdout" 2>"$OUT/profile.err"; then
+  log "profile: ok in $(( $(date +%s) - t )) s: $(tail -1 "$OUT/profile.err")"
+  for n in g13b_none g13b_domino; do
+    [ -f "$OUT/$n.json" ] || continue
+    strat=none; extra=""
+    [ "$n" = g13b_domino ] && { strat=domino; extra="--row-slices 2"; }
+    if "$ST" validate --measured "$OUT/$n.json" --profile "$OUT/profile-cuda.yaml" --model "$OUT/gpt3-13b-4l.yaml" \
+         --tp 1 --micro-batch 4 --global-batch 4 --dtype bf16 --strategy $strat $extra \
+         --trace "$OUT/validate_$n.trace.json" >"$OUT/validate_$n.txt" 2>"$OUT/validate_$n.err"; then
+      log "validate $n: $(grep '^step' "$OUT/validate_$n.txt")"
+    else
+      log "validate $n: FAILED: $(tail -2 "$OUT/validate_$n.err" | tr '\n' ' ')"
+    fi
+  done
+else
+  log "profile: FAILED (exit $?): $(tail -3 "$OUT/profile.err" | tr '\n' ' ')"
+fi
+
 # summary
 python3 - "$OUT" <<'EOF' | tee "$OUT/results.md"
 import json, sys, os
@@ -85,4 +110,7 @@ for a, b, what, tol in [("tiny_cuda_fp32", "tiny_cpu_fp32", "tiny fp32: cuda vs 
     print(f"- {what}: max relative loss difference over {len(ja['loss'])} steps = {r:.2e} "
           f"({'MATCH' if r <= tol else 'MISMATCH'} at tolerance {tol:g}); loss falls: {falls}")
 EOF
+for n in g13b_none g13b_domino; do
+  [ -f "$OUT/validate_$n.txt" ] && { printf '\n## validate %s against profile-cuda.yaml\n\n```\n' "$n"; cat "$OUT/validate_$n.txt"; printf '```\n'; } | tee -a "$OUT/results.md"
+done
 log "done in $(( $(date +%s) - t0 )) s; results in $OUT/results.md"

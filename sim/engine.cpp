@@ -1,201 +1,88 @@
+// The event loop: in-order streams per simulated rank, the host's issue times, collectives that
+// start together on their group's simulated members, and rates from the resource models.
 #include "sim/engine.hpp"
-
-#include "hardware/interference.hpp"
-#include "sim/maxmin.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
-#include <unordered_map>
+
+#include "common/checked.hpp"
+#include "sim/rate_memo.hpp"
 
 namespace sim {
 namespace {
 
-using hardware::CollectiveOp;
-using hardware::LinkClass;
-
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+constexpr int kIdle = EngineView::kIdle;
 
-/// A task's cost as the engine uses it, in picoseconds at solo speed.
-struct TaskCost {
-  std::int64_t first_ps = 0;   ///< compute: whole time; collective: latency stage
-  std::int64_t second_ps = 0;  ///< collective: transfer stage
-  double hbm_util = 0;         ///< compute: fraction of HBM bandwidth it streams
-  std::array<double, hardware::kLinkClasses> wire_rate{};  ///< collective: bytes per ps per link at solo speed
-  double sm_fraction = 0;      ///< collective: share of SMs its channels occupy
-  bool collective = false;
-};
-
-struct OpHash {
-  std::size_t operator()(const TaskKind& k) const {
-    std::size_t h = k.index() * 0x9E3779B97F4A7C15ull;
-    auto mix = [&h](std::int64_t v) { h ^= static_cast<std::size_t>(v) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
-    std::visit([&](const auto& op) {
-      using T = std::decay_t<decltype(op)>;
-      if constexpr (std::is_same_v<T, hardware::GemmOp>) { mix(op.m); mix(op.n); mix(op.k); mix(static_cast<int>(op.dtype)); mix(op.batch); }
-      else if constexpr (std::is_same_v<T, hardware::AttentionOp>) { mix(op.batch); mix(op.heads); mix(op.kv_heads); mix(op.s_q); mix(op.s_kv); mix(op.head_dim); mix(op.q_offset); mix(op.backward); mix(op.causal); }
-      else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) { mix(static_cast<int>(op.kind)); mix(op.elements); mix(static_cast<std::int64_t>(op.bytes)); mix(op.backward); }
-      else if constexpr (std::is_same_v<T, hardware::CollectiveOp>) { mix(static_cast<int>(op.kind)); mix(op.bytes); mix(op.ranks); mix(op.nodes); mix(static_cast<int>(op.dtype)); }
-      else { mix(op.params); }
-    }, k);
-    return h;
-  }
-};
-
-struct OpEqual {
-  bool operator()(const TaskKind& a, const TaskKind& b) const {
-    if (a.index() != b.index()) return false;
-    return std::visit([&](const auto& x) {
-      using T = std::decay_t<decltype(x)>;
-      const auto& y = std::get<T>(b);
-      if constexpr (std::is_same_v<T, hardware::GemmOp>) return x.m == y.m && x.n == y.n && x.k == y.k && x.dtype == y.dtype && x.batch == y.batch;
-      else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
-        return x.batch == y.batch && x.heads == y.heads && x.kv_heads == y.kv_heads && x.s_q == y.s_q && x.s_kv == y.s_kv &&
-               x.head_dim == y.head_dim && x.q_offset == y.q_offset && x.backward == y.backward && x.causal == y.causal && x.dtype == y.dtype;
-      else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return x.kind == y.kind && x.elements == y.elements && x.bytes == y.bytes && x.backward == y.backward;
-      else if constexpr (std::is_same_v<T, hardware::CollectiveOp>) return x.kind == y.kind && x.bytes == y.bytes && x.ranks == y.ranks && x.nodes == y.nodes && x.dtype == y.dtype;
-      else return x.params == y.params;
-    }, a);
-  }
-};
-
-class CostTable {
- public:
-  explicit CostTable(const hardware::CostModel& m) : m_(m), hbm_(m.cluster().gpu.hbm_bytes_per_s), sms_(m.cluster().gpu.sm_count) {}
-
-  /// Index of the distinct cost of `k` (priced on first sight; compute tasks as the stack runs
-  /// them: stack_compute_ps).
-  std::uint32_t index(const TaskKind& k) {
-    auto it = memo_.find(k);
-    if (it != memo_.end()) return it->second;
-    TaskCost c = price(k);
-    if (!c.collective) {
-      c.first_ps = stack_compute_ps(m_.cluster().host, stack_, c.first_ps);
-      c.hbm_util *= m_.cluster().host.kernel_efficiency_for(stack_);  // same bytes over a longer time
-    }
-    costs_.push_back(c);
-    kinds_.push_back(k);
-    const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
-    memo_.emplace(k, i);
-    return i;
-  }
-
-  /// Tasks at the same place of different layers (same op, phase, slice, chunk) usually have the
-  /// same shape: a direct-mapped cache on that place, verified by comparing the op, avoids hashing it.
-  std::uint32_t index(const Task& t) {
-    const std::uint32_t key = 1u + static_cast<std::uint32_t>(t.op) + (static_cast<std::uint32_t>(t.phase) << 5) +
-                              (static_cast<std::uint32_t>(t.slice + 1) << 8) + (static_cast<std::uint32_t>(t.chunk + 1) << 16) +
-                              (static_cast<std::uint32_t>(t.kind.index()) << 24);
-    auto& slot = slots_[(key * 2654435761u) >> (32 - kSlotBits)];
-    if (slot.key == key && OpEqual{}(kinds_[slot.index], t.kind)) return slot.index;
-    slot.key = key;
-    slot.index = index(t.kind);
-    return slot.index;
-  }
-
-  const TaskCost& operator[](std::uint32_t i) const { return costs_[i]; }
-  void set_stack(hardware::Stack s) { stack_ = s; }
-
- private:
-  TaskCost from_compute(const hardware::ComputeCost& cc) const {
-    TaskCost c;
-    c.first_ps = cc.time.ps;
-    const double secs = cc.time.s();
-    c.hbm_util = secs > 0 ? std::min(1.0, cc.hbm_bytes / (secs * hbm_)) : 0.0;
-    return c;
-  }
-  TaskCost price(const TaskKind& k) const {
-    return std::visit([&](const auto& op) -> TaskCost {
-      using T = std::decay_t<decltype(op)>;
-      if constexpr (std::is_same_v<T, hardware::GemmOp>) return from_compute(m_.gemm(op));
-      else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return from_compute(m_.attention(op));
-      else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return from_compute(m_.elementwise(op));
-      else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return from_compute(m_.optimizer(op));
-      else {
-        const auto cc = m_.collective(op);
-        TaskCost c;
-        c.collective = true;
-        c.first_ps = cc.latency.ps;
-        c.second_ps = cc.transfer.ps;
-        for (int l = 0; l < hardware::kLinkClasses; ++l)
-          c.wire_rate[l] = c.second_ps > 0 ? cc.wire_bytes[l] / static_cast<double>(c.second_ps) : 0.0;
-        c.sm_fraction = static_cast<double>(cc.sms) / sms_;
-        return c;
-      }
-    }, k);
-  }
-  const hardware::CostModel& m_;
-  double hbm_;
-  int sms_;
-  std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
-  std::vector<TaskCost> costs_;  // distinct costs
-  std::vector<TaskKind> kinds_;  // the op of each distinct cost
-  hardware::Stack stack_ = hardware::Stack::eager;
-  static constexpr int kSlotBits = 10;
-  struct Slot {
-    std::uint32_t key = 0, index = 0;
-  };
-  std::vector<Slot> slots_ = std::vector<Slot>(std::size_t{1} << kSlotBits);
-};
-
-enum class Stage : std::uint8_t { compute, latency, transfer };
-
-struct Active {
+/// Another simulated member of one of a rank's groups, and that group's index in its graph.
+struct Peer {
   int rank;
-  std::uint32_t task;
-  Stream stream;
-  Stage stage;
-  double remaining;  // ps of work at solo speed
-  double rate;       // fraction of solo speed
-  std::int64_t finish;
+  GroupId group;
 };
 
 struct RankState {
   const StepGraph* g = nullptr;
-  std::unique_ptr<CostTable> table;                        // distinct costs of this rank's tasks
-  std::vector<std::uint32_t> cost_index;                   // task -> its cost in `table`
+  std::unique_ptr<CostTable> table;       // distinct costs of this rank's tasks
+  std::vector<std::uint32_t> cost_index;  // task -> its cost in `table`
   const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
-  std::array<std::vector<std::uint32_t>, kStreams> queue;  // included tasks per stream, issue order
-  std::vector<std::int64_t> issue_ps;                      // host has issued task i by then
+  std::vector<std::vector<std::uint32_t>> queue;  // per stream: included tasks, issue order
+  std::vector<std::int64_t> issue_ps;             // host has issued task i by then
   std::vector<std::uint32_t> pending;
   std::vector<TaskTiming> timing;
-  std::array<std::size_t, kStreams> head{};
-  std::array<int, kStreams> running{};                     // index into actives, -1 idle
-  std::vector<int> tp_peers, dp_peers;                     // other simulated ranks of the same group instance
+  std::vector<std::size_t> head;     // per stream
+  std::vector<int> running;          // per stream: index into the activities, or kIdle
+  std::vector<char> compute_stream;  // per stream: of kind compute
+  std::vector<StreamId> compute_streams, comm_streams;
+  std::vector<std::vector<Peer>> peers;            // per group: its other simulated members
+  std::vector<std::vector<std::uint32_t>> by_seq;  // per group: the task with each sequence number
 };
 
 struct RunStats {
   std::int64_t end = 0;
-  std::int64_t compute = 0, tp = 0, dp = 0, exposed = 0, idle = 0;
+  std::int64_t compute = 0, exposed = 0, idle = 0;
+  std::vector<std::int64_t> busy;  // per stream of the first rank
   std::size_t events = 0;
 };
 
 class Simulation {
  public:
-  Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, bool include_once, bool timeline)
-      : cost_(cost), timeline_(timeline) {
+  Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const std::vector<ModelFactory>& models,
+             bool include_once, bool timeline)
+      : timeline_(timeline) {
     const auto& cl = cost.cluster();
-    cap_[0] = cost.link_capacity(LinkClass::nvlink) * 1e-12;  // bytes per ps
-    cap_[1] = cost.link_capacity(LinkClass::nic) * 1e-12;
-    hbm_per_ps_ = cl.gpu.hbm_bytes_per_s * 1e-12;
-    interference_ = cl.interference;
+    for (const auto& link : cost.links()) link_bytes_per_ps_.push_back(link.bytes_per_s * 1e-12);
+    for (const auto& make : models) {
+      models_.push_back(make(cost));
+      memoize_ = memoize_ && models_.back()->memoizable();
+    }
     ranks_.resize(graphs.size());
+    std::size_t max_running = 0;
     for (std::size_t r = 0; r < graphs.size(); ++r) {
       auto& rs = ranks_[r];
       const StepGraph& g = *graphs[r];
       rs.g = &g;
       const auto n = g.size();
-      rs.table = std::make_unique<CostTable>(cost);
+      const std::size_t ns = g.streams.size();
+      rs.table = std::make_unique<CostTable>(cost, g.plan.stack);
       rs.cost_index.assign(n, 0);
       rs.issue_ps.assign(n, 0);
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());
       if (timeline_) rs.timing.assign(n, TaskTiming{});
+      rs.queue.resize(ns);
+      rs.head.assign(ns, 0);
+      rs.running.assign(ns, kIdle);
+      for (std::size_t s = 0; s < ns; ++s) {
+        const bool compute = g.streams[s].kind == StreamKind::compute;
+        rs.compute_stream.push_back(compute);
+        (compute ? rs.compute_streams : rs.comm_streams).push_back(static_cast<StreamId>(s));
+      }
+      max_running += ns;
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
-      rs.table->set_stack(g.plan.stack);
       std::int64_t host = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
@@ -203,27 +90,48 @@ class Simulation {
         rs.cost_index[i] = rs.table->index(t);
         host += launch * t.launches;
         rs.issue_ps[i] = host;
-        rs.queue[static_cast<int>(t.stream)].push_back(static_cast<std::uint32_t>(i));
+        rs.queue[t.stream].push_back(static_cast<std::uint32_t>(i));
       }
-      rs.running.fill(-1);
+      rs.peers.resize(g.groups.size());
+      rs.by_seq.resize(g.groups.size());
+      if (graphs.size() > 1)
+        for (std::size_t i = 0; i < n; ++i) {
+          const Task& t = g.tasks[i];
+          if (!t.group || !t.is_collective()) continue;
+          auto& seqs = rs.by_seq[*t.group];
+          if (seqs.size() <= t.seq) seqs.resize(t.seq + 1, ~0u);
+          seqs[t.seq] = static_cast<std::uint32_t>(i);
+        }
     }
+    // groups are matched by (name, instance) across the simulated graphs
     for (std::size_t r = 0; r < ranks_.size(); ++r)
-      for (std::size_t q = 0; q < ranks_.size(); ++q) {
-        if (q == r) continue;
-        if (ranks_[q].g->tp_instance == ranks_[r].g->tp_instance) ranks_[r].tp_peers.push_back(static_cast<int>(q));
-        if (ranks_[q].g->dp_instance == ranks_[r].g->dp_instance) ranks_[r].dp_peers.push_back(static_cast<int>(q));
-      }
+      for (std::size_t gi = 0; gi < ranks_[r].g->groups.size(); ++gi)
+        for (std::size_t q = 0; q < ranks_.size(); ++q) {
+          if (q == r) continue;
+          const auto& mine = ranks_[r].g->groups[gi];
+          const auto& theirs = ranks_[q].g->groups;
+          for (std::size_t gj = 0; gj < theirs.size(); ++gj)
+            if (theirs[gj].name == mine.name && theirs[gj].instance == mine.instance)
+              ranks_[r].peers[gi].push_back({static_cast<int>(q), static_cast<GroupId>(gj)});
+        }
+    active_.reserve(max_running);  // never reallocates: at most one activity per stream
+    active_key_.reserve(max_running);
+    // the memo key packs a rank in 12 bits and a flow partner in 10: beyond that, no memo
+    if (ranks_.size() > 0xFFF || max_running > 0x3FF) memoize_ = false;
+    for (const auto& rs : ranks_) rank_views_.push_back({rs.running, rs.compute_streams, rs.comm_streams});
+    view_.ranks = rank_views_;
+    view_.link_bytes_per_ps = link_bytes_per_ps_;
+    view_.cluster = &cl;
   }
 
   RunStats run();
   std::vector<RankState>& ranks() { return ranks_; }
 
  private:
-  bool ready(int r, Stream s, std::int64_t now, std::int64_t& wake) const {
+  bool ready(int r, StreamId s, std::int64_t now, std::int64_t& wake) const {
     const auto& rs = ranks_[r];
-    const int si = static_cast<int>(s);
-    if (rs.running[si] >= 0 || rs.head[si] >= rs.queue[si].size()) return false;
-    const auto t = rs.queue[si][rs.head[si]];
+    if (rs.running[s] != kIdle || rs.head[s] >= rs.queue[s].size()) return false;
+    const auto t = rs.queue[s][rs.head[s]];
     if (rs.pending[t] != 0) return false;
     if (rs.issue_ps[t] > now) {
       wake = std::min(wake, rs.issue_ps[t]);
@@ -231,135 +139,141 @@ class Simulation {
     }
     return true;
   }
-  void start(int r, Stream s, std::int64_t now);
+  /// The stream on which peer `p` can start its member of the collective with sequence number
+  /// `seq`, if it is at the head of that stream and ready now.
+  std::optional<StreamId> peer_ready(const Peer& p, std::uint32_t seq, std::int64_t now) const {
+    const auto& qs = ranks_[p.rank];
+    const auto& seqs = qs.by_seq[p.group];
+    if (seq >= seqs.size() || seqs[seq] == ~0u) return std::nullopt;
+    const std::uint32_t qt = seqs[seq];
+    const StreamId s = qs.g->tasks[qt].stream;
+    std::int64_t wake = kNever;
+    if (!ready(p.rank, s, now, wake) || qs.queue[s][qs.head[s]] != qt) return std::nullopt;
+    return s;
+  }
+  void start(int r, StreamId s, std::int64_t now, std::uint32_t flow);
   void complete(std::size_t a, std::int64_t now);
-  void compute_rates();
+  void update_rates();
 
-  const hardware::CostModel& cost_;
   bool timeline_;
-  std::array<double, hardware::kLinkClasses> cap_{};
-  double hbm_per_ps_ = 0;
-  hardware::InterferenceSpec interference_;
+  std::vector<double> link_bytes_per_ps_;
+  std::vector<std::unique_ptr<EngineModel>> models_;
   std::vector<RankState> ranks_;
-  std::vector<Active> active_;
-  MaxMinSystem lmm_;
-  std::vector<int> flow_var_;
+  std::vector<Activity> active_;
+  std::vector<EngineView::Rank> rank_views_;
+  EngineView view_;
+  bool memoize_ = true;  // every model's rates depend on the running set alone (EngineModel::memoizable)
+  /// An activity's word of the memo key: its cost (index in its rank's table), stream, stage and rank.
+  std::uint64_t memo_word(const Activity& a) const {
+    return ranks_[a.rank].cost_index[a.task] | (std::uint64_t{a.stream} << 32) | (std::uint64_t(a.stage) << 40) |
+           (std::uint64_t(a.rank) << 42);
+  }
+  std::vector<std::uint64_t> active_key_;  // per activity (as active_): memo_word
+  std::vector<std::uint64_t> key_;         // scratch: the key with flows, several ranks
+  std::vector<double> rates_;              // scratch: its rates
+  RateMemo memo_;
+  std::uint32_t next_flow_ = 0;
+  std::vector<StreamId> peer_streams_;  // scratch: where each peer starts its member of a collective
 };
 
-void Simulation::start(int r, Stream s, std::int64_t now) {
+void Simulation::start(int r, StreamId s, std::int64_t now, std::uint32_t flow) {
   auto& rs = ranks_[r];
-  const int si = static_cast<int>(s);
-  const auto t = rs.queue[si][rs.head[si]];
+  const auto t = rs.queue[s][rs.head[s]];
   const auto& c = rs.cost(t);
-  Active a{r, t, s, c.collective ? Stage::latency : Stage::compute, static_cast<double>(c.first_ps), 1.0, now};
+  Activity a{.rank = r,
+             .task = t,
+             .stream = s,
+             .stage = c.collective ? Stage::latency : Stage::compute,
+             .flow = flow,
+             .cost = &c,
+             .remaining = static_cast<double>(c.first_ps),
+             .rate = 1.0,
+             .finish = now};
   if (timeline_) rs.timing[t].start = Duration::from_ps(now);
-  rs.running[si] = static_cast<int>(active_.size());
+  rs.running[s] = static_cast<int>(active_.size());
   active_.push_back(a);
+  active_key_.push_back(memo_word(a));
 }
 
 void Simulation::complete(std::size_t ai, std::int64_t now) {
-  Active& a = active_[ai];
+  Activity& a = active_[ai];
   auto& rs = ranks_[a.rank];
-  const auto& c = rs.cost(a.task);
+  const auto& c = *a.cost;
   if (a.stage == Stage::latency && c.second_ps > 0) {
     a.stage = Stage::transfer;
     a.remaining = static_cast<double>(c.second_ps);
+    active_key_[ai] = memo_word(a);
     return;
   }
   if (timeline_) rs.timing[a.task].end = Duration::from_ps(now);
-  rs.running[static_cast<int>(a.stream)] = -1;
-  ++rs.head[static_cast<int>(a.stream)];
+  rs.running[a.stream] = kIdle;
+  ++rs.head[a.stream];
   for (auto v : boost::make_iterator_range(rs.g->successors(a.task))) --rs.pending[v];
   a.task = ~0u;  // removed by the caller
 }
 
-// Rates for the current set of running tasks: max-min fair sharing of each rank's links among its
-// collectives in their transfer stage (a link is a constraint, a transfer a variable bounded by
-// its solo speed), then mutual slowdown of compute and communication.
-void Simulation::compute_rates() {
-  lmm_.clear();
-  flow_var_.assign(active_.size(), -1);
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    std::array<int, hardware::kLinkClasses> link{};
-    link.fill(-1);
-    for (std::size_t i = 0; i < active_.size(); ++i) {
-      const Active& a = active_[i];
-      if (a.rank != static_cast<int>(r) || a.stage != Stage::transfer) continue;
-      const auto& wr = ranks_[r].cost(a.task).wire_rate;
-      const int v = lmm_.add_variable(1.0);
-      flow_var_[i] = v;
-      for (int l = 0; l < hardware::kLinkClasses; ++l) {
-        if (wr[l] <= 0) continue;
-        if (link[l] < 0) link[l] = lmm_.add_constraint(cap_[l]);
-        lmm_.expand(link[l], v, wr[l]);
-      }
-    }
-  }
-  if (lmm_.variables() > 0) {
-    lmm_.solve();
+// The models' rates are a function of the running set alone - which task cost runs on which rank
+// and stream, in which stage, in which flow - so they are remembered per set: a transformer's
+// layers repeat the same few sets thousands of times per step.
+void Simulation::update_rates() {
+  // the key: one word per activity, in order; with several ranks also which earlier activity
+  // (if any) is the same collective flow
+  std::span<const std::uint64_t> key = active_key_;
+  if (ranks_.size() > 1) {
+    key_.assign(active_key_.begin(), active_key_.end());
     for (std::size_t i = 0; i < active_.size(); ++i)
-      if (flow_var_[i] >= 0) active_[i].rate = lmm_.value(flow_var_[i]);
+      for (std::size_t j = 0; j < i; ++j)
+        if (active_[j].flow == active_[i].flow) {
+          key_[i] |= std::uint64_t{j + 1} << 54;
+          break;
+        }
+    key = key_;
   }
-  // interference, per rank
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    const auto& rs = ranks_[r];
-    const int ci = rs.running[static_cast<int>(Stream::compute)];
-    double comm_sm = 0, comm_wire = 0;
-    bool comm = false;
-    for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
-      const int ai = rs.running[s];
-      if (ai < 0) continue;
-      comm = true;
-      const auto& c = rs.cost(active_[ai].task);
-      comm_sm += c.sm_fraction;
-      if (active_[ai].stage == Stage::transfer)
-        for (int l = 0; l < hardware::kLinkClasses; ++l) comm_wire += active_[ai].rate * c.wire_rate[l];
+  if (memoize_) {
+    if (const auto known = memo_.find(key)) {
+      for (std::size_t i = 0; i < active_.size(); ++i) active_[i].rate = (*known)[i];
+      return;
     }
-    if (ci >= 0 && comm) {
-      const double u = rs.cost(active_[ci].task).hbm_util;
-      active_[ci].rate = hardware::compute_rate_beside_comm(interference_, hbm_per_ps_ * 1e12, u, comm_sm, comm_wire * 1e12);
-      const double f = hardware::comm_rate_beside_compute(interference_, u);
-      for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
-        const int ai = rs.running[s];
-        if (ai >= 0 && active_[ai].stage == Stage::transfer) active_[ai].rate *= f;
-      }
-    } else if (ci >= 0) {
-      active_[ci].rate = 1.0;
-    }
-    for (int s : {static_cast<int>(Stream::tp_comm), static_cast<int>(Stream::dp_comm)}) {
-      const int ai = rs.running[s];
-      if (ai >= 0 && active_[ai].stage == Stage::latency) active_[ai].rate = 1.0;
-    }
+  }
+  for (auto& a : active_) a.rate = 1.0;
+  view_.activities = active_;
+  for (auto& m : models_) m->update_rates(view_);
+  if (memoize_) {
+    rates_.clear();
+    for (const auto& a : active_) rates_.push_back(a.rate);
+    memo_.insert(key, rates_);
   }
 }
 
 RunStats Simulation::run() {
   RunStats st;
+  st.busy.assign(ranks_[0].g->streams.size(), 0);
   std::int64_t now = 0;
-  active_.reserve(ranks_.size() * kStreams);
   for (;;) {
     std::int64_t wake = kNever;
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-      for (Stream s : {Stream::compute, Stream::tp_comm, Stream::dp_comm}) {
+      auto& rs = ranks_[r];
+      for (std::size_t si = 0; si < rs.queue.size(); ++si) {
+        const auto s = static_cast<StreamId>(si);
         if (!ready(r, s, now, wake)) continue;
-        auto& rs = ranks_[r];
-        const auto t = rs.queue[static_cast<int>(s)][rs.head[static_cast<int>(s)]];
-        const Task& task = rs.g->tasks[t];
-        const auto& peers = task.group == CommGroup::tp ? rs.tp_peers : rs.dp_peers;
-        if (task.group != CommGroup::none && !peers.empty()) {
+        const Task& task = rs.g->tasks[rs.queue[s][rs.head[s]]];
+        if (task.group && task.is_collective() && !rs.peers[*task.group].empty()) {
           // a collective starts when every simulated member of its group has reached it
-          bool all = true;
-          for (int q : peers) {
-            std::int64_t w2 = kNever;
-            if (!ready(q, s, now, w2)) { all = false; break; }
-            const auto& qs = ranks_[q];
-            const auto qt = qs.queue[static_cast<int>(s)][qs.head[static_cast<int>(s)]];
-            if (qs.g->tasks[qt].seq != task.seq) { all = false; break; }
+          const auto& peers = rs.peers[*task.group];
+          std::vector<StreamId>& at = peer_streams_;
+          at.clear();
+          for (const Peer& p : peers) {
+            const auto ps = peer_ready(p, task.seq, now);
+            if (!ps) break;
+            at.push_back(*ps);
           }
-          if (!all) continue;
-          for (int q : peers) start(q, s, now);
+          if (at.size() != peers.size()) continue;
+          const std::uint32_t flow = next_flow_++;
+          for (std::size_t k = 0; k < peers.size(); ++k) start(peers[k].rank, at[k], now, flow);
+          start(r, s, now, flow);
+          continue;
         }
-        start(r, s, now);
+        start(r, s, now, next_flow_++);
       }
     }
     if (active_.empty()) {
@@ -368,9 +282,11 @@ RunStats Simulation::run() {
       now = wake;
       continue;
     }
-    // A lone compute task runs at full speed whatever the interference model; skip the rate solver.
-    if (active_.size() == 1 && active_[0].stage == Stage::compute) active_[0].rate = 1.0;
-    else compute_rates();
+    // A lone compute task runs at full speed whatever the models say (they price sharing).
+    if (active_.size() == 1 && active_[0].stage == Stage::compute)
+      active_[0].rate = 1.0;
+    else
+      update_rates();
     std::int64_t next = wake;
     for (auto& a : active_) {
       // ceil without the libm call (baseline x86-64 has no roundsd); full speed needs no division
@@ -383,14 +299,15 @@ RunStats Simulation::run() {
     const std::int64_t dt = next - now;
     if (dt > 0) {
       const auto& r0 = ranks_[0];
-      const bool comp = r0.running[static_cast<int>(Stream::compute)] >= 0;
-      const bool tp = r0.running[static_cast<int>(Stream::tp_comm)] >= 0;
-      const bool dp = r0.running[static_cast<int>(Stream::dp_comm)] >= 0;
+      bool comp = false, comm = false;
+      for (std::size_t s = 0; s < r0.running.size(); ++s)
+        if (r0.running[s] != kIdle) {
+          st.busy[s] += dt;
+          (r0.compute_stream[s] ? comp : comm) = true;
+        }
       if (comp) st.compute += dt;
-      if (tp) st.tp += dt;
-      if (dp) st.dp += dt;
-      if (!comp && (tp || dp)) st.exposed += dt;
-      if (!comp && !tp && !dp) st.idle += dt;
+      if (!comp && comm) st.exposed += dt;
+      if (!comp && !comm) st.idle += dt;
       for (auto& a : active_) a.remaining = std::max(0.0, a.remaining - a.rate * static_cast<double>(dt));
     }
     now = next;
@@ -404,19 +321,22 @@ RunStats Simulation::run() {
     if (removed) {
       std::size_t w = 0;
       for (std::size_t i = 0; i < active_.size(); ++i)
-        if (active_[i].task != ~0u) active_[w++] = active_[i];
+        if (active_[i].task != ~0u) {
+          active_key_[w] = active_key_[i];
+          active_[w++] = active_[i];
+        }
       active_.resize(w);
-      for (auto& rs : ranks_) rs.running.fill(-1);
-      for (std::size_t i = 0; i < active_.size(); ++i)
-        ranks_[active_[i].rank].running[static_cast<int>(active_[i].stream)] = static_cast<int>(i);
+      active_key_.resize(w);
+      for (auto& rs : ranks_) std::fill(rs.running.begin(), rs.running.end(), kIdle);
+      for (std::size_t i = 0; i < active_.size(); ++i) ranks_[active_[i].rank].running[active_[i].stream] = static_cast<int>(i);
     }
   }
   for (const auto& rs : ranks_)
-    for (int s = 0; s < kStreams; ++s)
+    for (std::size_t s = 0; s < rs.queue.size(); ++s)
       if (rs.head[s] != rs.queue[s].size()) {
         const auto t = rs.queue[s][rs.head[s]];
         throw std::logic_error(fmt::format("engine deadlock: rank {} stream {} stuck at task {} ({})", rs.g->rank,
-                                           to_string(static_cast<Stream>(s)), t, rs.g->task_name(t)));
+                                           rs.g->streams[s].name, t, rs.g->task_name(t)));
       }
   st.end = now;
   return st;
@@ -424,49 +344,10 @@ RunStats Simulation::run() {
 
 }  // namespace
 
-std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps) {
-  // checked: a tiny kernel_efficiency must not turn a long kernel into an int64 overflow
-  const double ps = static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack);
-  if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
-  return common::checked_add(std::llround(ps), host.op_overhead_for(stack).ps, "simulated time");
-}
-
-Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hardware::Stack stack) {
-  const auto on_stack = [&](Duration kernel) { return Duration::from_ps(stack_compute_ps(c.cluster().host, stack, kernel.ps)); };
-  return std::visit([&](const auto& op) -> Duration {
-    using T = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<T, hardware::GemmOp>) return on_stack(c.gemm(op).time);
-    else if constexpr (std::is_same_v<T, hardware::AttentionOp>) return on_stack(c.attention(op).time);
-    else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) return on_stack(c.elementwise(op).time);
-    else if constexpr (std::is_same_v<T, hardware::OptimizerOp>) return on_stack(c.optimizer(op).time);
-    else return c.collective(op).total();
-  }, k);
-}
-
-MemoryEstimate estimate_memory(const StepGraph& g) {
-  MemoryEstimate m;
-  std::vector<char> saved(g.tensors.size(), 0);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    if (g.tasks[i].phase == Phase::fwd) continue;
-    for (TensorId x : g.inputs(i))
-      if (g.tensors[x].role == TensorRole::activation) saved[x] = 1;
-  }
-  for (std::size_t x = 0; x < g.tensors.size(); ++x) {
-    const auto& t = g.tensors[x];
-    const double n = static_cast<double>(t.rows) * static_cast<double>(t.cols);
-    switch (t.role) {
-      case TensorRole::weight:
-        m.weights += t.bytes();
-        m.optimizer += 12.0 * n;
-        break;
-      case TensorRole::weight_grad: m.gradients += t.bytes(); break;
-      case TensorRole::activation:
-        if (saved[x]) m.activations += t.bytes();
-        break;
-      default: break;
-    }
-  }
-  return m;
+Duration StepReport::busy(std::string_view name) const {
+  for (const auto& s : streams)
+    if (s.name == name) return s.busy;
+  return Duration{};
 }
 
 StepReport Engine::simulate(const StepGraph& graph) const {
@@ -482,23 +363,24 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   rep.tasks = g0.size();
   RunStats mb{};
   if (accum > 1) {
-    Simulation sim(ranks, cost_, false, false);
+    Simulation sim(ranks, cost_, options_.models, false, false);
     mb = sim.run();
   }
-  Simulation last(ranks, cost_, true, options_.timeline);
+  Simulation last(ranks, cost_, options_.models, true, options_.timeline);
   RunStats ls = last.run();
   const std::int64_t k = accum - 1;
   // checked: (accum - 1) micro-batches of a long step must not wrap to a negative time
-  auto total = [&](std::int64_t RunStats::*f) {
-    return Duration::from_ps(common::checked_add(common::checked_mul(mb.*f, k, "simulated time"), ls.*f, "simulated time"));
+  auto total = [&](std::int64_t a, std::int64_t b) {
+    return Duration::from_ps(common::checked_add(common::checked_mul(a, k, "simulated time"), b, "simulated time"));
   };
-  rep.step_time = total(&RunStats::end);
+  rep.step_time = total(mb.end, ls.end);
   rep.micro_batch_time = Duration::from_ps(accum > 1 ? mb.end : ls.end);
-  rep.compute = total(&RunStats::compute);
-  rep.tp_comm = total(&RunStats::tp);
-  rep.dp_comm = total(&RunStats::dp);
-  rep.exposed_comm = total(&RunStats::exposed);
-  rep.idle = total(&RunStats::idle);
+  rep.compute = total(mb.compute, ls.compute);
+  for (std::size_t s = 0; s < g0.streams.size(); ++s)
+    rep.streams.push_back(
+        {.name = g0.streams[s].name, .kind = g0.streams[s].kind, .busy = total(mb.busy.empty() ? 0 : mb.busy[s], ls.busy[s])});
+  rep.exposed_comm = total(mb.exposed, ls.exposed);
+  rep.idle = total(mb.idle, ls.idle);
   rep.events = mb.events + ls.events;
   for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * accum;
   const auto& cl = cost_.cluster();

@@ -5,10 +5,10 @@
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 #include "sim/plan_limits.hpp"
+#include "sim/strategy.hpp"
 
 namespace sim {
 
-std::string_view to_string(Strategy s) { return s == Strategy::none ? "none" : "domino"; }
 std::string_view to_string(RowAxis a) { return a == RowAxis::batch ? "batch" : "sequence"; }
 
 std::string_view to_string(Infeasibility r) {
@@ -26,6 +26,7 @@ std::string_view to_string(Infeasibility r) {
     case Infeasibility::dtype: return "dtype not supported by the GPU";
     case Infeasibility::memory: return "memory over GPU capacity";
     case Infeasibility::pp: return "pipeline parallelism not supported yet";
+    case Infeasibility::strategy: return "the strategy cannot run the plan";
   }
   return "?";
 }
@@ -55,11 +56,24 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (p.micro_batch <= 0 || p.global_batch % (std::int64_t{p.micro_batch} * p.dp) != 0)
     return bad(Infeasibility::global_batch, "global_batch",
                fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
-  if (p.row_slices < 1) return bad(Infeasibility::row_slices_batch, "row_slices", "row_slices must be >= 1");
-  if (p.col_slices < 1) return bad(Infeasibility::col_slices, "col_slices", "col_slices must be >= 1");
-  if (p.strategy == Strategy::none && (p.row_slices != 1 || p.col_slices != 1))
-    return bad(Infeasibility::row_slices_batch, "strategy",
-               fmt::format("row_slices={} col_slices={} need strategy domino", p.row_slices, p.col_slices));
+  // knobs: in range; a knob of another strategy (that matters here) at its neutral value
+  const Strategy& st = *p.strategy;
+  const auto knobs = plan_knobs();
+  const auto owns = own_knobs(st);
+  for (std::size_t i = 0; i < knobs.size(); ++i) {
+    const Knob* k = knobs[i];
+    const int v = k->get(p);
+    const Knob* own = owns[i];
+    if (own && (v < own->min || v > own->max || (!own->choices.empty() && v >= static_cast<int>(own->choices.size()))))
+      return bad(own->refused_as, std::string(k->key), fmt::format("{}={} is out of range ({})", k->key, v, own->expected()));
+    if (!own && v != k->neutral && k->applies(p)) {
+      std::string owners;
+      for (const Strategy* o : strategies())
+        if (o->knob(k->key)) owners += (owners.empty() ? "" : " | ") + std::string(o->name);
+      return bad(k->refused_as, "strategy",
+                 fmt::format("{}={} needs strategy {} (strategy {} has no {})", k->key, k->format(v), owners, st.name, k->key));
+    }
+  }
   if (p.row_axis == RowAxis::batch && p.micro_batch % p.row_slices)
     return bad(Infeasibility::row_slices_batch, "row_slices",
                fmt::format("micro_batch={} is not divisible by row_slices={} (row_axis batch)", p.micro_batch, p.row_slices));
@@ -75,6 +89,7 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   }
   if (m.hidden % p.col_slices)
     return bad(Infeasibility::col_slices, "col_slices", fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices));
+  if (auto why = st.check(m, c, p)) return bad(Infeasibility::strategy, "strategy", fmt::format("strategy {}: {}", st.name, *why));
   if (c.gpu.peak_flops(p.dtype) <= 0)
     return bad(Infeasibility::dtype, "dtype", fmt::format("{} has no {} support", c.gpu.name, common::to_string(p.dtype)));
   return std::nullopt;
@@ -107,10 +122,11 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   if (p.seq_len <= 0) throw common::ConfigError(source, "seq_len", "expected a positive integer");
   p.dtype = in.dtype.value_or(common::DType::bf16);
   p.sequence_parallel = in.sequence_parallel.value_or(false);
-  p.strategy = in.strategy.value_or(Strategy::none);
-  p.row_slices = in.row_slices.value_or(p.strategy == Strategy::domino ? 2 : 1);
-  p.row_axis = in.row_axis.value_or(RowAxis::batch);
-  p.col_slices = in.col_slices.value_or(1);
+  p.strategy = in.strategy.value_or(&default_strategy());
+  const auto knobs = plan_knobs();
+  const auto owns = own_knobs(*p.strategy);
+  for (std::size_t i = 0; i < knobs.size(); ++i)
+    knobs[i]->set(p, knobs[i]->get_input(in).value_or(owns[i] ? owns[i]->default_value : knobs[i]->neutral));
   p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
   if (!(p.dp_bucket_mb > 0)) throw common::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
   p.stack = in.stack.value_or(hardware::Stack::eager);
@@ -130,8 +146,6 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   opt_int("dp", in.dp, lim::kMaxGpus);
   opt_int("micro_batch", in.micro_batch, lim::kMaxMicroBatch);
   opt_int("global_batch", in.global_batch, lim::kMaxGlobalBatch);
-  opt_int("row_slices", in.row_slices, lim::kMaxRowSlices);
-  opt_int("col_slices", in.col_slices, lim::kMaxColSlices);
   if (r.has("pp") && r.integer("pp") != 1) r.fail("pp", "only pp: 1 is supported");
   if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len", lim::kMaxSeqLen);
   if (r.has("dtype")) {
@@ -140,8 +154,21 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
     in.dtype = t;
   }
   if (r.has("sequence_parallel")) in.sequence_parallel = r.boolean("sequence_parallel");
-  if (r.has("strategy")) in.strategy = r.choice("strategy", {"none", "domino"}) == "none" ? Strategy::none : Strategy::domino;
-  if (r.has("row_axis")) in.row_axis = r.choice("row_axis", {"batch", "sequence"}) == "batch" ? RowAxis::batch : RowAxis::sequence;
+  if (r.has("strategy")) {
+    std::vector<std::string> names;
+    for (const Strategy* s : strategies()) names.emplace_back(s->name);
+    in.strategy = &find_strategy(r.choice("strategy", names), source);
+  }
+  for (const Knob* k : plan_knobs()) {
+    if (!r.has(std::string(k->key))) continue;
+    const std::string key(k->key);
+    if (!k->choices.empty()) {
+      const std::vector<std::string> choices(k->choices.begin(), k->choices.end());
+      k->set_input(in, static_cast<int>(*k->parse(r.choice(key, choices))));
+    } else {
+      k->set_input(in, r.int_in(key, k->min, k->max));  // range-checked before narrowing
+    }
+  }
   if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb", lim::kMaxDpBucketMb);
   if (r.has("stack")) {
     hardware::Stack s;
@@ -159,22 +186,16 @@ PlanInput load_plan_input(const std::string& path) {
 std::string plan_to_yaml(const Plan& p, const std::string& comment) {
   std::string out;
   if (!comment.empty()) out += "# " + comment + "\n";
-  out += fmt::format(
-      "tp: {}\ndp: {}\npp: {}\nmicro_batch: {}\nglobal_batch: {}\nseq_len: {}\ndtype: {}\nsequence_parallel: {}\n"
-      "strategy: {}\nrow_slices: {}\nrow_axis: {}\ncol_slices: {}\ndp_bucket_mb: {}\nstack: {}\n",
-      p.tp, p.dp, p.pp, p.micro_batch, p.global_batch, p.seq_len, common::to_string(p.dtype),
-      p.sequence_parallel ? "true" : "false", to_string(p.strategy), p.row_slices, to_string(p.row_axis),
-      p.col_slices, p.dp_bucket_mb, hardware::to_string(p.stack));
+  out += fmt::format("tp: {}\ndp: {}\npp: {}\nmicro_batch: {}\nglobal_batch: {}\nseq_len: {}\ndtype: {}\nsequence_parallel: {}\nstrategy: {}\n",
+                     p.tp, p.dp, p.pp, p.micro_batch, p.global_batch, p.seq_len, common::to_string(p.dtype),
+                     p.sequence_parallel ? "true" : "false", p.strategy->name);
+  for (const Knob* k : plan_knobs()) out += fmt::format("{}: {}\n", k->key, k->format(k->get(p)));
+  out += fmt::format("dp_bucket_mb: {}\nstack: {}\n", p.dp_bucket_mb, hardware::to_string(p.stack));
   return out;
 }
 
 std::string describe(const Plan& p) {
-  std::string s = fmt::format("tp{} dp{} mb{}{}", p.tp, p.dp, p.micro_batch, p.sequence_parallel ? " sp" : "");
-  if (p.strategy == Strategy::domino)
-    s += fmt::format(" domino {}x{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "");
-  else
-    s += " megatron";
-  return s;
+  return fmt::format("tp{} dp{} mb{}{} {}", p.tp, p.dp, p.micro_batch, p.sequence_parallel ? " sp" : "", p.strategy->describe(p));
 }
 
 }  // namespace sim

@@ -11,13 +11,16 @@
 
 namespace sim {
 
-enum class Strategy : std::uint8_t { none, domino };
+struct Strategy;  // sim/strategy.hpp: the registry of overlap strategies
+const Strategy& default_strategy();
+
+/// @brief Which axis the builder cuts a micro-batch's rows along (sim/builder.hpp, Slice).
 enum class RowAxis : std::uint8_t { batch, sequence };
-std::string_view to_string(Strategy s);
 std::string_view to_string(RowAxis a);
 
 /// @brief A fully resolved plan: every field has a value and the plan is feasible for its model
-/// and cluster (resolve_plan checked it).
+/// and cluster (resolve_plan checked it). row_slices, row_axis and col_slices are the builder's
+/// slicing; a strategy that does not read them (its Strategy::knobs) leaves them neutral (1, batch, 1).
 struct Plan {
   int tp = 1;
   int dp = 1;
@@ -27,7 +30,7 @@ struct Plan {
   std::int64_t seq_len = 0;
   common::DType dtype = common::DType::bf16;
   bool sequence_parallel = false;
-  Strategy strategy = Strategy::none;
+  const Strategy* strategy = &default_strategy();  ///< a registry entry (never null)
   int row_slices = 1;
   RowAxis row_axis = RowAxis::batch;
   int col_slices = 1;
@@ -45,7 +48,7 @@ struct PlanInput {
   std::optional<std::int64_t> seq_len;
   std::optional<common::DType> dtype;
   std::optional<bool> sequence_parallel;
-  std::optional<Strategy> strategy;
+  std::optional<const Strategy*> strategy;
   std::optional<RowAxis> row_axis;
   std::optional<double> dp_bucket_mb;
   std::optional<hardware::Stack> stack;
@@ -57,9 +60,9 @@ struct PlanInput {
 /// @brief Why a plan cannot run. The tuner counts refused plans by this.
 enum class Infeasibility : std::uint8_t {
   tp_heads, tp_kv_heads, tp_ffn, tp_vocab, tp_node, gpus, global_batch, row_slices_batch,
-  row_slices_sequence, col_slices, dtype, memory, pp,
+  row_slices_sequence, col_slices, dtype, memory, pp, strategy,
 };
-inline constexpr int kInfeasibilityKinds = 13;
+inline constexpr int kInfeasibilityKinds = 14;
 std::string_view to_string(Infeasibility r);
 
 struct PlanProblem {
@@ -73,18 +76,18 @@ struct PlanProblem {
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
 
 /// @brief Fills unset fields (dp = GPUs / tp, global_batch = micro_batch x dp, seq_len = the
-/// model's, row_slices = 2 for domino and 1 otherwise, ...) and checks the result; throws
+/// model's, each knob its strategy's default or else its neutral value, ...) and checks the result; throws
 /// common::ConfigError naming `source`, the key and the reason when infeasible.
 Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in,
                   const std::string& source = "plan");
 
-/// @brief Reads a plan YAML file (keys as in Plan); unknown keys are refused.
+/// @brief Reads a plan YAML file (keys as in Plan, knobs as the registry declares them); unknown keys are refused.
 PlanInput load_plan_input(const std::string& path);
 PlanInput parse_plan_input(const std::string& yaml_text, const std::string& source);
 
 /// @brief The plan as YAML that load_plan_input reads back to the same Plan.
 std::string plan_to_yaml(const Plan& p, const std::string& comment = "");
-/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1(batch)".
+/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1", "tp4 dp2 mb4 sp megatron".
 std::string describe(const Plan& p);
 
 }  // namespace sim

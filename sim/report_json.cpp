@@ -3,29 +3,38 @@
 #include <fmt/format.h>
 
 #include "common/table.hpp"
+#include "sim/strategy.hpp"
 
 namespace sim {
 
 nlohmann::json plan_json(const Plan& p) {
-  return {{"tp", p.tp},
-          {"dp", p.dp},
-          {"pp", p.pp},
-          {"micro_batch", p.micro_batch},
-          {"global_batch", p.global_batch},
-          {"grad_accum_steps", p.grad_accum_steps()},
-          {"seq_len", p.seq_len},
-          {"dtype", common::to_string(p.dtype)},
-          {"sequence_parallel", p.sequence_parallel},
-          {"strategy", to_string(p.strategy)},
-          {"row_slices", p.row_slices},
-          {"row_axis", to_string(p.row_axis)},
-          {"col_slices", p.col_slices},
-          {"dp_bucket_mb", p.dp_bucket_mb},
-          {"stack", hardware::to_string(p.stack)}};
+  nlohmann::json j = {{"tp", p.tp},
+                      {"dp", p.dp},
+                      {"pp", p.pp},
+                      {"micro_batch", p.micro_batch},
+                      {"global_batch", p.global_batch},
+                      {"grad_accum_steps", p.grad_accum_steps()},
+                      {"seq_len", p.seq_len},
+                      {"dtype", common::to_string(p.dtype)},
+                      {"sequence_parallel", p.sequence_parallel},
+                      {"strategy", p.strategy->name},
+                      {"dp_bucket_mb", p.dp_bucket_mb},
+                      {"stack", hardware::to_string(p.stack)}};
+  for (const Knob* k : plan_knobs()) {
+    const int v = k->get(p);
+    if (k->choices.empty()) j[std::string(k->key)] = v;
+    else j[std::string(k->key)] = k->format(v);
+  }
+  return j;
+}
+
+void add_stream_times(nlohmann::json& j, const StepReport& r) {
+  for (const auto& s : r.streams)
+    if (s.kind == StreamKind::comm) j[s.name + "_ms"] = s.busy.ms();
 }
 
 nlohmann::json report_json(const Target& t, const StepReport& r, const std::string& cost_model) {
-  return {{"model", t.model.name},
+  nlohmann::json j = {{"model", t.model.name},
           {"cluster", t.cluster.name},
           {"nodes", t.cluster.nodes},
           {"gpus", t.cluster.total_gpus()},
@@ -34,8 +43,6 @@ nlohmann::json report_json(const Target& t, const StepReport& r, const std::stri
           {"step_time_ms", r.step_time.ms()},
           {"micro_batch_time_ms", r.micro_batch_time.ms()},
           {"compute_ms", r.compute.ms()},
-          {"tp_comm_ms", r.tp_comm.ms()},
-          {"dp_comm_ms", r.dp_comm.ms()},
           {"exposed_comm_ms", r.exposed_comm.ms()},
           {"idle_ms", r.idle.ms()},
           {"mfu", r.mfu},
@@ -49,6 +56,8 @@ nlohmann::json report_json(const Target& t, const StepReport& r, const std::stri
             {"activations_gb", r.memory.activations / 1e9},
             {"capacity_gb", t.cluster.gpu.hbm_capacity_bytes / 1e9}}},
           {"tasks", r.tasks}};
+  add_stream_times(j, r);
+  return j;
 }
 
 std::string report_table(const Target& t, const StepReport& r) {
@@ -59,8 +68,8 @@ std::string report_table(const Target& t, const StepReport& r) {
   tab.row({"step time", ms(r.step_time), "ms"});
   tab.row({"micro-batch time", ms(r.micro_batch_time), "ms"});
   tab.row({"compute (busy)", ms(r.compute), "ms"});
-  tab.row({"TP communication", ms(r.tp_comm), "ms"});
-  tab.row({"DP communication", ms(r.dp_comm), "ms"});
+  for (const auto& s : r.streams)
+    if (s.kind == StreamKind::comm) tab.row({stream_label(s.name), ms(s.busy), "ms"});
   tab.row({"exposed communication", ms(r.exposed_comm), "ms"});
   tab.row({"exposed communication share", pct(r.exposed_comm), "% of step"});
   tab.row({"idle (launch-bound / waiting)", ms(r.idle), "ms"});

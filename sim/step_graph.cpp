@@ -2,19 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <ostream>
 #include <stdexcept>
 
 namespace sim {
 
-std::string_view to_string(Stream s) {
-  switch (s) {
-    case Stream::compute: return "compute";
-    case Stream::tp_comm: return "tp_comm";
-    case Stream::dp_comm: return "dp_comm";
-  }
-  return "?";
+namespace {
+
+/// Finds the enumerator whose to_string is `s` among the first `count` values.
+template <typename E>
+bool parse_enum(std::string_view s, E& out, int count) {
+  for (int i = 0; i < count; ++i)
+    if (to_string(static_cast<E>(i)) == s) {
+      out = static_cast<E>(i);
+      return true;
+    }
+  return false;
 }
+
+}  // namespace
+
+std::string_view to_string(StreamKind k) { return k == StreamKind::compute ? "compute" : "comm"; }
+
+std::string stream_label(std::string_view name) {
+  constexpr std::string_view suffix = "_comm";
+  if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::string(name);
+  std::string s(name.substr(0, name.size() - suffix.size()));
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s + " communication";
+}
+bool parse_stream_kind(std::string_view s, StreamKind& out) { return parse_enum(s, out, 2); }
 
 std::string_view to_string(Phase p) {
   switch (p) {
@@ -26,6 +44,7 @@ std::string_view to_string(Phase p) {
   }
   return "?";
 }
+bool parse_phase(std::string_view s, Phase& out) { return parse_enum(s, out, 5); }
 
 std::string_view to_string(Op o) {
   switch (o) {
@@ -52,6 +71,19 @@ std::string_view to_string(Op o) {
   }
   return "?";
 }
+bool parse_op(std::string_view s, Op& out) { return parse_enum(s, out, static_cast<int>(Op::optimizer) + 1); }
+
+std::string_view to_string(TensorRole r) {
+  switch (r) {
+    case TensorRole::input: return "input";
+    case TensorRole::activation: return "activation";
+    case TensorRole::gradient: return "gradient";
+    case TensorRole::weight: return "weight";
+    case TensorRole::weight_grad: return "weight_grad";
+  }
+  return "?";
+}
+bool parse_tensor_role(std::string_view s, TensorRole& out) { return parse_enum(s, out, 5); }
 
 double Task::flops() const {
   if (const auto* g = std::get_if<hardware::GemmOp>(&kind)) return g->flops();
@@ -71,6 +103,18 @@ std::string TensorInfo::name() const {
   return s;
 }
 
+StreamId StepGraph::stream_id(std::string_view name) const {
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    if (streams[i].name == name) return static_cast<StreamId>(i);
+  throw std::out_of_range(fmt::format("step graph of rank {} has no stream '{}'", rank, name));
+}
+
+std::optional<GroupId> StepGraph::group_id(std::string_view name) const {
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    if (groups[i].name == name) return static_cast<GroupId>(i);
+  return std::nullopt;
+}
+
 std::string StepGraph::task_name(std::size_t i) const {
   const auto& t = tasks[i];
   std::string s = t.layer >= 0 ? fmt::format("L{} ", t.layer) : std::string();
@@ -81,6 +125,22 @@ std::string StepGraph::task_name(std::size_t i) const {
   return s;
 }
 
+std::string StepGraph::task_class(std::size_t i) const {
+  const Task& t = tasks[i];
+  if (auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) {
+    const char* name = c->kind == hardware::CollectiveKind::all_reduce       ? "AllReduce"
+                       : c->kind == hardware::CollectiveKind::all_gather     ? "AllGather"
+                       : c->kind == hardware::CollectiveKind::reduce_scatter ? "ReduceScatter"
+                       : c->kind == hardware::CollectiveKind::send_recv      ? "SendRecv"
+                                                                             : "collective";
+    return t.group ? fmt::format("{} ({})", name, groups[*t.group].name) : std::string(name);
+  }
+  if (std::holds_alternative<hardware::GemmOp>(t.kind)) return "GEMM";
+  if (std::holds_alternative<hardware::AttentionOp>(t.kind)) return "attention";
+  if (std::holds_alternative<hardware::OptimizerOp>(t.kind)) return "optimizer";
+  return "element-wise";
+}
+
 double StepGraph::micro_batch_flops() const {
   double f = 0;
   for (const auto& t : tasks)
@@ -88,22 +148,39 @@ double StepGraph::micro_batch_flops() const {
   return f;
 }
 
-void StepGraph::write_dot(std::ostream& os) const {
+void StepGraph::write_dot(std::ostream& os, const DotOptions& options) const {
+  auto drawn = [&](std::size_t i) {
+    return !options.layers || (tasks[i].layer >= options.layers->first && tasks[i].layer <= options.layers->second);
+  };
   os << "digraph step {\n  rankdir=TB;\n  node [shape=box, fontsize=9];\n";
-  static constexpr const char* colors[] = {"lightblue", "orange", "palegreen"};
+  static constexpr const char* colors[] = {"lightblue", "orange", "palegreen", "plum", "khaki", "lightpink", "lightgray"};
+  constexpr std::size_t kColors = sizeof(colors) / sizeof(colors[0]);
   for (std::size_t i = 0; i < tasks.size(); ++i)
-    os << fmt::format("  t{} [label=\"{}\", style=filled, fillcolor={}];\n", i, task_name(i),
-                      colors[static_cast<int>(tasks[i].stream)]);
+    if (drawn(i))
+      os << fmt::format("  t{} [label=\"{}\", style=filled, fillcolor={}];\n", i, task_name(i), colors[tasks[i].stream % kColors]);
   for (std::size_t i = 0; i < tasks.size(); ++i)
-    for (auto v : boost::make_iterator_range(successors(i))) os << fmt::format("  t{} -> t{};\n", i, v);
+    if (drawn(i))
+      for (auto v : boost::make_iterator_range(successors(i)))
+        if (drawn(v)) os << fmt::format("  t{} -> t{};\n", i, v);
   os << "}\n";
 }
 
 StepGraph StepGraph::assemble(std::vector<Task> tasks, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges,
-                              const Plan& plan) {
+                              const Plan& plan, std::vector<StreamSpec> streams, std::vector<GroupSpec> groups) {
   StepGraph g;
   g.tasks = std::move(tasks);
   g.plan = plan;
+  g.streams = std::move(streams);
+  g.groups = std::move(groups);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    if (t.stream >= g.streams.size())
+      throw std::invalid_argument(fmt::format("StepGraph::assemble: task {} is on stream {}, the graph has {}", i, t.stream, g.streams.size()));
+    if (t.group && *t.group >= g.groups.size())
+      throw std::invalid_argument(fmt::format("StepGraph::assemble: task {} is in group {}, the graph has {}", i, *t.group, g.groups.size()));
+    if (t.is_collective() && !t.group)
+      throw std::invalid_argument(fmt::format("StepGraph::assemble: collective task {} names no group", i));
+  }
   for (const auto& [from, to] : edges)
     if (from >= to || to >= g.tasks.size())
       throw std::invalid_argument(fmt::format("StepGraph::assemble: edge {} -> {} must go forward in issue order", from, to));
@@ -111,20 +188,6 @@ StepGraph StepGraph::assemble(std::vector<Task> tasks, const std::vector<std::pa
   g.in_degree.assign(g.tasks.size(), 0);
   for (const auto& e : edges) ++g.in_degree[e.second];
   return g;
-}
-
-std::string task_class(const Task& t) {
-  if (auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) {
-    const char* name = c->kind == hardware::CollectiveKind::all_reduce       ? "AllReduce"
-                       : c->kind == hardware::CollectiveKind::all_gather     ? "AllGather"
-                       : c->kind == hardware::CollectiveKind::reduce_scatter ? "ReduceScatter"
-                                                                             : "collective";
-    return fmt::format("{} ({})", name, t.group == CommGroup::dp ? "dp" : "tp");
-  }
-  if (std::holds_alternative<hardware::GemmOp>(t.kind)) return "GEMM";
-  if (std::holds_alternative<hardware::AttentionOp>(t.kind)) return "attention";
-  if (std::holds_alternative<hardware::OptimizerOp>(t.kind)) return "optimizer";
-  return "element-wise";
 }
 
 }  // namespace sim

@@ -1,12 +1,14 @@
-// defines: sim::Task (one node of the step graph), TaskKind, Stream, Phase, Op, CommGroup,
-//          TensorInfo, TensorRole, TensorId, task_class
+// defines: sim::Task (one node of the step graph), TaskKind, Phase, Op, TensorInfo, TensorRole,
+//          TensorId
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <variant>
 
 #include "hardware/ops.hpp"
+#include "sim/resources.hpp"
 
 namespace sim {
 
@@ -14,13 +16,9 @@ namespace sim {
 using TaskKind = std::variant<hardware::GemmOp, hardware::AttentionOp, hardware::ElementwiseOp,
                               hardware::CollectiveOp, hardware::OptimizerOp>;
 
-/// @brief In-order queues (CUDA streams). Edges across streams are events.
-enum class Stream : std::uint8_t { compute, tp_comm, dp_comm };
-inline constexpr int kStreams = 3;
-std::string_view to_string(Stream s);
-
 enum class Phase : std::uint8_t { fwd, bwd_dgrad, bwd_wgrad, dp_reduce, optimizer };
 std::string_view to_string(Phase p);
+bool parse_phase(std::string_view s, Phase& out);
 
 /// @brief The operation's place in the model: what the executor dispatches on, with Phase.
 enum class Op : std::uint8_t {
@@ -46,9 +44,7 @@ enum class Op : std::uint8_t {
   optimizer,
 };
 std::string_view to_string(Op o);
-
-/// @brief Which communicator a collective runs on.
-enum class CommGroup : std::uint8_t { none, tp, dp };
+bool parse_op(std::string_view s, Op& out);
 
 using TensorId = std::uint32_t;
 
@@ -59,6 +55,8 @@ enum class TensorRole : std::uint8_t {
   weight,
   weight_grad, ///< fp32 main gradient, accumulated across slices and micro-batches
 };
+std::string_view to_string(TensorRole r);
+bool parse_tensor_role(std::string_view s, TensorRole& out);
 
 /// @brief A 2-D buffer [rows, cols] of `dtype`. Activations are token-major: row = token
 /// (batch-major, then position) of the slice the tensor belongs to. Weights are [in, out] (Y = X W),
@@ -81,10 +79,10 @@ struct TensorInfo {
 /// @brief One node of the step graph.
 struct Task {
   TaskKind kind;
-  Stream stream = Stream::compute;
+  StreamId stream = 0;             ///< index into StepGraph::streams
   Op op = Op::embedding;
   Phase phase = Phase::fwd;
-  CommGroup group = CommGroup::none;
+  std::optional<GroupId> group;    ///< collectives: index into StepGraph::groups
   std::int16_t layer = -1;  ///< -1 outside the transformer layers
   std::int8_t slice = -1;   ///< row slice (-1: whole micro-batch)
   std::int8_t chunk = -1;   ///< column chunk (-1: whole)
@@ -98,10 +96,5 @@ struct Task {
   /// Model FLOPs (MFU accounting); 0 for communication and memory-bound tasks.
   double flops() const;
 };
-
-/// @brief "GEMM", "attention", "element-wise", "optimizer", or the collective with its group:
-/// "AllReduce (tp)", "AllGather (tp)", "ReduceScatter (tp)", "AllReduce (dp)" — the classes
-/// validation and reports sum tasks by.
-std::string task_class(const Task& t);
 
 }  // namespace sim

@@ -21,9 +21,9 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
   const int pid = next_pid_++;
   events_.push_back(fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", pid, escape(label)));
   events_.push_back(fmt::format(R"({{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})", pid, pid));
-  for (int s = 0; s < kStreams; ++s)
+  for (std::size_t s = 0; s < g.streams.size(); ++s)
     events_.push_back(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid, s,
-                                  to_string(static_cast<Stream>(s))));
+                                  escape(g.streams[s].name)));
   for (std::size_t i = 0; i < g.size() && i < timing.size(); ++i) {
     const auto& t = g.tasks[i];
     const auto& tm = timing[i];

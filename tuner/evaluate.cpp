@@ -3,23 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace tuner {
 
-std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
-  const std::int64_t h = m.hidden, tp = p.tp;
-  const std::int64_t norm = (m.norm == sim::Norm::layernorm ? 2 : 1) * h;  // not split by tp
-  std::int64_t n = m.vocab / tp * h + m.position_params(p.seq_len);
-  n += m.layers * (2 * norm + h * (m.qkv_out() / tp) + (h / tp) * h + h * (m.fc1_out() / tp) + (m.ffn_hidden / tp) * h);
-  n += norm;
-  if (!m.tied_embeddings) n += m.vocab / tp * h;
-  return n;
-}
+std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) { return sim::Shapes(m, p).rank_params(); }
 
 double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
-  const common::DType act = p.dtype == common::DType::fp8 ? common::DType::bf16 : p.dtype;
-  return static_cast<double>(rank_params(m, p)) * (common::dtype_bytes(act) + 4.0 + 12.0);
+  return static_cast<double>(rank_params(m, p)) * (common::dtype_bytes(sim::activation_dtype(p.dtype)) + 4.0 + 12.0);
 }
 
 MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
@@ -32,9 +25,8 @@ MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
   q.micro_batch = 1;
   q.dp = 1;
   q.global_batch = 1;
-  q.strategy = sim::Strategy::none;
-  q.row_slices = q.col_slices = 1;
-  q.row_axis = sim::RowAxis::batch;
+  q.strategy = &sim::default_strategy();
+  for (const sim::Knob* k : sim::plan_knobs()) k->set(q, k->neutral);
   sim::ModelSpec m1 = model_, m2 = model_;
   m1.layers = 1;
   m2.layers = 2;
@@ -48,10 +40,9 @@ MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
 }
 
 sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
-  const common::DType act = p.dtype == common::DType::fp8 ? common::DType::bf16 : p.dtype;
   const double n = static_cast<double>(rank_params(model_, p));
   sim::MemoryEstimate m;
-  m.weights = n * common::dtype_bytes(act);
+  m.weights = n * common::dtype_bytes(sim::activation_dtype(p.dtype));
   m.gradients = 4.0 * n;
   m.optimizer = 12.0 * n;
   const PerToken pt = per_token(p);
@@ -60,42 +51,40 @@ sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
 }
 
 Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
-  using hardware::AttentionOp;
-  using hardware::GemmOp;
-  const auto& m = model_;
-  const std::int64_t h = m.hidden, tp = p.tp, C = p.col_slices;
-  const std::int64_t F = m.ffn_hidden / tp, F1 = m.fc1_out() / tp, Q = m.qkv_out() / tp, V = m.vocab / tp;
-  const common::DType act = p.dtype == common::DType::fp8 ? common::DType::bf16 : p.dtype;
-  auto gemm = [&](std::int64_t a, std::int64_t b, std::int64_t k) {
-    return cost_.gemm(GemmOp{.m = a, .n = b, .k = k, .dtype = p.dtype}).time.ps;
-  };
+  const sim::Shapes sh(model_, p);
+  auto ps = [&](const hardware::GemmOp& g) { return cost_.gemm(g).time.ps; };
   std::int64_t layer_ps = 0, head_ps = 0;
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch, seq = p.seq_len, off = 0;
     if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
-    else { seq /= p.row_slices; off = i * seq; }
+    else {
+      seq /= p.row_slices;
+      off = i * seq;
+    }
     const std::int64_t T = batch * seq;
-    AttentionOp a{.batch = batch, .heads = m.heads / tp, .kv_heads = m.kv_heads / tp, .s_q = seq, .s_kv = off + seq,
-                  .head_dim = m.head_dim(), .q_offset = off, .causal = true, .backward = false, .dtype = act};
-    std::int64_t ps = gemm(T, Q, h) + cost_.attention(a).time.ps + gemm(T, F1, h);
-    ps += C * (gemm(T, h / C, h / tp) + gemm(T, h / C, F));
-    a.backward = true;
-    ps += cost_.attention(a).time.ps;
-    ps += gemm(T, F, h) + gemm(F, h, T) + gemm(T, h, F1) + gemm(h, F1, T);  // FC2, FC1 dgrad + wgrad
-    ps += gemm(T, h / tp, h) + gemm(h / tp, h, T) + gemm(T, h, Q) + gemm(h, Q, T);  // out-proj, QKV
-    layer_ps += ps;
-    head_ps += gemm(T, V, h) + gemm(T, h, V) + gemm(V, h, T);
+    layer_ps += cost_.attention(sh.attention(batch, seq, off, false)).time.ps + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
+    sh.for_each_layer_gemm(T, p.col_slices, [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
+    sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
   }
-  const std::int64_t per_mb = layer_ps * m.layers + head_ps;
-  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(m, p)}).time.ps;
+  const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
+  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps;
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
 Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
-  const auto key = std::make_tuple(p.tp, p.micro_batch, p.sequence_parallel, p.row_slices, static_cast<int>(p.row_slices > 1 ? p.row_axis : sim::RowAxis::batch),
-                                   p.col_slices, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack));
+  // the class: everything that shapes one micro-batch's tasks (not dp, global batch or bucket size);
+  // a strategy whose neutral graph has the default strategy's tasks shares that class
+  const sim::Strategy* st = p.strategy;
+  bool neutral = true;
+  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack), {}};
+  for (const sim::Knob* k : sim::plan_knobs()) {
+    key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
+    neutral &= key.knobs.back() == k->neutral;
+  }
+  if (neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
+  key.strategy = st->name;
   ClassBound b;
   bool cached = false;
   {
@@ -107,9 +96,9 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   }
   if (!cached) {
     sim::Plan q = p;
+    q.strategy = st;
     q.dp = 1;
     q.global_batch = q.micro_batch;
-    q.strategy = q.row_slices == 1 && q.col_slices == 1 ? sim::Strategy::none : sim::Strategy::domino;
     const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
     double c[2] = {0, 0}, h[2] = {0, 0};
     for (int l = 1; l <= 2; ++l) {
@@ -119,7 +108,8 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
       for (const auto& t : g.tasks) {
         if (t.once_per_step) continue;
         h[l - 1] += static_cast<double>(launch * t.launches);
-        if (t.stream == sim::Stream::compute) c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+        if (g.streams[t.stream].kind == sim::StreamKind::compute)
+          c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
       }
     }
     const double L = model_.layers;
@@ -162,8 +152,10 @@ Estimate Evaluator::estimate(const sim::Plan& p) const {
   auto dur = [&](Duration a, Duration b) { return Duration::from_ps(std::llround(std::max(0.0, lin(static_cast<double>(a.ps), static_cast<double>(b.ps))))); };
   e.step_time = std::max(dur(r1.step_time, r2.step_time), e.lower_bound);
   e.compute = dur(r1.compute, r2.compute);
-  e.tp_comm = dur(r1.tp_comm, r2.tp_comm);
-  e.dp_comm = dur(r1.dp_comm, r2.dp_comm);
+  for (std::size_t s = 0; s < r2.streams.size(); ++s) {
+    e.streams.push_back(r2.streams[s]);
+    e.streams.back().busy = dur(r1.streams[s].busy, r2.streams[s].busy);
+  }
   e.exposed_comm = dur(r1.exposed_comm, r2.exposed_comm);
   e.idle = dur(r1.idle, r2.idle);
   e.model_flops = lin(r1.model_flops, r2.model_flops);

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -48,7 +50,8 @@ class MemoryModel {
 /// transformer have the same shapes, so each added layer adds the same steady-state time.
 /// Memory extrapolates exactly (every layer saves the same tensors).
 struct Estimate {
-  Duration step_time, compute, tp_comm, dp_comm, exposed_comm, idle;
+  Duration step_time, compute, exposed_comm, idle;
+  std::vector<sim::StreamTime> streams;  ///< each stream's busy time, extrapolated
   Duration lower_bound;  ///< compute_lower_bound of the plan; step_time is never below it
   double model_flops = 0, mfu = 0, tokens_per_s = 0;
   sim::MemoryEstimate memory;
@@ -65,12 +68,12 @@ class Evaluator {
   /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
   /// kernel before the host has issued it (launch cost x launches, in graph order). Both sums are
   /// linear in the layer count, so they are taken from graphs of 1 and 2 layers and extrapolated,
-  /// once per plan class (tp, micro-batch, SP, row slices and axis, column chunks: strategy none
-  /// and domino 1x1 and every bucket size share the class). Bound = (accum - 1) x max(compute,
-  /// host) + max(compute + optimizer, host).
+  /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack:
+  /// every dp and bucket size share the class). Bound = (accum - 1) x max(compute, host) +
+  /// max(compute + optimizer, host).
   Duration compute_lower_bound(const sim::Plan& p) const;
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
-  /// only, from the layer shapes in closed form.
+  /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
   /// Reduced-layer estimate (see Estimate).
   Estimate estimate(const sim::Plan& p) const;
@@ -89,8 +92,17 @@ class Evaluator {
   struct ClassBound {
     double compute_ps = 0, host_ps = 0;  ///< one micro-batch of the whole model
   };
+  struct ClassKey {
+    std::string_view strategy;  ///< its name
+    int tp, micro_batch;
+    bool sequence_parallel;
+    std::int64_t seq_len;
+    int dtype, stack;
+    std::vector<int> knobs;  ///< every plan knob's value where it applies, else neutral
+    auto operator<=>(const ClassKey&) const = default;
+  };
   mutable std::mutex mu_;
-  mutable std::map<std::tuple<int, int, bool, int, int, int, std::int64_t, int, int>, ClassBound> bounds_;
+  mutable std::map<ClassKey, ClassBound> bounds_;
 };
 
 }  // namespace tuner

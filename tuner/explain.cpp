@@ -48,11 +48,11 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
   b.layers.resize(L + 1);
   for (int l = -1; l < L; ++l) b.layers[l + 1].layer = l;
   const auto& tl = r.timelines.at(0).timing;
-  // compute intervals are disjoint and in issue order (one in-order stream)
+  // compute intervals are disjoint and in issue order (one in-order compute stream)
   std::vector<std::pair<std::int64_t, std::int64_t>> busy;
   for (std::size_t i = 0; i < g.size(); ++i) {
     const auto& t = g.tasks[i];
-    if (t.stream != sim::Stream::compute) continue;
+    if (!g.on_compute(i)) continue;
     if (tl[i].end <= tl[i].start) continue;
     busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
     auto& slot = t.once_per_step ? b.once : b.layers[t.layer + 1];
@@ -64,7 +64,7 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
   // counted once (the later-starting one only for the part beyond the earlier one's end)
   std::vector<std::size_t> comm;
   for (std::size_t i = 0; i < g.size(); ++i)
-    if (g.tasks[i].stream != sim::Stream::compute && tl[i].end > tl[i].start) comm.push_back(i);
+    if (!g.on_compute(i) && tl[i].end > tl[i].start) comm.push_back(i);
   std::sort(comm.begin(), comm.end(), [&](std::size_t a, std::size_t c) { return tl[a].start != tl[c].start ? tl[a].start < tl[c].start : a < c; });
   std::int64_t covered_to = 0;
   for (std::size_t i : comm) {

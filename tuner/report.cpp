@@ -27,12 +27,11 @@ nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
                       {"tokens_per_s", r.tokens_per_s},
                       {"mfu", r.mfu},
                       {"compute_ms", r.compute.ms()},
-                      {"tp_comm_ms", r.tp_comm.ms()},
-                      {"dp_comm_ms", r.dp_comm.ms()},
                       {"exposed_comm_ms", r.exposed_comm.ms()},
                       {"idle_ms", r.idle.ms()},
                       {"memory_gb", r.memory.total() / 1e9},
                       {"activations_gb", r.memory.activations / 1e9}};
+  sim::add_stream_times(j, r);
   if (base) j["speedup"] = base->report.step_time.s() / r.step_time.s();
   return j;
 }

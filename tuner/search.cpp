@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/strategy.hpp"
+
 namespace tuner {
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
@@ -141,7 +143,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     std::vector<std::size_t> batch;
     while (pos < cand.size() && batch.size() < kRound) {
       const auto& c = cand[pos++];
-      const bool none = plans[c.index].strategy == sim::Strategy::none;
+      const bool none = plans[c.index].strategy->baseline;
       if (opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none)) {
         ++res.pruned;
         continue;
@@ -154,7 +156,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       ++res.screened;
       const Screened s{i, est[b]};
       insert(best, s, keep);
-      if (plans[i].strategy == sim::Strategy::none) insert(best_none, s, 3);
+      if (plans[i].strategy->baseline) insert(best_none, s, 3);
     }
     if (opt.progress) opt.progress({pos, cand.size(), std::chrono::duration<double>(clock::now() - t0).count()});
   }
@@ -174,7 +176,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     return a.report.step_time != b.report.step_time ? a.report.step_time < b.report.step_time : a.index < b.index;
   });
   for (const auto& r : full)
-    if (r.plan.strategy == sim::Strategy::none) {
+    if (r.plan.strategy->baseline) {
       res.baseline = r;
       break;
     }

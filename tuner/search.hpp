@@ -50,7 +50,7 @@ struct Refusal {
 
 struct SearchResult {
   std::vector<RankedPlan> top;          ///< best first by full-simulation step time (ties: enumeration order)
-  std::optional<RankedPlan> baseline;   ///< the best plan without overlap (strategy none), full simulation
+  std::optional<RankedPlan> baseline;   ///< the best plan of the baseline strategy (Strategy::baseline: none), full simulation
   std::size_t considered = 0;           ///< plans enumerated
   std::size_t infeasible = 0;           ///< refused: divisibility, shape or memory
   std::size_t pruned = 0;               ///< feasible, skipped because their lower bound cannot beat the incumbents

@@ -1,5 +1,9 @@
 #include "tuner/space.hpp"
 
+#include <functional>
+
+#include "sim/strategy.hpp"
+
 namespace tuner {
 
 int default_global_batch(const hardware::ClusterSpec& c) { return 8 * c.total_gpus(); }
@@ -11,6 +15,10 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
   if (tps.empty())
     for (int t = 1; t <= gpus; ++t)
       if (gpus % t == 0) tps.push_back(t);
+  std::vector<const sim::Strategy*> strategies = s.strategies;
+  if (strategies.empty())
+    for (const sim::Strategy* st : sim::strategies())
+      if (st->searched) strategies.push_back(st);
   std::vector<sim::Plan> out;
   for (int tp : tps) {
     const int dp = std::max(1, gpus / tp);
@@ -20,33 +28,43 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
     for (int mb : mbs)
       for (bool sp : s.sequence_parallel) {
         if (sp && tp == 1) continue;
-        for (sim::Strategy st : s.strategies) {
-          const std::vector<int> one{1};
-          const auto& rss = st == sim::Strategy::none ? one : s.row_slices;
-          const auto& css = st == sim::Strategy::none ? one : s.col_slices;
-          for (int rs : rss)
-            for (sim::RowAxis ax : s.row_axes) {
-              if (rs == 1 && ax != s.row_axes.front()) continue;
-              for (int cs : css)
-                for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
-                  if (dp == 1 && b > 0) continue;
-                  sim::Plan p;
-                  p.tp = tp;
-                  p.dp = dp;
-                  p.micro_batch = mb;
-                  p.global_batch = gb;
-                  p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
-                  p.dtype = s.dtype;
-                  p.sequence_parallel = sp;
-                  p.strategy = st;
-                  p.row_slices = rs;
-                  p.row_axis = rs == 1 ? sim::RowAxis::batch : ax;
-                  p.col_slices = cs;
-                  p.dp_bucket_mb = s.dp_bucket_mb[b];
-                  p.stack = s.stack;
-                  out.push_back(p);
-                }
+        for (const sim::Strategy* st : strategies) {
+          sim::Plan p;
+          p.tp = tp;
+          p.dp = dp;
+          p.micro_batch = mb;
+          p.global_batch = gb;
+          p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
+          p.dtype = s.dtype;
+          p.sequence_parallel = sp;
+          p.strategy = st;
+          p.stack = s.stack;
+          for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
+          // the strategy's knobs, first declared outermost; where a knob does not apply (given the
+          // ones before it) only its first value, stored as neutral
+          std::function<void(std::size_t)> knob = [&](std::size_t i) {
+            if (i == st->knobs.size()) {
+              for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
+                if (dp == 1 && b > 0) continue;
+                p.dp_bucket_mb = s.dp_bucket_mb[b];
+                out.push_back(p);
+              }
+              return;
             }
+            const sim::Knob& k = st->knobs[i];
+            const auto it = s.knob_values.find(k.key);
+            const std::vector<int>& values = it != s.knob_values.end() ? it->second : k.searched;
+            for (std::size_t v = 0; v < values.size(); ++v) {
+              if (!k.applies(p)) {
+                if (v > 0) continue;
+                k.set(p, k.neutral);
+              } else {
+                k.set(p, values[v]);
+              }
+              knob(i + 1);
+            }
+          };
+          knob(0);
         }
       }
   }

@@ -2,6 +2,8 @@
 //          enumerate_plans
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "hardware/cluster.hpp"
@@ -11,17 +13,19 @@
 namespace tuner {
 
 /// @brief The axes of the search. Empty lists mean "derived from the model and cluster" (see
-/// enumerate_plans). The enumeration order (tp, micro_batch, sequence_parallel, strategy,
-/// row_slices, row_axis, col_slices, dp_bucket_mb) is the final tie-break between equal plans.
+/// enumerate_plans). The enumeration order (tp, micro_batch, sequence_parallel, strategy, the
+/// strategy's knobs in the order it declares them, dp_bucket_mb) is the final tie-break between
+/// equal plans.
 struct SearchSpace {
   std::vector<int> tp;                 ///< empty: every divisor of the cluster's GPU count
   std::vector<int> micro_batch;        ///< empty: powers of two up to min(max_micro_batch, global_batch / dp)
   int max_micro_batch = 64;
   std::vector<bool> sequence_parallel{false, true};
-  std::vector<sim::Strategy> strategies{sim::Strategy::none, sim::Strategy::domino};
-  std::vector<int> row_slices{1, 2, 4, 8};
-  std::vector<sim::RowAxis> row_axes{sim::RowAxis::batch, sim::RowAxis::sequence};
-  std::vector<int> col_slices{1, 2, 4};
+  /// Empty: every registered strategy with Strategy::searched (sim/strategy.hpp), in registry order.
+  std::vector<const sim::Strategy*> strategies;
+  /// Values to try per knob key ("row_slices": {1, 2, 4, 8}); a knob not listed takes the values
+  /// its strategy declares (Knob::searched).
+  std::map<std::string, std::vector<int>, std::less<>> knob_values;
   std::vector<double> dp_bucket_mb{25.0, 100.0};
   int global_batch = 0;      ///< sequences per step; 0: default_global_batch
   std::int64_t seq_len = 0;  ///< 0: the model's
@@ -33,8 +37,9 @@ struct SearchSpace {
 int default_global_batch(const hardware::ClusterSpec& c);
 
 /// @brief Every plan of the space, in enumeration order, not yet checked for feasibility.
-/// Redundant combinations are not generated: sequence parallelism at tp 1, a row axis at one row
-/// slice, row/column slices with strategy none, bucket sizes at dp 1 (no gradient reduction).
+/// Redundant combinations are not generated: sequence parallelism at tp 1, a knob where it does
+/// not apply (Knob::applies: a row axis at one row slice) beyond its first value, bucket sizes at
+/// dp 1 (no gradient reduction). Knobs of other strategies stay neutral.
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s);
 
 }  // namespace tuner

@@ -15,6 +15,7 @@
 #include "hardware/interference.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace validate {
 
@@ -22,7 +23,6 @@ using sim::ModelSpec;
 using sim::Plan;
 using sim::PlanInput;
 using sim::StepReport;
-using sim::Strategy;
 
 double AccuracySection::mean_abs_error() const {
   double s = 0;
@@ -164,7 +164,7 @@ PlanInput megatron(int tp, int mb, std::int64_t seq) {
   in.global_batch = mb;
   in.seq_len = seq;
   in.dtype = common::DType::fp16;
-  in.strategy = Strategy::none;
+  in.strategy = &sim::strategy_none();
   in.stack = hardware::Stack::eager;
   return in;
 }
@@ -194,7 +194,7 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
   // Megatron-LM runs eagerly; DeepSpeed-Domino's published runs use CUDA graphs and torch.compile
   // (its blog, "Implementation and Optimization"): the cuda_graphs stack.
   auto domino = [](PlanInput in) {
-    in.strategy = Strategy::domino;
+    in.strategy = &sim::strategy_domino();
     in.row_slices = 2;
     in.stack = hardware::Stack::cuda_graphs;
     return in;
@@ -234,12 +234,12 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
     c.nodes = nodes;
     const auto r = simulate_plan(m13, c, megatron(8 * nodes, kDominoMicroBatch, 1024));
     if (i == 0) {
-      report.tp_share_1node_comm_ms = r.tp_comm.ms();
+      report.tp_share_1node_comm_ms = r.busy("tp_comm").ms();
       report.tp_share_1node_mfu = r.mfu;
     }
     share.rows.push_back({.label = fmt::format("{} node{} (TP={})", nodes, nodes > 1 ? "s" : "", 8 * nodes), .measured = std::stod(sm[1 + i]),
-                          .predicted = 100.0 * r.tp_comm.ms() / r.step_time.ms(), .unit = "%",
-                          .note = fmt::format("step {:.1f} ms, TP comm {:.1f} ms", r.step_time.ms(), r.tp_comm.ms())});
+                          .predicted = 100.0 * r.busy("tp_comm").ms() / r.step_time.ms(), .unit = "%",
+                          .note = fmt::format("step {:.1f} ms, TP comm {:.1f} ms", r.step_time.ms(), r.busy("tp_comm").ms())});
   }
   return s;
 }

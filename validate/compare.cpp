@@ -8,39 +8,14 @@
 
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
+#include "common/strict_json.hpp"
 #include "common/table.hpp"
 #include "sim/report_json.hpp"
 
 namespace validate {
 
-namespace {
-
-/// nlohmann::json::parse, refusing duplicate keys (the parser would keep the last silently).
-nlohmann::json parse_strict(const std::string& text, const std::string& source) {
-  std::vector<std::vector<std::string>> keys;  // per open object
-  auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start) keys.emplace_back();
-    else if (ev == E::object_end && !keys.empty()) keys.pop_back();
-    else if (ev == E::key && !keys.empty()) {
-      const auto k = parsed.get<std::string>();
-      for (const auto& seen : keys.back())
-        if (seen == k) throw common::ConfigError(source, k, "duplicate key");
-      if (keys.back().size() < 64) keys.back().push_back(k);  // objects here have a handful of keys
-    }
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text, cb);
-  } catch (const nlohmann::json::exception& e) {
-    throw common::ConfigError(source, "", fmt::format("not a `slicetune run --json` output: {}", e.what()));
-  }
-}
-
-}  // namespace
-
 MeasuredRun parse_run_json(const std::string& text, const std::string& source) {
-  const nlohmann::json j = parse_strict(text, source);
+  const nlohmann::json j = common::parse_json_strict(text, source, "a `slicetune run --json` output");
   if (!j.is_object()) throw common::ConfigError(source, "", "expected a JSON object (`slicetune run --json` output)");
   auto need = [&](const nlohmann::json& obj, const std::string& key, const std::string& path) -> const nlohmann::json& {
     if (!obj.contains(key)) throw common::ConfigError(source, path, "missing (expected `slicetune run --json` output)");
@@ -101,7 +76,7 @@ Validation compare(const sim::StepGraph& g, const std::vector<sim::TaskTiming>& 
   for (std::size_t i = 0; i < g.size(); ++i) {
     const bool measured = i < measured_task_us.size() && measured_task_us[i] >= 0;
     if (!measured) continue;
-    const std::string cls = sim::task_class(g.tasks[i]);
+    const std::string cls = g.task_class(i);
     auto [it, fresh] = index.emplace(cls, v.rows.size());
     if (fresh) v.rows.push_back({.name = cls});
     auto& row = v.rows[it->second];

@@ -36,7 +36,7 @@ struct Validation {
   std::vector<ClassRow> rows;  ///< in first-appearance order of the classes in the graph
   double step_error() const { return measured_step_ms > 0 ? (predicted_step_ms - measured_step_ms) / measured_step_ms : 0.0; }
 };
-/// @brief Predicted (simulator timeline) vs measured (per-task medians) per task class (sim::task_class).
+/// @brief Predicted (simulator timeline) vs measured (per-task medians) per task class (sim::StepGraph::task_class).
 Validation compare(const sim::StepGraph& g, const std::vector<sim::TaskTiming>& predicted, double predicted_step_ms,
                    const std::vector<double>& measured_task_us, double measured_step_ms);
 

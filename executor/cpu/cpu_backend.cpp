@@ -111,8 +111,7 @@ class CpuBackend final : public Backend {
     tp_rank_ = tp_rank;
   }
   ~CpuBackend() override {
-    streams_[0].reset();
-    streams_[1].reset();
+    streams_.clear();
     if (faulted_.load()) return;  // the job is being aborted: free nothing a stuck peer might hold
     MPI_Op_free(&stats_op_);
     MPI_Type_free(&stats_type_);
@@ -152,8 +151,17 @@ class CpuBackend final : public Backend {
     done_ = std::make_unique<std::atomic<std::uint32_t>[]>(g.size());
     for (std::size_t i = 0; i < g.size(); ++i) done_[i].store(0);
     clock_.assign(g.size(), {});
-    streams_[0] = std::make_unique<StreamThread>([this](std::exception_ptr e) { fault(e); });
-    streams_[1] = std::make_unique<StreamThread>([this](std::exception_ptr e) { fault(e); });
+    // one thread per communication stream; each communicator group of the graph on its MPI communicator
+    streams_.resize(g.streams.size());
+    last_comm_.assign(g.streams.size(), -1);
+    for (std::size_t s = 0; s < g.streams.size(); ++s)
+      if (g.streams[s].kind == sim::StreamKind::comm)
+        streams_[s] = std::make_unique<StreamThread>([this](std::exception_ptr e) { fault(e); });
+    for (const auto& grp : g.groups) {
+      if (grp.name == "tp") group_comm_.push_back(tp_comm_);
+      else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
+      else throw common::ConfigError("plan", "strategy", fmt::format("the cpu backend has no communicator for group '{}'", grp.name));
+    }
   }
 
   void begin_micro_batch(const Batch& b) override {
@@ -177,28 +185,30 @@ class CpuBackend final : public Backend {
 
   void issue(std::uint32_t t, std::span<const std::uint32_t> waits) override {
     const auto& task = g_->tasks[t];
-    if (task.stream == sim::Stream::compute) {
-      wait_for(waits);
-      clock_[t].start_ns = now_ns();
-      run_compute(t);
-      clock_[t].end_ns = now_ns();
-      mark_done(t);
+    if (!g_->on_compute(t)) {
+      std::vector<std::uint32_t> w(waits.begin(), waits.end());
+      last_comm_[task.stream] = static_cast<std::int64_t>(t);
+      streams_[task.stream]->push([this, t, w = std::move(w)] {
+        wait_for(w);
+        clock_[t].start_ns = now_ns();
+        run_collective(t);
+        clock_[t].end_ns = now_ns();
+        mark_done(t);
+      });
       return;
     }
-    std::vector<std::uint32_t> w(waits.begin(), waits.end());
-    auto& stream = streams_[task.stream == sim::Stream::tp_comm ? 0 : 1];
-    last_comm_[task.stream == sim::Stream::tp_comm ? 0 : 1] = static_cast<std::int64_t>(t);
-    stream->push([this, t, w = std::move(w)] {
-      wait_for(w);
-      clock_[t].start_ns = now_ns();
-      run_collective(t);
-      clock_[t].end_ns = now_ns();
-      mark_done(t);
-    });
+    // a compute stream runs its tasks inline, collectives too (a strategy may issue them there)
+    wait_for(waits);
+    clock_[t].start_ns = now_ns();
+    if (task.is_collective()) run_collective(t);
+    else run_compute(t);
+    clock_[t].end_ns = now_ns();
+    mark_done(t);
   }
 
   void end_micro_batch(std::vector<TaskClock>& timing) override {
-    for (int s = 0; s < 2; ++s) {
+    for (std::size_t s = 0; s < streams_.size(); ++s) {
+      if (!streams_[s]) continue;
       if (last_comm_[s] >= 0) {
         const std::uint32_t last = static_cast<std::uint32_t>(last_comm_[s]);
         wait_for(std::span<const std::uint32_t>(&last, 1));
@@ -267,7 +277,7 @@ class CpuBackend final : public Backend {
   void run_collective(std::uint32_t t) {
     const auto& task = g_->tasks[t];
     const auto& c = std::get<hardware::CollectiveOp>(task.kind);
-    const MPI_Comm comm = task.group == sim::CommGroup::tp ? tp_comm_ : dp_comm_;
+    const MPI_Comm comm = group_comm_.at(task.group.value());
     auto in = g_->inputs(t), out = g_->outputs(t);
     std::vector<MPI_Request> requests;
     requests.reserve(out.size());
@@ -295,8 +305,8 @@ class CpuBackend final : public Backend {
     const cpu::Watchdog watchdog{
         .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)),
         .describe = [&] {
-          return fmt::format("{} {} '{}' waiting on {}", task.group == sim::CommGroup::tp ? "TP" : "DP", hardware::to_string(c.kind),
-                             g_->task_name(t), cpu::peers_of(comm));
+          return fmt::format("{} {} '{}' waiting on {}", g_->groups[*task.group].name, hardware::to_string(c.kind), g_->task_name(t),
+                             cpu::peers_of(comm));
         },
         .check = [this] { check_fault(); }};
     cpu::wait_polling(static_cast<int>(requests.size()), requests.data(), watchdog);
@@ -359,15 +369,16 @@ class CpuBackend final : public Backend {
   std::uint32_t epoch_ = 0;
   std::vector<TaskClock> clock_;
   Clock::time_point t0_;
-  std::int64_t last_comm_[2] = {-1, -1};
+  std::vector<std::int64_t> last_comm_;  // per stream: the last task issued on it, -1 if none
   MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL;
+  std::vector<MPI_Comm> group_comm_;     // per graph group
   MPI_Datatype stats_type_ = MPI_DATATYPE_NULL;
   MPI_Op stats_op_ = MPI_OP_NULL;
   static constexpr std::uint32_t kFaulted = ~std::uint32_t{0};  // completion flag of a faulted rank (epochs never reach it)
   std::mutex fault_mu_;
   std::exception_ptr fault_;
   std::atomic<bool> faulted_{false};
-  std::unique_ptr<StreamThread> streams_[2];  // tp_comm, dp_comm
+  std::vector<std::unique_ptr<StreamThread>> streams_;  // per graph stream: a thread for each comm stream
 };
 
 void CpuBackend::run_compute(std::uint32_t t) {

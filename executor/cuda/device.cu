@@ -51,7 +51,6 @@ int require_cuda_devices() {
 namespace {
 
 using sim::Op;
-constexpr std::size_t kLtWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (Hopper kernels like 32 MiB)
 
 ncclDataType_t nccl_dtype(common::DType t) {
   switch (t) {
@@ -110,7 +109,6 @@ class GpuDevice final : public Device {
       throw std::runtime_error(cat("--device: device ", device_, " does not exist (", count, " CUDA devices)"));
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGetDeviceProperties(&props_, device_));
-    for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&lt_));
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
@@ -146,6 +144,14 @@ class GpuDevice final : public Device {
   void prepare(const sim::StepGraph& g, const LaunchPlan& plan, const DeviceSetup& setup) override {
     g_ = &g;
     setup_ = setup;
+    // one CUDA stream per graph stream; each communicator group of the graph on its NCCL communicator
+    streams_.resize(g.streams.size());
+    for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (const auto& grp : g.groups) {
+      if (grp.name == "tp") group_comm_.push_back(tp_comm_);
+      else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
+      else throw std::runtime_error(cat("cuda backend: no communicator for group '", grp.name, "'"));
+    }
     plan_ = &plan;
     act_ = g.plan.dtype;
     arena_ = static_cast<char*>(alloc(plan_->arena_bytes));
@@ -247,15 +253,15 @@ class GpuDevice final : public Device {
       CUDA_CHECK(cudaStreamWaitEvent(s, events_[*producer.record], 0));
     }
     CUDA_CHECK(cudaEventRecord(start_[t], s));
-    if (l.stream == sim::Stream::compute) run_compute(t, s);
-    else run_collective(t, s);
+    if (std::holds_alternative<hardware::CollectiveOp>(g_->tasks[t].kind)) run_collective(t, s);
+    else run_compute(t, s);
     CUDA_CHECK(cudaEventRecord(end_[t], s));
     if (l.record) CUDA_CHECK(cudaEventRecord(events_[*l.record], s));
     issued_[t] = true;
   }
 
   std::vector<std::pair<std::int64_t, std::int64_t>> end_micro_batch() override {
-    for (int i = 0; i < sim::kStreams; ++i) drain(i);
+    for (std::size_t i = 0; i < streams_.size(); ++i) drain(i);
     std::vector<std::pair<std::int64_t, std::int64_t>> timing(g_->size(), {-1, -1});
     for (std::size_t t = 0; t < g_->size(); ++t) {
       if (!issued_[t]) continue;
@@ -292,7 +298,7 @@ class GpuDevice final : public Device {
   /// the watchdog can see a stream stuck on an NCCL collective whose peer stopped: after
   /// o_.watchdog_s seconds, or on an asynchronous NCCL error, both communicators are aborted
   /// (ncclCommAbort: the stuck kernels return) and the error names the ranks waited on.
-  void drain(int i) {
+  void drain(std::size_t i) {
     const auto start = std::chrono::steady_clock::now();
     for (;;) {
       const cudaError_t q = cudaStreamQuery(streams_[i]);
@@ -319,13 +325,21 @@ class GpuDevice final : public Device {
     if (tp_comm_) ncclCommAbort(tp_comm_);
     if (dp_comm_) ncclCommAbort(dp_comm_);
     tp_comm_ = dp_comm_ = nullptr;
+    group_comm_.assign(group_comm_.size(), nullptr);
   }
-  static const char* stream_name(int i) { return i == 0 ? "compute" : i == 1 ? "TP communication" : "DP communication"; }
-  /// The world ranks this rank's collectives on stream `i` wait on: its TP group (ranks
-  /// g*tp .. g*tp + tp - 1) for the compute and TP streams, its DP group (tp_rank + k*tp) for DP.
-  std::string peers(int i) const {
+  std::string stream_name(std::size_t i) const { return g_->streams[i].name; }
+  /// The world ranks this rank's work on stream `i` waits on: the peers of the group its
+  /// collectives run on (the first collective task on the stream names it; compute: tp) - its TP
+  /// group (ranks g*tp .. g*tp + tp - 1), or its DP group (tp_rank + k*tp).
+  std::string peers(std::size_t i) const {
+    std::string group = "tp";
+    for (const auto& task : g_->tasks)
+      if (task.stream == i && task.group) {
+        group = g_->groups[*task.group].name;
+        break;
+      }
     std::string out;
-    const bool dp = i == 2;
+    const bool dp = group == "dp";
     const int n = dp ? o_.dp : o_.tp;
     for (int k = 0; k < n; ++k) {
       const int r = dp ? tp_rank_ + k * o_.tp : (o_.world_rank / o_.tp) * o_.tp + k;
@@ -360,7 +374,7 @@ class GpuDevice final : public Device {
   }
   void* ptr(sim::TensorId id) const { return arena_ + plan_->tensors[id].offset; }
   template <typename T> T* as(sim::TensorId id) const { return static_cast<T*>(ptr(id)); }
-  cudaStream_t stream(sim::Stream s) const { return streams_[static_cast<int>(s)]; }
+  cudaStream_t stream(sim::StreamId s) const { return streams_[s]; }
 
   void run_compute(std::uint32_t t, cudaStream_t s) {
     switch (act_) {
@@ -377,12 +391,13 @@ class GpuDevice final : public Device {
   DeviceOptions o_;
   int device_ = 0, tp_rank_ = 0;
   cudaDeviceProp props_{};
-  cudaStream_t streams_[sim::kStreams] = {};  // indexed by sim::Stream: compute, tp_comm, dp_comm
+  std::vector<cudaStream_t> streams_;  // indexed by sim::StreamId (the graph's streams; the first is compute)
   cublasLtHandle_t lt_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* lt_workspace_ = nullptr;
   ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr;
-  bool faulted_ = false;  ///< the watchdog aborted the communicators
+  std::vector<ncclComm_t> group_comm_;  // indexed by sim::GroupId
+  bool faulted_ = false;                // the watchdog aborted the communicators
 
   const sim::StepGraph* g_ = nullptr;
   DeviceSetup setup_;
@@ -506,7 +521,7 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
   const auto& g = *g_;
   const auto& task = g.tasks[t];
   const auto& l = plan_->launches[t];
-  ncclComm_t comm = task.group == sim::CommGroup::tp ? tp_comm_ : dp_comm_;
+  ncclComm_t comm = task.group ? group_comm_.at(*task.group) : nullptr;
   if (!comm) throw std::logic_error(cat("cuda backend: ", g.task_name(t), " has no communicator"));
   auto in = g.inputs(t), out = g.outputs(t);
   const auto count = [&](sim::TensorId id) { return static_cast<std::size_t>(g.tensors[id].rows * g.tensors[id].cols); };

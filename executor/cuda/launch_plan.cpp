@@ -7,6 +7,7 @@
 
 #include "executor/cuda/attention_layout.hpp"
 #include "common/config_reader.hpp"
+#include "sim/shapes.hpp"
 
 namespace executor::cuda {
 namespace {
@@ -175,7 +176,7 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
 
   // ---- launches ----
   p.launches.resize(n);
-  const int act_bytes = common::dtype_bytes(g.plan.dtype == DType::fp8 ? DType::bf16 : g.plan.dtype);
+  const int act_bytes = common::dtype_bytes(sim::activation_dtype(g.plan.dtype));
   for (std::size_t t = 0; t < n; ++t) {
     const auto& task = g.tasks[t];
     Launch& l = p.launches[t];
@@ -197,7 +198,7 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
       l.kind = elementwise_kind(g, t);
     } else if (std::holds_alternative<hardware::CollectiveOp>(task.kind)) {
       l.kind = collective_kind(g, t);
-      if (task.stream == sim::Stream::compute) unsupported(g, t, "a collective on the compute stream");
+      if (g.on_compute(t)) unsupported(g, t, "a collective on a compute stream");
     } else {
       l.kind = LaunchKind::adamw;
     }

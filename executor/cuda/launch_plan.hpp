@@ -51,7 +51,7 @@ struct GemmCall {
 struct Launch {
   std::uint32_t task = 0;
   LaunchKind kind = LaunchKind::gemm;
-  sim::Stream stream = sim::Stream::compute;
+  sim::StreamId stream = 0;                  ///< the graph's stream (StepGraph::streams)
   bool once_per_step = false;                ///< only in the last micro-batch of a step
   std::vector<std::uint32_t> waits;          ///< events (indices) to cudaStreamWaitEvent on first
   std::optional<std::uint32_t> record;       ///< event to cudaEventRecord after the call

@@ -8,6 +8,10 @@
 
 namespace executor::cuda {
 
+/// cuBLASLt workspace the executor gives every GEMM (Hopper kernels like 32 MiB); the profiler
+/// times GEMMs with the same, so that the heuristic picks the same algorithms.
+constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
+
 inline cudaDataType_t cuda_dtype(common::DType t) {
   switch (t) {
     case common::DType::fp32: return CUDA_R_32F;

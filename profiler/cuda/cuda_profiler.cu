@@ -1,10 +1,6 @@
-// The CUDA backend of the profiler: cuBLASLt GEMMs (bf16 in, fp32 accumulate) and NCCL collectives,
-// one MPI rank per GPU. Compiles and links wherever SLICETUNE_CUDA is on; it has not yet run on a GPU.
-#include <cublasLt.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <mpi.h>
-#include <nccl.h>
+// The CUDA backend of the profiler: the executor's own GEMM path (executor/cuda/matmul.cuh: the same
+// cuBLASLt descriptors, heuristic and workspace) and attention kernels (executor/cuda/attention.cuh),
+// bf16, and NCCL collectives; one MPI rank per GPU. Compiles and links wherever SLICETUNE_CUDA is on.
 
 #include <algorithm>
 #include <cstring>
@@ -16,18 +12,25 @@
 #include <tuple>
 #include <vector>
 
+#include "executor/cuda/attention.cuh"
+#include "executor/cuda/matmul.cuh"
 #include "profiler/cuda/cuda_measure.hpp"
-
-#include "common/check.hpp"
 
 namespace profiler::cuda {
 
 namespace {
 
+namespace ex = executor::cuda;
+
 // fill_bf16_kernel: x[i] = v (for the correctness pass: all-ones inputs give C = k exactly for powers of two)
 __global__ void fill_bf16_kernel(__nv_bfloat16* x, std::size_t n, float v) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
     x[i] = __float2bfloat16(v);
+}
+// fill_pattern_bf16_kernel: x[i] = a deterministic value in [-0.5, 0.5) (attention inputs)
+__global__ void fill_pattern_bf16_kernel(__nv_bfloat16* x, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    x[i] = __float2bfloat16(static_cast<float>((i * 2654435761u) % 1000u) / 1000.0f - 0.5f);
 }
 __global__ void fill_f32_kernel(float* x, std::size_t n, float v) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
@@ -65,7 +68,8 @@ class CudaProfiler {
     CUDA_CHECK(cudaSetDevice(local_rank_ % devices));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&lt_));
-    CUDA_CHECK(cudaMalloc(&workspace_, kWorkspace));
+    CUBLAS_CHECK(cublasCreate(&blas_));
+    CUDA_CHECK(cudaMalloc(&workspace_, ex::kLtWorkspaceBytes));
     CUDA_CHECK(cudaEventCreate(&start_));
     CUDA_CHECK(cudaEventCreate(&stop_));
     ncclUniqueId id;
@@ -79,6 +83,7 @@ class CudaProfiler {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
     cudaFree(workspace_);
+    cublasDestroy(blas_);
     cublasLtDestroy(lt_);
     cudaStreamDestroy(stream_);
   }
@@ -88,8 +93,14 @@ class CudaProfiler {
     r.device = info();
     gemms(r);
     if (rank_ == 0) *out_ << "profile: gemm done\n" << std::flush;
-    collectives(r);
-    if (rank_ == 0) *out_ << "profile: collectives done\n" << std::flush;
+    attention(r);
+    if (rank_ == 0) *out_ << "profile: attention done\n" << std::flush;
+    if (size_ > 1) {
+      collectives(r);
+      if (rank_ == 0) *out_ << "profile: collectives done\n" << std::flush;
+    } else if (rank_ == 0) {
+      *out_ << "profile: one rank: no collectives measured (run under mpirun -np N for N GPUs)\n" << std::flush;
+    }
     const std::size_t copy_bytes = 1u << 28;
     DeviceBuffer<char> x(copy_bytes), y(copy_bytes);
     const double copy_ms = time_ms([&] { CUDA_CHECK(cudaMemcpyAsync(y.p, x.p, copy_bytes, cudaMemcpyDeviceToDevice, stream_)); }, 2, 10);
@@ -98,8 +109,6 @@ class CudaProfiler {
   }
 
  private:
-  static constexpr std::size_t kWorkspace = 64u << 20;
-
   /// Mean milliseconds per call over `iters` calls after `warmup`, timed with CUDA events on the stream.
   template <class F>
   double time_ms(F&& f, int warmup, int iters) {
@@ -113,37 +122,18 @@ class CudaProfiler {
     return ms / iters;
   }
 
-  /// Row-major C(m, n) = A(m, k) B(k, n) is column-major C^T = B^T A^T: cuBLASLt sees (n x k) . (k x m).
-  void matmul(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, std::int64_t m, std::int64_t n, std::int64_t k,
-              cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lc,
-              const cublasLtMatmulAlgo_t* algo) {
-    const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(lt_, op, &one, b, lb, a, la, &zero, c, lc, c, lc, algo, workspace_, kWorkspace, stream_));
-    (void)m, (void)n, (void)k;
-  }
-
+  /// Row-major C(m, n) = A(m, k) B(k, n) in bf16, fp32 accumulation, through the executor's path:
+  /// prepare_gemm (descriptors + cuBLASLt heuristic) once, then matmul_forward per call.
   double gemm_us(std::int64_t m, std::int64_t n, std::int64_t k, bool check) {
     DeviceBuffer<__nv_bfloat16> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)), c(static_cast<std::size_t>(m * n));
     fill_bf16_kernel<<<1024, 256, 0, stream_>>>(a.p, static_cast<std::size_t>(m * k), 1.0f);
     fill_bf16_kernel<<<1024, 256, 0, stream_>>>(b.p, static_cast<std::size_t>(k * n), 1.0f);
     CUDA_CHECK(cudaGetLastError());
-    cublasLtMatmulDesc_t op;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasLtMatrixLayout_t lb, la, lc;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(k), n));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(m), k));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(m), n));
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    std::size_t ws = kWorkspace;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t heur{};
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, op, lb, la, lc, lc, pref, 1, &heur, &found));
-    if (found == 0) throw std::runtime_error("profile: cuBLASLt has no algorithm for a bf16 GEMM " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    const ex::GemmCall call{.m = m, .n = n, .k = k, .lda = k, .ldb = n, .ldc = n};
+    const ex::PreparedGemm prepared = ex::prepare_gemm(lt_, call, common::DType::bf16, common::DType::bf16, ex::kLtWorkspaceBytes);
     const double flops = 2.0 * m * n * k;
     const int iters = static_cast<int>(std::clamp(2e9 / flops * (o_.quick ? 1 : 5), 5.0, 200.0));
-    const double ms = time_ms([&] { matmul(a.p, b.p, c.p, m, n, k, op, lb, la, lc, &heur.algo); }, 3, iters);
+    const double ms = time_ms([&] { ex::matmul_forward(lt_, prepared, a.p, b.p, c.p, workspace_, ex::kLtWorkspaceBytes, stream_); }, 3, iters);
     if (check) {  // all-ones inputs: every entry of C is k (exact in bf16 for powers of two)
       std::vector<std::uint16_t> host(2);
       CUDA_CHECK(cudaMemcpyAsync(host.data(), c.p, 2 * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, stream_));
@@ -155,11 +145,6 @@ class CudaProfiler {
         if (v != static_cast<float>(k)) throw std::runtime_error("profile: bf16 GEMM with all-ones inputs gives " + std::to_string(v) + ", expected " + std::to_string(k));
       }
     }
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatmulDescDestroy(op);
     double us = ms * 1e3;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return us / size_;
@@ -174,6 +159,49 @@ class CudaProfiler {
     for (const auto& [m, n, k] : shapes) {
       const bool pow2 = (k & (k - 1)) == 0 && k <= 256;  // C = k exactly representable in bf16
       r.gemm.push_back({m, n, k, round_sig(gemm_us(m, n, k, pow2))});
+    }
+  }
+
+  /// The executor's causal attention (forward, and backward recomputing the probabilities) in bf16.
+  /// Shapes: a small built-in grid (batch 1, 2 heads) plus the model's exact ones (Request::attention).
+  void attention(Result& r) {
+    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes;  // batch, heads, s, d
+    const std::vector<std::int64_t> seqs = o_.quick ? std::vector<std::int64_t>{128, 512, 2048} : std::vector<std::int64_t>{128, 256, 512, 1024, 2048, 4096};
+    for (std::int64_t d : {64, 128})
+      for (auto s : seqs) shapes.insert({1, 2, s, d});
+    for (const auto& a : o_.attention) shapes.insert({a.batch, a.heads, a.s, a.head_dim});
+    for (const auto& [batch, heads, s, d] : shapes) {
+      const hardware::AttentionOp op{.batch = batch, .heads = heads, .kv_heads = heads, .s_q = s, .s_kv = s, .head_dim = d,
+                                     .q_offset = 0, .causal = true, .backward = false, .dtype = common::DType::bf16};
+      const ex::AttentionDims dims{.batch = batch, .heads = heads, .kv_heads = heads, .seq = s, .head_dim = d, .rope = false};
+      const auto layout = ex::attention_layout(op, 2);
+      const std::size_t rows = static_cast<std::size_t>(batch * s), width = static_cast<std::size_t>(dims.width());
+      const std::size_t ctx_cols = static_cast<std::size_t>(heads * d);
+      DeviceBuffer<__nv_bfloat16> qkv(rows * width), dqkv(rows * width), ctx(rows * ctx_cols), dctx(rows * ctx_cols);
+      DeviceBuffer<char> scratch(static_cast<std::size_t>(layout.bytes));
+      fill_pattern_bf16_kernel<<<1024, 256, 0, stream_>>>(qkv.p, rows * width);
+      fill_pattern_bf16_kernel<<<1024, 256, 0, stream_>>>(dctx.p, rows * ctx_cols);
+      CUDA_CHECK(cudaGetLastError());
+      const double flops = 4.0 * batch * heads * s * s * d / 2;  // QK^T and PV, causal half
+      const int iters = static_cast<int>(std::clamp(2e9 / flops * (o_.quick ? 1 : 5), 3.0, 100.0));
+      const double fwd_ms = time_ms([&] { ex::attention_forward(blas_, qkv.p, ctx.p, scratch.p, layout, dims, stream_); }, 2, iters);
+      const double bwd_ms =
+          time_ms([&] { ex::attention_backward(blas_, qkv.p, dctx.p, dqkv.p, scratch.p, layout, dims, stream_); }, 2, iters);
+      // correctness: the first query of a sequence sees only key 0, so its output is V's row 0
+      ex::attention_forward(blas_, qkv.p, ctx.p, scratch.p, layout, dims, stream_);
+      std::vector<__nv_bfloat16> out(ctx_cols), v0(ctx_cols);
+      CUDA_CHECK(cudaMemcpyAsync(out.data(), ctx.p, ctx_cols * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(v0.data(), qkv.p + 2 * ctx_cols, ctx_cols * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      for (std::size_t c = 0; c < ctx_cols; ++c)
+        if (std::abs(__bfloat162float(out[c]) - __bfloat162float(v0[c])) > 1e-2f)
+          throw std::runtime_error("profile: attention output row 0 column " + std::to_string(c) + " is " +
+                                   std::to_string(__bfloat162float(out[c])) + ", expected V's " + std::to_string(__bfloat162float(v0[c])));
+      double us[2] = {fwd_ms * 1e3, bwd_ms * 1e3};
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, us, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+      const AttentionShape shape{batch, heads, s, d};
+      r.attention.push_back({shape, false, round_sig(us[0] / size_)});
+      r.attention.push_back({shape, true, round_sig(us[1] / size_)});
     }
   }
 
@@ -238,6 +266,7 @@ class CudaProfiler {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   cudaStream_t stream_{};
   cublasLtHandle_t lt_{};
+  cublasHandle_t blas_{};
   void* workspace_ = nullptr;
   cudaEvent_t start_{}, stop_{};
   ncclComm_t comm_{};

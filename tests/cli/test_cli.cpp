@@ -86,6 +86,47 @@ TEST_CASE("the trace shows TP collectives on their own track overlapping compute
   CHECK(overlap > 0.8 * comm_total);
 }
 
+TEST_CASE("simulate --save-graph writes a graph that --graph simulates to the same JSON") {
+  // The graph carries model, plan and cluster name: simulating it again needs no other flag and
+  // prints the same report, field for field.
+  const std::string plan = "--model gpt3-2.7b --cluster dgx-h100 --tp 4 --micro-batch 4 --seq-len 512 --strategy domino --row-slices 2 --json";
+  const auto a = run("simulate " + plan + " --save-graph cli_graph.json");
+  REQUIRE(a.code == 0);
+  const auto b = run("simulate --graph cli_graph.json --json");
+  REQUIRE(b.code == 0);
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja == jb);
+  // a plan flag beside --graph is refused: the plan comes from the file
+  const auto c = run("simulate --graph cli_graph.json --tp 8");
+  CHECK(c.code != 0);
+  CHECK(c.err.find("--tp: the model and plan come from the --graph file") != std::string::npos);
+}
+
+TEST_CASE("--dot-layers draws only the layers asked for") {
+  // gpt3-2.7b has 32 layers; --dot-layers 1-2 keeps the tasks of layers 1 and 2 only: the same
+  // count as 2/32 of the layer tasks of the whole graph (every layer has the same tasks).
+  const std::string plan = "simulate --model gpt3-2.7b --cluster dgx-h100 --tp 4 --micro-batch 4 --seq-len 512";
+  REQUIRE(run(plan + " --dot cli_all.dot").code == 0);
+  REQUIRE(run(plan + " --dot cli_two.dot --dot-layers 1-2").code == 0);
+  auto count = [](const std::string& path, const std::string& needle) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string t = ss.str();
+    int n = 0;
+    for (auto at = t.find(needle); at != std::string::npos; at = t.find(needle, at + 1)) ++n;
+    return n;
+  };
+  const int all_layer_nodes = count("cli_all.dot", "[label=\"L");
+  const int two = count("cli_two.dot", "[label=\"L");
+  CHECK(all_layer_nodes % 32 == 0);
+  CHECK(two == all_layer_nodes / 32 * 2);
+  CHECK(count("cli_two.dot", "[label=\"L1 ") + count("cli_two.dot", "[label=\"L2 ") == two);
+  const auto bad = run(plan + " --dot cli_bad.dot --dot-layers 5-40");
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("--dot-layers: expected a layer or FIRST-LAST within 0-31") != std::string::npos);
+}
+
 TEST_CASE("bad inputs give a one-line error and a non-zero exit") {
   write("bad_malformed.yaml", "name: x\nlayers: [1, 2\n");
   write("bad_unknown_key.yaml", "tp: 8\nrow_slice: 2\n");

@@ -9,6 +9,7 @@
 
 #include "executor/cpu/kernels.hpp"
 #include "executor/cuda/launch_plan.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 
@@ -56,7 +57,7 @@ TEST_CASE("every GEMM call of a tp 2, 2-column-chunk plan computes its layer mat
     sim::PlanInput in;
     in.tp = 2;
     in.micro_batch = 2;
-    in.strategy = sim::Strategy::domino;
+    in.strategy = &sim::strategy_domino();
     in.row_slices = 1;
     in.col_slices = 2;
     in.dtype = common::DType::fp32;

@@ -8,6 +8,7 @@
 #include "executor/cuda/attention_layout.hpp"
 #include "executor/cuda/launch_plan.hpp"
 #include "common/config_reader.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 
@@ -33,7 +34,7 @@ Built build(const std::string& model, sim::PlanInput in) {
   return b;
 }
 
-sim::PlanInput plan(int tp, int dp, int mb, sim::Strategy s, int rows = 1, int cols = 1, bool sp = false) {
+sim::PlanInput plan(int tp, int dp, int mb, const sim::Strategy* s, int rows = 1, int cols = 1, bool sp = false) {
   sim::PlanInput in;
   in.tp = tp;
   in.dp = dp;
@@ -92,17 +93,17 @@ std::size_t check_events(const sim::StepGraph& g, const LaunchPlan& p) {
 TEST_CASE("tp = 1, dp = 1: one stream, so no events at all") {
   // Expected 0 events and 0 waits: with one rank there are no collectives, every task is on the
   // compute stream, and an in-order stream needs no events.
-  auto b = build("tiny", plan(1, 1, 2, sim::Strategy::none));
+  auto b = build("tiny", plan(1, 1, 2, &sim::strategy_none()));
   const auto p = executor::cuda::plan_launches(b.graph);
   CHECK(p.events == 0);
   CHECK(check_events(b.graph, p) == 0);
-  for (const auto& l : p.launches) CHECK(l.stream == sim::Stream::compute);
+  for (const auto& l : p.launches) CHECK(b.graph.streams[l.stream].kind == sim::StreamKind::compute);
 }
 
 TEST_CASE("every cross-stream edge yields one record + wait, in issue order (tp 2, dp 2, domino)") {
-  for (auto in : {plan(2, 2, 4, sim::Strategy::none), plan(2, 2, 4, sim::Strategy::domino, 2, 1),
-                  plan(2, 2, 4, sim::Strategy::domino, 1, 2), plan(2, 2, 4, sim::Strategy::domino, 2, 2),
-                  plan(2, 1, 4, sim::Strategy::domino, 2, 2, true)}) {
+  for (auto in : {plan(2, 2, 4, &sim::strategy_none()), plan(2, 2, 4, &sim::strategy_domino(), 2, 1),
+                  plan(2, 2, 4, &sim::strategy_domino(), 1, 2), plan(2, 2, 4, &sim::strategy_domino(), 2, 2),
+                  plan(2, 1, 4, &sim::strategy_domino(), 2, 2, true)}) {
     for (const char* model : {"tiny", "tiny-llama"}) {
       auto b = build(model, in);
       CAPTURE(model);
@@ -118,7 +119,7 @@ TEST_CASE("every cross-stream edge yields one record + wait, in issue order (tp 
 }
 
 TEST_CASE("collectives land on the communication streams, kernels on the compute stream") {
-  auto b = build("tiny-llama", plan(2, 2, 4, sim::Strategy::domino, 2, 2));
+  auto b = build("tiny-llama", plan(2, 2, 4, &sim::strategy_domino(), 2, 2));
   const auto p = executor::cuda::plan_launches(b.graph);
   int tp = 0, dp = 0;
   for (std::size_t i = 0; i < p.launches.size(); ++i) {
@@ -126,9 +127,10 @@ TEST_CASE("collectives land on the communication streams, kernels on the compute
     const auto& t = b.graph.tasks[i];
     const bool coll = l.kind == LaunchKind::all_reduce || l.kind == LaunchKind::all_gather || l.kind == LaunchKind::reduce_scatter;
     CHECK(coll == t.is_collective());
-    if (!coll) CHECK(l.stream == sim::Stream::compute);
-    else if (t.group == sim::CommGroup::tp) { CHECK(l.stream == sim::Stream::tp_comm); ++tp; }
-    else { CHECK(l.stream == sim::Stream::dp_comm); CHECK(l.once_per_step); ++dp; }
+    const auto& stream = b.graph.streams[l.stream].name;
+    if (!coll) CHECK(stream == "compute");
+    else if (b.graph.groups[*t.group].name == "tp") { CHECK(stream == "tp_comm"); ++tp; }
+    else { CHECK(stream == "dp_comm"); CHECK(l.once_per_step); ++dp; }
   }
   // tp: per micro-batch and row slice, embedding (1) + 2 col chunks x 2 blocks x 2 layers fwd (8)
   // + loss stats (1) + LM-head dgrad (1) + 2 blocks x 2 layers dgrad (4) = 15; 2 slices -> 30.
@@ -137,7 +139,7 @@ TEST_CASE("collectives land on the communication streams, kernels on the compute
 }
 
 TEST_CASE("tensor slots: bytes as TensorInfo says, aligned, disjoint") {
-  auto b = build("tiny-llama", plan(2, 1, 4, sim::Strategy::domino, 2, 2, true));
+  auto b = build("tiny-llama", plan(2, 1, 4, &sim::strategy_domino(), 2, 2, true));
   const auto p = executor::cuda::plan_launches(b.graph);
   REQUIRE(p.tensors.size() == b.graph.tensors.size());
   std::uint64_t end = 0;
@@ -155,7 +157,7 @@ TEST_CASE("tensor slots: bytes as TensorInfo says, aligned, disjoint") {
 TEST_CASE("GEMM calls: column chunks of the row-parallel weights and transposes") {
   // tiny: h = 64, ffn = 256; tp 2, 2 column chunks: out_proj/fc2 chunk c writes output columns
   // [32 c, 32 c + 32) of W (h/tp x h, resp. ffn/tp x h): element offset 32 c into B, ldb = 64.
-  auto b = build("tiny", plan(2, 1, 2, sim::Strategy::domino, 1, 2));
+  auto b = build("tiny", plan(2, 1, 2, &sim::strategy_domino(), 1, 2));
   const auto p = executor::cuda::plan_launches(b.graph);
   int chunks = 0, wgrads = 0;
   for (std::size_t i = 0; i < p.launches.size(); ++i) {
@@ -196,7 +198,7 @@ TEST_CASE("plan checks: what the CUDA backend refuses, in one line naming the ke
   CHECK(why->find("dtype=fp8") != std::string::npos);
   CHECK(why->find('\n') == std::string::npos);
   p.dtype = common::DType::bf16;
-  p.strategy = sim::Strategy::domino;
+  p.strategy = &sim::strategy_domino();
   p.row_slices = 2;
   p.row_axis = sim::RowAxis::sequence;
   why = executor::cuda::check_cuda_plan(m, p);
@@ -209,7 +211,7 @@ TEST_CASE("plan checks: what the CUDA backend refuses, in one line naming the ke
   REQUIRE(why);
   CHECK(why->find("col_slices=16") != std::string::npos);
   // and plan_launches refuses such a graph with a ConfigError rather than running it wrongly
-  auto in = plan(1, 1, 2, sim::Strategy::domino, 2, 1);
+  auto in = plan(1, 1, 2, &sim::strategy_domino(), 2, 1);
   in.row_axis = sim::RowAxis::sequence;
   auto b = build("tiny", in);
   CHECK_THROWS_AS(executor::cuda::plan_launches(b.graph), common::ConfigError);

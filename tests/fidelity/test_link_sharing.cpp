@@ -62,6 +62,7 @@ class FixedCost final : public hardware::CostModel {
     k.latency = Duration::from_ps(0);
     k.transfer = Duration::from_us(100);
     const double nv = link_capacity(hardware::LinkClass::nvlink) * 100e-6, nic = link_capacity(hardware::LinkClass::nic) * 100e-6;
+    k.wire_bytes.assign(2, 0.0);  // nvlink, nic (CostModel::links())
     if (op.kind == hardware::CollectiveKind::reduce_scatter) {
       k.wire_bytes[1] = nic;  // crosses only the NICs, filling this GPU's share of them
     } else if (op.nodes > 1) {
@@ -96,14 +97,20 @@ sim::StepGraph independent(std::vector<sim::Task> tasks) {
   g.graph = sim::StepGraph::Graph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), g.tasks.size());
   g.in_degree.assign(g.tasks.size(), 0);
   g.plan.stack = hardware::Stack::cpp;
+  g.streams = {{.name = "compute", .kind = sim::StreamKind::compute},
+               {.name = "tp_comm", .kind = sim::StreamKind::comm},
+               {.name = "dp_comm", .kind = sim::StreamKind::comm}};
+  g.groups = {{.name = "tp", .size = 8}, {.name = "dp", .size = 8}};
   return g;
 }
 
-sim::Task collective_on(sim::Stream s, hardware::CollectiveKind kind = hardware::CollectiveKind::all_reduce, int nodes = 1) {
+constexpr sim::StreamId kCompute = 0, kTpComm = 1, kDpComm = 2;
+
+sim::Task collective_on(sim::StreamId s, hardware::CollectiveKind kind = hardware::CollectiveKind::all_reduce, int nodes = 1) {
   sim::Task t;
   t.kind = hardware::CollectiveOp{.kind = kind, .bytes = 1 << 20, .ranks = 8 * nodes, .nodes = nodes};
   t.stream = s;
-  t.group = s == sim::Stream::tp_comm ? sim::CommGroup::tp : sim::CommGroup::dp;
+  t.group = s == kTpComm ? 0 : 1;  // tp, dp
   return t;
 }
 
@@ -112,7 +119,7 @@ sim::Task collective_on(sim::Stream s, hardware::CollectiveKind kind = hardware:
 TEST_CASE("engine: two collectives on one NVLink port share it and both take twice as long") {
   // Each alone: 100 us at the full port. Together: half the port each, so both end at 200 us.
   const FixedCost cost(quiet_cluster());
-  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm)});
+  const auto g = independent({collective_on(kTpComm), collective_on(kDpComm)});
   const auto r = sim::Engine(cost).simulate(g);
   CHECK(r.step_time.us() == doctest::Approx(200.0).epsilon(1e-6));
 }
@@ -126,7 +133,7 @@ TEST_CASE("engine: compute slowed by a concurrent collective by the formula's am
   const FixedCost cost(quiet_cluster());
   sim::Task gemm;
   gemm.kind = hardware::GemmOp{.m = 1, .n = 1, .k = 1};
-  const auto g = independent({gemm, collective_on(sim::Stream::tp_comm)});
+  const auto g = independent({gemm, collective_on(kTpComm)});
   const auto r = sim::Engine(cost).simulate(g);
   CHECK(r.step_time.us() == doctest::Approx(100.0 + (100.0 - 100.0 / 1.1)).epsilon(1e-6));
 }
@@ -144,7 +151,7 @@ TEST_CASE("engine: a TP collective on NVLink beside a DP one on the NICs: differ
   // share of them (nics x bandwidth / GPUs per node), which the symmetric ranks' traffic fills
   // exactly as this one's does. Neither flow touches the other's link: both end at 100 us.
   const FixedCost cost(quiet_cluster());
-  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm, hardware::CollectiveKind::reduce_scatter, 2)});
+  const auto g = independent({collective_on(kTpComm), collective_on(kDpComm, hardware::CollectiveKind::reduce_scatter, 2)});
   CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(100.0).epsilon(1e-6));
 }
 
@@ -153,6 +160,6 @@ TEST_CASE("engine: a hierarchical collective (NVLink + NIC) beside an NVLink one
   // share). Max-min: both at speed s with s (1 + 0.5) = 1 -> s = 2/3, the NIC not binding; both
   // need 100 us of solo work, so both end at 150 us.
   const FixedCost cost(quiet_cluster());
-  const auto g = independent({collective_on(sim::Stream::tp_comm), collective_on(sim::Stream::dp_comm, hardware::CollectiveKind::all_reduce, 2)});
+  const auto g = independent({collective_on(kTpComm), collective_on(kDpComm, hardware::CollectiveKind::all_reduce, 2)});
   CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(150.0).epsilon(1e-6));
 }

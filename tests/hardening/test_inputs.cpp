@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
@@ -233,7 +234,7 @@ TEST_CASE("bad flags and files through the command: one line naming the flag or 
       {{"tune", "--top", "0"}, "slicetune: error: --top: expected an integer in [1, 10000], got 0"},
       // 16,384 row slices built 17 M tasks (3.6 GB) without a word
       {{"simulate", "--model", "gpt3-175b", "--strategy", "domino", "--row-axis", "sequence", "--row-slices", "16384"},
-       "slicetune: error: --row-slices: expected an integer in [1, 127], got 16384"},
+       "slicetune: error: --row-slices: expected an integer in 1..64, got '16384'"},
       {{"simulate", "--model", "gpt3-175b", "--strategy", "domino", "--row-axis", "sequence", "--row-slices", "64", "--col-slices", "64"},
        "slicetune: error: flags: row_slices: 96 layers x 64 row slices x 64 column chunks make up to 1734086 tasks per rank, more than "
        "the 1000000"},
@@ -269,3 +270,33 @@ TEST_CASE("validate --measured refuses a run file with a zero step time, naming 
         "slicetune: error: " + (s / "run.json") + ": step_time_ms: expected a number, got array\n");
 }
 #endif
+
+TEST_CASE("simulate --graph: deep nesting, a key twice and sizes beyond the limits end in one line naming the file") {
+  Scratch s;
+  const std::string saved = s / "g.json";
+  auto r = slicetune({"simulate", "--model", "tiny", "--cluster", "cpu-host", "--tp", "2", "--dtype", "fp32", "--save-graph", saved});
+  REQUIRE(r.code == 0);
+  const std::string good = slurp(saved);
+  auto refused = [&](const std::string& text, const std::string& expected) {
+    const std::string path = s / "bad.json";
+    write_text(path, text);
+    const auto b = slicetune({"simulate", "--graph", path});
+    CAPTURE(b.err);
+    CHECK(b.code == 2);  // bad input, not a signal
+    CHECK(b.out.empty());
+    CHECK(b.err == "slicetune: error: " + path + ": " + expected + "\n");
+  };
+  // 300,000 nested arrays inside the model object: load_graph dumps it (recursively) to read it
+  // as a model file; before, that overflowed the stack (SIGSEGV, exit 139)
+  const auto at = good.find("\"model\": {");
+  REQUIRE(at != std::string::npos);
+  std::string deep = good;
+  deep.insert(at + std::string("\"model\": {").size(), "\"deep\": " + std::string(300000, '[') + std::string(300000, ']') + ",");
+  refused(deep, "nested deeper than 64 arrays/objects");
+  // nlohmann keeps the second of two equal keys; the reader refuses it
+  refused("{\"format\": \"slicetune-step-graph\", \"format\": \"x\"}", "format: duplicate key");
+  // more nodes than --nodes may give (131,072, common/limits.hpp): saved_cluster allowed 2^20 before
+  auto many = nlohmann::json::parse(good);
+  many["nodes"] = 200000;
+  refused(many.dump(), "nodes: expected an integer in 1..131072, got 200000");
+}

@@ -12,6 +12,7 @@
 #include "hardware/cluster.hpp"
 #include "sim/plan_limits.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 #include "sim/target.hpp"
 #include "tests/hardening/process.hpp"
 
@@ -45,7 +46,7 @@ TEST_CASE("max_tasks bounds every step graph and is exact for the fullest schedu
       in.tp = 2;
       in.micro_batch = 4;
       in.sequence_parallel = true;
-      in.strategy = rows * cols > 1 ? sim::Strategy::domino : sim::Strategy::none;
+      in.strategy = rows * cols > 1 ? &sim::strategy_domino() : &sim::strategy_none();
       in.row_slices = rows;
       in.col_slices = cols;
       in.dp_bucket_mb = 1e-6;
@@ -61,8 +62,8 @@ TEST_CASE("max_tasks bounds every step graph and is exact for the fullest schedu
       sim::PlanInput in;
       in.tp = 8;
       in.micro_batch = 4;
-      in.strategy = std::string(strategy) == "domino" ? sim::Strategy::domino : sim::Strategy::none;
-      if (in.strategy == sim::Strategy::domino) in.col_slices = 2;
+      in.strategy = &sim::find_strategy(strategy);
+      if (*in.strategy == &sim::strategy_domino()) in.col_slices = 2;
       sim::Target t;
       try {
         t = target(model, "dgx-h100", 1, in);
@@ -79,7 +80,7 @@ TEST_CASE("the task-count limit refuses before anything is built") {
   // GPT-3 175B, 64 row slices along the sequence x 64 column chunks: 96 x 64 x (26 + 4 x 64) + 14 x 64
   // + 6 x 96 + 6 = 1,734,086 tasks (about 350 MB) > limits::kMaxTasks
   sim::PlanInput in;
-  in.strategy = sim::Strategy::domino;
+  in.strategy = &sim::strategy_domino();
   in.row_axis = sim::RowAxis::sequence;
   in.row_slices = 64;
   in.col_slices = 64;

@@ -14,6 +14,7 @@
 #include "sim/model.hpp"
 #include "sim/plan.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 using namespace hardware;
 using namespace common;
@@ -237,13 +238,13 @@ TEST_CASE("profiled simulate of the tiny model: compute busy is the sum of the t
   in.tp = 2;
   in.dp = 1;
   in.micro_batch = 2;
-  in.strategy = sim::Strategy::domino;
+  in.strategy = &sim::strategy_domino();
   in.row_slices = 2;
   const sim::Plan plan = sim::resolve_plan(model, cost->cluster(), in, "test");
   const sim::StepGraph g = sim::build_step_graph(model, cost->cluster(), plan);
   double expect_us = 0;
   for (const auto& t : g.tasks) {
-    if (t.stream != sim::Stream::compute) continue;
+    if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
     if (std::holds_alternative<GemmOp>(t.kind)) expect_us += 10 * std::get<GemmOp>(t.kind).batch;
     else if (std::holds_alternative<ElementwiseOp>(t.kind)) expect_us += 1;
     else if (std::holds_alternative<OptimizerOp>(t.kind)) expect_us += 5;

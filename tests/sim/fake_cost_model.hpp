@@ -5,8 +5,26 @@
 //   it occupies 10 of the GPU's 100 SMs
 #pragma once
 #include "hardware/cost_model.hpp"
+#include "sim/step_graph.hpp"
 
 namespace test {
+
+/// The streams and groups hand-built graphs use: Megatron's layout (as sim::Builder declares it).
+constexpr sim::StreamId kCompute = 0, kTpComm = 1, kDpComm = 2;
+constexpr sim::GroupId kTpGroup = 0, kDpGroup = 1;
+inline std::vector<sim::StreamSpec> streams() {
+  return {{.name = "compute", .kind = sim::StreamKind::compute},
+          {.name = "tp_comm", .kind = sim::StreamKind::comm},
+          {.name = "dp_comm", .kind = sim::StreamKind::comm}};
+}
+inline std::vector<sim::GroupSpec> groups(int tp_instance = 0, int dp_instance = 0) {
+  return {{.name = "tp", .size = 8, .nodes = 1, .instance = tp_instance}, {.name = "dp", .size = 8, .nodes = 1, .instance = dp_instance}};
+}
+/// StepGraph::assemble on streams() and groups().
+inline sim::StepGraph assemble(std::vector<sim::Task> tasks, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges,
+                               const sim::Plan& plan) {
+  return sim::StepGraph::assemble(std::move(tasks), edges, plan, streams(), groups());
+}
 
 inline hardware::ClusterSpec fake_cluster() {
   hardware::ClusterSpec c;
@@ -47,6 +65,7 @@ class FakeCostModel final : public hardware::CostModel {
     hardware::CollectiveCost cc;
     cc.latency = with_latency_ ? common::Duration::from_us(op.ranks - 1.0) : common::Duration{};
     cc.transfer = common::Duration::from_ns(static_cast<double>(op.bytes));
+    cc.wire_bytes.assign(2, 0.0);  // nvlink, nic (CostModel::links())
     cc.wire_bytes[static_cast<int>(op.nodes > 1 ? hardware::LinkClass::nic : hardware::LinkClass::nvlink)] = static_cast<double>(op.bytes);
     cc.sms = 10;
     cc.channels = 10;

@@ -6,6 +6,7 @@
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
 #include "sim/target.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 std::string error_of(const std::function<void()>& f) {
@@ -64,7 +65,7 @@ TEST_CASE("infeasible plans are refused with the reason") {
   CHECK(error_of([&] { sim::resolve_target(in); }) == "flags: tp: heads=40 is not divisible by tp=16");
   in.flags.tp = 8;
   in.nodes = 1;
-  in.flags.strategy = sim::Strategy::domino;
+  in.flags.strategy = &sim::strategy_domino();
   in.flags.micro_batch = 2;
   in.flags.row_slices = 4;
   CHECK(error_of([&] { sim::resolve_target(in); }) ==
@@ -83,7 +84,7 @@ TEST_CASE("a plan written as YAML reads back to the same plan") {
   in.flags.tp = 8;
   in.flags.micro_batch = 4;
   in.flags.global_batch = 64;
-  in.flags.strategy = sim::Strategy::domino;
+  in.flags.strategy = &sim::strategy_domino();
   in.flags.row_slices = 2;
   in.flags.col_slices = 2;
   in.flags.row_axis = sim::RowAxis::sequence;

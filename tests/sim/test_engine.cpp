@@ -9,7 +9,6 @@ using hardware::CollectiveKind;
 using hardware::CollectiveOp;
 using common::Duration;
 using hardware::GemmOp;
-using sim::Stream;
 using sim::Task;
 
 namespace {
@@ -17,10 +16,10 @@ namespace {
 Task gemm_us(int us, std::int64_t hbm_bytes = 0) {
   Task t;
   t.kind = GemmOp{.m = us, .n = hbm_bytes, .k = 1};
-  t.stream = Stream::compute;
+  t.stream = test::kCompute;
   return t;
 }
-Task coll(std::int64_t bytes, Stream s, int nodes = 1, sim::CommGroup g = sim::CommGroup::tp) {
+Task coll(std::int64_t bytes, sim::StreamId s, int nodes = 1, sim::GroupId g = test::kTpGroup) {
   Task t;
   t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce, .bytes = bytes, .ranks = 8, .nodes = nodes};
   t.stream = s;
@@ -38,7 +37,7 @@ double us(Duration d) { return d.us(); }
 
 TEST_CASE("a chain on one stream takes the sum of its tasks") {
   // 100 + 200 + 300 us, no launch cost: 600 us.
-  auto g = sim::StepGraph::assemble({gemm_us(100), gemm_us(200), gemm_us(300)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+  auto g = test::assemble({gemm_us(100), gemm_us(200), gemm_us(300)}, {{0, 1}, {1, 2}}, one_gpu_plan());
   test::FakeCostModel cost;
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
   CHECK(us(r.step_time) == doctest::Approx(600.0));
@@ -48,7 +47,7 @@ TEST_CASE("a chain on one stream takes the sum of its tasks") {
 
 TEST_CASE("tasks on one stream run in issue order even without edges") {
   // Stream semantics: the second task waits for the first although no edge joins them: 50 + 70 us.
-  auto g = sim::StepGraph::assemble({gemm_us(50), gemm_us(70)}, {}, one_gpu_plan());
+  auto g = test::assemble({gemm_us(50), gemm_us(70)}, {}, one_gpu_plan());
   test::FakeCostModel cost;
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
   CHECK(us(r.timelines[0].timing[1].start) == doctest::Approx(50.0));
@@ -67,7 +66,7 @@ TEST_CASE("the host issue cost delays kernels: a launch-bound step") {
     tasks.push_back(gemm_us(1));
     if (i) edges.emplace_back(i - 1, i);
   }
-  auto g = sim::StepGraph::assemble(tasks, edges, one_gpu_plan());
+  auto g = test::assemble(tasks, edges, one_gpu_plan());
   auto r = sim::Engine(cost).simulate(g);
   CHECK(us(r.step_time) == doctest::Approx(121.0));
   CHECK(us(r.idle) == doctest::Approx(111.0));  // 121 us minus 10 us of compute
@@ -82,9 +81,9 @@ TEST_CASE("the stack's kernel efficiency and per-task overhead price compute, no
   cl.host.op_overhead[static_cast<int>(hardware::Stack::eager)] = Duration::from_us(3);
   test::FakeCostModel cost(cl);
   auto plan = one_gpu_plan();
-  const Task ar = coll(8 << 20, Stream::tp_comm);
+  const Task ar = coll(8 << 20, test::kTpComm);
   const double ar_us = us(sim::solo_time(cost, ar.kind, hardware::Stack::eager));
-  auto g = sim::StepGraph::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
+  auto g = test::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
   CHECK(us(r.timelines[0].timing[0].end) == doctest::Approx(203.0));
   CHECK(us(r.step_time) == doctest::Approx(203.0 + ar_us));
@@ -92,25 +91,25 @@ TEST_CASE("the stack's kernel efficiency and per-task overhead price compute, no
   plan.stack = hardware::Stack::cuda_graphs;
   cl.host.launch[static_cast<int>(hardware::Stack::cuda_graphs)] = Duration::from_ps(0);
   test::FakeCostModel cost2(cl);
-  auto g2 = sim::StepGraph::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
+  auto g2 = test::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
   CHECK(us(sim::Engine(cost2).simulate(g2).step_time) == doctest::Approx(100.0 + ar_us));
 }
 
 TEST_CASE("two streams overlap: a collective hides behind independent compute") {
   // A (100 us) -> C (collective, 50,000 B at 1 B/ns = 50 us) -> D; B (100 us) after A on compute; D after B and C.
   // No interference: A [0,100], C [100,150] beside B [100,200], D [200,300]; nothing exposed.
-  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100), gemm_us(100)};
-  auto g = sim::StepGraph::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
+  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100), gemm_us(100)};
+  auto g = test::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
   test::FakeCostModel cost;
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
   CHECK(us(r.step_time) == doctest::Approx(300.0));
   CHECK(us(r.exposed_comm) == doctest::Approx(0.0));
-  CHECK(us(r.tp_comm) == doctest::Approx(50.0));
+  CHECK(us(r.busy("tp_comm")) == doctest::Approx(50.0));
   CHECK(us(r.timelines[0].timing[1].start) == doctest::Approx(100.0));
 
   SUBCASE("without the independent compute the collective is exposed") {
     // A -> C -> D only: 100 + 50 + 100 = 250 us with 50 us exposed.
-    auto g2 = sim::StepGraph::assemble({gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+    auto g2 = test::assemble({gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100)}, {{0, 1}, {1, 2}}, one_gpu_plan());
     auto r2 = sim::Engine(cost).simulate(g2);
     CHECK(us(r2.step_time) == doctest::Approx(250.0));
     CHECK(us(r2.exposed_comm) == doctest::Approx(50.0));
@@ -125,8 +124,8 @@ TEST_CASE("compute is slowed by a concurrent collective (SM contention)") {
   auto cl = test::fake_cluster();
   cl.interference.sm_contention = true;
   test::FakeCostModel cost(cl);
-  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100), gemm_us(100)};
-  auto g = sim::StepGraph::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
+  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100), gemm_us(100)};
+  auto g = test::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
   CHECK(us(r.timelines[0].timing[2].end) == doctest::Approx(150.0 + (100.0 - 50.0 / 1.1)).epsilon(1e-6));
   CHECK(us(r.step_time) == doctest::Approx(250.0 + (100.0 - 50.0 / 1.1)).epsilon(1e-6));
@@ -139,8 +138,8 @@ TEST_CASE("compute is slowed by a concurrent collective (SM contention)") {
     auto cl2 = test::fake_cluster();
     cl2.interference.hbm_amplification = 500;
     test::FakeCostModel cost2(cl2);
-    auto tasks2 = std::vector<Task>{gemm_us(100), coll(50'000, Stream::tp_comm), gemm_us(100, 100'000'000), gemm_us(100)};
-    auto g2 = sim::StepGraph::assemble(tasks2, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
+    auto tasks2 = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100, 100'000'000), gemm_us(100)};
+    auto g2 = test::assemble(tasks2, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
     auto r2 = sim::Engine(cost2, {.timeline = true}).simulate(g2);
     CHECK(us(r2.timelines[0].timing[2].end) == doctest::Approx(150.0 + 100.0 - 50.0 / 1.5).epsilon(1e-6));
   }
@@ -149,7 +148,7 @@ TEST_CASE("compute is slowed by a concurrent collective (SM contention)") {
 TEST_CASE("two collectives sharing one link each get half of it") {
   // Two collectives of 100,000 B on different streams (TP and DP), each alone would take 100 us at the
   // full 1 B/ns NVLink. Sharing max-min fairly, each moves at 0.5 B/ns: both end at 200 us.
-  auto g = sim::StepGraph::assemble({coll(100'000, Stream::tp_comm), coll(100'000, Stream::dp_comm, 1, sim::CommGroup::dp)}, {},
+  auto g = test::assemble({coll(100'000, test::kTpComm), coll(100'000, test::kDpComm, 1, test::kDpGroup)}, {},
                                     one_gpu_plan());
   test::FakeCostModel cost;
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
@@ -158,7 +157,7 @@ TEST_CASE("two collectives sharing one link each get half of it") {
 
   SUBCASE("collectives on different links do not slow each other") {
     // The DP collective crosses nodes (NIC only): each keeps its own link, both end at 100 us.
-    auto g2 = sim::StepGraph::assemble({coll(100'000, Stream::tp_comm), coll(100'000, Stream::dp_comm, 2, sim::CommGroup::dp)}, {},
+    auto g2 = test::assemble({coll(100'000, test::kTpComm), coll(100'000, test::kDpComm, 2, test::kDpGroup)}, {},
                                        one_gpu_plan());
     auto r2 = sim::Engine(cost, {.timeline = true}).simulate(g2);
     CHECK(us(r2.timelines[0].timing[0].end) == doctest::Approx(100.0));
@@ -167,7 +166,7 @@ TEST_CASE("two collectives sharing one link each get half of it") {
   SUBCASE("when one finishes the other gets the whole link") {
     // 50,000 B and 100,000 B: both at half speed until the small one is done at 100 us (50,000 B each moved),
     // then the big one has 50,000 B left at full speed: ends at 150 us.
-    auto g3 = sim::StepGraph::assemble({coll(50'000, Stream::tp_comm), coll(100'000, Stream::dp_comm, 1, sim::CommGroup::dp)}, {},
+    auto g3 = test::assemble({coll(50'000, test::kTpComm), coll(100'000, test::kDpComm, 1, test::kDpGroup)}, {},
                                        one_gpu_plan());
     auto r3 = sim::Engine(cost, {.timeline = true}).simulate(g3);
     CHECK(us(r3.timelines[0].timing[0].end) == doctest::Approx(100.0));
@@ -178,18 +177,18 @@ TEST_CASE("two collectives sharing one link each get half of it") {
 TEST_CASE("collective latency stage uses no bandwidth") {
   // With latency on, an 8-rank collective waits (8 - 1) = 7 us before moving its 10,000 B in 10 us: 17 us.
   test::FakeCostModel cost(test::fake_cluster(), true);
-  auto g = sim::StepGraph::assemble({coll(10'000, Stream::tp_comm)}, {}, one_gpu_plan());
+  auto g = test::assemble({coll(10'000, test::kTpComm)}, {}, one_gpu_plan());
   CHECK(us(sim::Engine(cost).simulate(g).step_time) == doctest::Approx(17.0));
 }
 
 TEST_CASE("ranks with different graphs meet at their collectives") {
   // Rank 0: 100 us of compute then a TP collective (10,000 B = 10 us); rank 1: 300 us then the same
   // collective. Both belong to one TP group, so the collective starts at 300 us on both: rank 0 ends at 310.
-  auto r0 = sim::StepGraph::assemble({gemm_us(100), coll(10'000, Stream::tp_comm)}, {{0, 1}}, one_gpu_plan());
-  auto r1 = sim::StepGraph::assemble({gemm_us(300), coll(10'000, Stream::tp_comm)}, {{0, 1}}, one_gpu_plan());
+  auto r0 = test::assemble({gemm_us(100), coll(10'000, test::kTpComm)}, {{0, 1}}, one_gpu_plan());
+  auto r1 = test::assemble({gemm_us(300), coll(10'000, test::kTpComm)}, {{0, 1}}, one_gpu_plan());
   r0.rank = 0;
   r1.rank = 1;
-  r1.dp_instance = 1;  // same TP group, different DP groups
+  r1.groups = test::groups(0, 1);  // same TP group, different DP groups
   test::FakeCostModel cost;
   const sim::StepGraph* ranks[] = {&r0, &r1};
   auto r = sim::Engine(cost, {.timeline = true}).simulate(ranks);
@@ -199,7 +198,7 @@ TEST_CASE("ranks with different graphs meet at their collectives") {
   CHECK(us(r.step_time) == doctest::Approx(310.0));
 
   SUBCASE("ranks of different TP groups do not wait for each other") {
-    r1.tp_instance = 1;
+    r1.groups = test::groups(1, 1);
     auto rr = sim::Engine(cost, {.timeline = true}).simulate(ranks);
     CHECK(us(rr.timelines[0].timing[1].end) == doctest::Approx(110.0));
   }
@@ -208,16 +207,101 @@ TEST_CASE("ranks with different graphs meet at their collectives") {
 TEST_CASE("gradient accumulation repeats the micro-batch and reduces once") {
   // Micro-batch: one 100 us GEMM. Once per step: a DP collective (50 us) and an optimizer (20 us) after it.
   // Four micro-batches: 3 x 100 + (100 + 50 + 20) = 470 us.
-  std::vector<Task> tasks{gemm_us(100), coll(50'000, Stream::dp_comm, 1, sim::CommGroup::dp), gemm_us(20)};
+  std::vector<Task> tasks{gemm_us(100), coll(50'000, test::kDpComm, 1, test::kDpGroup), gemm_us(20)};
   tasks[1].once_per_step = true;
   tasks[2].once_per_step = true;
   auto plan = one_gpu_plan();
   plan.global_batch = 4;
   plan.micro_batch = 1;
   plan.dp = 1;
-  auto g = sim::StepGraph::assemble(tasks, {{0, 1}, {1, 2}}, plan);
+  auto g = test::assemble(tasks, {{0, 1}, {1, 2}}, plan);
   test::FakeCostModel cost;
   auto r = sim::Engine(cost).simulate(g);
   CHECK(us(r.step_time) == doctest::Approx(470.0));
   CHECK(us(r.micro_batch_time) == doctest::Approx(100.0));
+}
+
+TEST_CASE("two pipeline roles with different work meet at a send/recv") {
+  // Two distinct rank graphs (pipeline stages 0 and 1), each with its own streams, joined by a
+  // point-to-point transfer: a send_recv on the two-rank group "pp" (instance 0) with sequence
+  // number 0 on both sides. Fake cost model: GEMM m x n x k takes m us; a transfer of B bytes
+  // takes B ns on the NVLink port (1 byte/ns); no launch cost, no interference.
+  //   stage 0: GEMM 100 us -> send 50,000 B (pp stream); GEMM 30 us on compute, independent of the send
+  //   stage 1: GEMM 20 us -> recv 50,000 B (pp stream) -> GEMM 60 us
+  // Derivation: stage 1 reaches its recv at 20 us but the pair starts when both sides have
+  // reached it, at 100 us; it moves 50,000 B in 50 us, ending at 150 us on both sides. Stage 0's
+  // second GEMM runs 100-130 us beside the send. Stage 1's last GEMM runs 150-210 us.
+  // Step = the slower stage = 210 us; stage 0's timeline is the report's.
+  const std::vector<sim::StreamSpec> s0{{.name = "compute", .kind = sim::StreamKind::compute},
+                                        {.name = "pp_comm", .kind = sim::StreamKind::comm}};
+  std::vector<sim::StreamSpec> s1 = s0;
+  s1.push_back({.name = "dp_comm", .kind = sim::StreamKind::comm});
+  const sim::GroupSpec pp{.name = "pp", .size = 2, .nodes = 1, .instance = 0};
+  auto p2p = [](std::int64_t bytes) {
+    Task t;
+    t.kind = CollectiveOp{.kind = CollectiveKind::send_recv, .bytes = bytes, .ranks = 2, .nodes = 1};
+    t.stream = 1;  // pp_comm
+    t.group = 0;   // pp
+    return t;
+  };
+  auto stage0 = sim::StepGraph::assemble({gemm_us(100), p2p(50'000), gemm_us(30)}, {{0, 1}, {0, 2}}, one_gpu_plan(), s0, {pp});
+  auto stage1 = sim::StepGraph::assemble({gemm_us(20), p2p(50'000), gemm_us(60)}, {{0, 1}, {1, 2}}, one_gpu_plan(), s1, {pp});
+  stage1.rank = 1;
+  test::FakeCostModel cost;
+  const sim::StepGraph* roles[] = {&stage0, &stage1};
+  auto r = sim::Engine(cost, {.timeline = true}).simulate(roles);
+  REQUIRE(r.timelines.size() == 2);
+  CHECK(us(r.timelines[1].timing[1].start) == doctest::Approx(100.0));  // the recv waited for the send
+  CHECK(us(r.timelines[0].timing[1].end) == doctest::Approx(150.0));
+  CHECK(us(r.timelines[0].timing[2].end) == doctest::Approx(130.0));
+  CHECK(us(r.timelines[1].timing[2].end) == doctest::Approx(210.0));
+  CHECK(us(r.step_time) == doctest::Approx(210.0));
+  CHECK(us(r.busy("pp_comm")) == doctest::Approx(50.0));  // stage 0's pipeline stream
+
+  SUBCASE("the transfer is one flow: traffic on the receiver's link slows both sides") {
+    // Stage 1 also all-reduces 50,000 B over its own DP group (no other member simulated) from
+    // the moment its first GEMM ends; stage 0's first GEMM is 20 us too, so send, recv and the
+    // AllReduce all start at 20 us. On stage 1's NVLink port (1 byte/ns) the transfer and the
+    // AllReduce get half each: both move 50,000 B in 100 us, ending at 120 us - on stage 0 as well,
+    // because the transfer is one variable over both stages' links. Stage 1's last GEMM runs
+    // 120-180 us; stage 0's second GEMM (30 us) runs 20-50 us. Step = 180 us.
+    Task ar = coll(50'000, 2, 1, 1);  // dp_comm, group dp
+    auto a0 = sim::StepGraph::assemble({gemm_us(20), p2p(50'000), gemm_us(30)}, {{0, 1}, {0, 2}}, one_gpu_plan(), s0, {pp});
+    auto a1 = sim::StepGraph::assemble({gemm_us(20), p2p(50'000), ar, gemm_us(60)}, {{0, 1}, {0, 2}, {1, 3}}, one_gpu_plan(), s1,
+                                       {pp, {.name = "dp", .size = 8, .nodes = 1, .instance = 7}});
+    a1.rank = 1;
+    const sim::StepGraph* both[] = {&a0, &a1};
+    auto rr = sim::Engine(cost, {.timeline = true}).simulate(both);
+    CHECK(us(rr.timelines[0].timing[1].end) == doctest::Approx(120.0));
+    CHECK(us(rr.timelines[1].timing[1].end) == doctest::Approx(120.0));
+    CHECK(us(rr.timelines[1].timing[2].end) == doctest::Approx(120.0));
+    CHECK(us(rr.timelines[1].timing[3].end) == doctest::Approx(180.0));
+    CHECK(us(rr.step_time) == doctest::Approx(180.0));
+  }
+}
+
+namespace {
+
+/// A resource model as the fidelity work would add one: here every collective in its transfer stage
+/// moves at half speed (say, half of its channels' SMs taken away).
+class HalfSpeedTransfers final : public sim::EngineModel {
+ public:
+  void update_rates(sim::EngineView& view) override {
+    for (auto& a : view.activities)
+      if (a.stage == sim::Stage::transfer) a.rate *= 0.5;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a resource model added through EngineOptions sets the rates of what runs") {
+  // A (100 us) -> C (collective, 50,000 B: 50 us alone) -> D (100 us), nothing to overlap with.
+  // The default models leave C at full speed: 100 + 50 + 100 = 250 us. With a model that halves
+  // every transfer after them, C takes 100 us: 300 us.
+  auto g = test::assemble({gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+  test::FakeCostModel cost;
+  CHECK(us(sim::Engine(cost).simulate(g).step_time) == doctest::Approx(250.0));
+  sim::EngineOptions o;
+  o.models.push_back([](const hardware::CostModel&) { return std::make_unique<HalfSpeedTransfers>(); });
+  CHECK(us(sim::Engine(cost, o).simulate(g).step_time) == doctest::Approx(300.0));
 }

@@ -9,10 +9,11 @@
 #include "tests/tuner/toy.hpp"
 #include "tuner/evaluate.hpp"
 #include "tuner/space.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 
-sim::Plan plan(int tp, int dp, int mb, int gb, bool sp, sim::Strategy st, int rs, sim::RowAxis ax, int cs, std::int64_t seq) {
+sim::Plan plan(int tp, int dp, int mb, int gb, bool sp, const sim::Strategy* st, int rs, sim::RowAxis ax, int cs, std::int64_t seq) {
   sim::Plan p;
   p.tp = tp;
   p.dp = dp;
@@ -41,7 +42,7 @@ TEST_CASE("toy model: memory worked out by hand") {
   const auto c = toy::cluster(1, 1e12);
   const tuner::MemoryModel mem(m, c);
   for (int mb : {1, 4, 8}) {
-    const auto p = plan(1, 1, mb, 8, false, sim::Strategy::none, 1, sim::RowAxis::batch, 1, 128);
+    const auto p = plan(1, 1, mb, 8, false, &sim::strategy_none(), 1, sim::RowAxis::batch, 1, 128);
     CHECK(tuner::rank_params(m, p) == 3445248);
     const auto e = mem.estimate(p);
     CHECK(e.weights + e.gradients + e.optimizer == doctest::Approx(62014464.0));
@@ -56,12 +57,13 @@ TEST_CASE("closed-form memory equals estimate_memory of the full graph") {
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
   const tuner::MemoryModel mem(m, c);
-  using S = sim::Strategy;
+  const sim::Strategy* const none = &sim::strategy_none();
+  const sim::Strategy* const domino = &sim::strategy_domino();
   using A = sim::RowAxis;
   const std::vector<sim::Plan> plans{
-      plan(8, 2, 4, 64, false, S::none, 1, A::batch, 1, 2048),     plan(8, 2, 4, 64, true, S::domino, 2, A::batch, 2, 2048),
-      plan(4, 4, 2, 64, false, S::domino, 4, A::sequence, 1, 2048), plan(8, 2, 2, 16, true, S::domino, 2, A::sequence, 4, 1024),
-      plan(2, 8, 1, 64, false, S::domino, 1, A::batch, 2, 2048)};
+      plan(8, 2, 4, 64, false, none, 1, A::batch, 1, 2048),     plan(8, 2, 4, 64, true, domino, 2, A::batch, 2, 2048),
+      plan(4, 4, 2, 64, false, domino, 4, A::sequence, 1, 2048), plan(8, 2, 2, 16, true, domino, 2, A::sequence, 4, 1024),
+      plan(2, 8, 1, 64, false, domino, 1, A::batch, 2, 2048)};
   for (const auto& p : plans) {
     CAPTURE(sim::describe(p));
     REQUIRE_FALSE(sim::check_plan(m, c, p));
@@ -83,12 +85,13 @@ TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-lay
   c.nodes = 2;
   auto cost = hardware::make_analytic_cost_model(c);
   const tuner::Evaluator ev(m, c, *cost);
-  using S = sim::Strategy;
+  const sim::Strategy* const none = &sim::strategy_none();
+  const sim::Strategy* const domino = &sim::strategy_domino();
   using A = sim::RowAxis;
   const std::vector<sim::Plan> plans{
-      plan(8, 2, 4, 64, false, S::none, 1, A::batch, 1, 2048),    plan(8, 2, 4, 64, true, S::domino, 2, A::batch, 2, 2048),
-      plan(4, 4, 2, 64, false, S::domino, 4, A::sequence, 1, 2048), plan(8, 2, 2, 16, true, S::domino, 2, A::sequence, 4, 1024),
-      plan(8, 2, 8, 16, false, S::domino, 4, A::batch, 2, 2048),   plan(4, 4, 1, 32, true, S::none, 1, A::batch, 1, 2048)};
+      plan(8, 2, 4, 64, false, none, 1, A::batch, 1, 2048),    plan(8, 2, 4, 64, true, domino, 2, A::batch, 2, 2048),
+      plan(4, 4, 2, 64, false, domino, 4, A::sequence, 1, 2048), plan(8, 2, 2, 16, true, domino, 2, A::sequence, 4, 1024),
+      plan(8, 2, 8, 16, false, domino, 4, A::batch, 2, 2048),   plan(4, 4, 1, 32, true, none, 1, A::batch, 1, 2048)};
   double worst = 0;
   for (const auto& p : plans) {
     CAPTURE(sim::describe(p));

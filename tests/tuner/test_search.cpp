@@ -4,6 +4,7 @@
 #include "hardware/cost_model.hpp"
 #include "tests/tuner/toy.hpp"
 #include "tuner/search.hpp"
+#include "sim/strategy.hpp"
 
 namespace {
 
@@ -11,8 +12,8 @@ tuner::SearchSpace toy_space() {
   tuner::SearchSpace s;
   s.tp = {1};
   s.micro_batch = {1, 2, 4, 8};
-  s.row_slices = {1, 2, 4};
-  s.col_slices = {1, 2};
+  s.knob_values["row_slices"] = {1, 2, 4};
+  s.knob_values["col_slices"] = {1, 2};
   s.dp_bucket_mb = {25};
   s.global_batch = 8;
   return s;
@@ -42,10 +43,10 @@ TEST_CASE("one GPU, toy model: the optimum worked out by hand") {
   REQUIRE(r.top.size() == 3);
   const auto& best = r.top[0].plan;
   CHECK(best.micro_batch == 4);
-  CHECK(best.strategy == sim::Strategy::none);
+  CHECK(best.strategy == &sim::strategy_none());
   CHECK(best.row_slices == 1);
   CHECK(best.col_slices == 1);
-  CHECK(r.top[1].plan.strategy == sim::Strategy::domino);
+  CHECK(r.top[1].plan.strategy == &sim::strategy_domino());
   CHECK(r.top[1].plan.micro_batch == 4);
   CHECK(r.top[1].plan.row_slices == 1);
   CHECK(r.top[1].plan.col_slices == 1);
@@ -82,9 +83,9 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   s.tp = {1, 8};
   s.micro_batch = {1, 2};
   s.sequence_parallel = {false};
-  s.row_slices = {1, 2, 4};
-  s.row_axes = {sim::RowAxis::batch};
-  s.col_slices = {1};
+  s.knob_values["row_slices"] = {1, 2, 4};
+  s.knob_values["row_axis"] = {static_cast<int>(sim::RowAxis::batch)};
+  s.knob_values["col_slices"] = {1};
   s.dp_bucket_mb = {25};
   s.global_batch = 16;
   tuner::SearchOptions o;

@@ -1,0 +1,538 @@
+#include "sim/builder.hpp"
+
+#include <algorithm>
+
+#include "sim/strategy.hpp"
+
+namespace sim {
+
+using common::DType;
+using hardware::CollectiveKind;
+using hardware::CollectiveOp;
+using hardware::ElementwiseKind;
+using hardware::OptimizerOp;
+
+namespace {
+constexpr std::int32_t kNone = -1;
+}
+
+Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, int rank) : m_(m), c_(c), p_(p), sh_(m, p) {
+  g_.model = m;
+  g_.plan = p;
+  g_.rank = rank;
+  g_.represents = p.tp * p.dp;
+  tp_nodes_ = std::max(1, p.tp / c.node.gpus_per_node);
+  dp_nodes_ = std::max(1, c.nodes / tp_nodes_);
+  // Megatron-LM's layout: TP ranks are adjacent (tp fastest), DP groups stride by tp.
+  g_.streams.reserve(4);
+  g_.groups.reserve(4);
+  group_seq_.reserve(4);
+  streams_.compute = add_stream({.name = "compute", .kind = StreamKind::compute});
+  streams_.tp_comm = add_stream({.name = "tp_comm", .kind = StreamKind::comm});
+  streams_.dp_comm = add_stream({.name = "dp_comm", .kind = StreamKind::comm});
+  tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
+  dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = rank % p.tp});
+
+  const int r = p.row_slices;
+  for (int i = 0; i < r; ++i) {
+    Slice s;
+    s.index = i;
+    if (p.row_axis == RowAxis::batch) {
+      s.batch = p.micro_batch / r;
+      s.seq = p.seq_len;
+    } else {
+      s.batch = p.micro_batch;
+      s.seq = p.seq_len / r;
+      s.q_offset = i * s.seq;
+    }
+    slices_.push_back(s);
+  }
+  sliced_ = r > 1;
+  const std::size_t est = static_cast<std::size_t>(m.layers) * static_cast<std::size_t>(r) * (28 + 4 * p.col_slices) + 64;
+  g_.tasks.reserve(est);
+  g_.tensors.reserve(est * 2);
+  g_.operands.reserve(est * 4);
+  edges_.reserve(est * 4);
+  state_.reserve(est * 2);
+  ss_.assign(r, {});
+  saved_.assign(m.layers, std::vector<Saved>(r));
+  kv_reads_.assign(m.layers, std::vector<std::vector<TensorId>>(r));
+  nf_.assign(r, kNoTensor);
+  logits_.assign(r, kNoTensor);
+  stats_.assign(r, kNoTensor);
+  dlogits_.assign(r, kNoTensor);
+  emit_weights();
+}
+
+StreamId Builder::add_stream(StreamSpec s) {
+  g_.streams.push_back(std::move(s));
+  return static_cast<StreamId>(g_.streams.size() - 1);
+}
+
+GroupId Builder::add_group(GroupSpec gs) {
+  g_.groups.push_back(std::move(gs));
+  group_seq_.push_back(0);
+  return static_cast<GroupId>(g_.groups.size() - 1);
+}
+
+// ---- tensors, tasks and derived dependencies ------------------------------------------------------
+
+TensorId Builder::tensor(std::int64_t rows, std::int64_t cols, DType dt, TensorRole role, Op op, int layer, int slice, int chunk,
+                         bool backward, std::uint8_t variant) {
+  TensorInfo t;
+  t.rows = rows;
+  t.cols = cols;
+  t.dtype = dt;
+  t.role = role;
+  t.op = op;
+  t.layer = static_cast<std::int16_t>(layer);
+  t.slice = static_cast<std::int8_t>(sliced_ ? slice : -1);
+  t.chunk = static_cast<std::int8_t>(chunk);
+  t.backward = backward;
+  t.variant = variant;
+  g_.tensors.push_back(t);
+  state_.push_back({kNone, kNone});
+  return static_cast<TensorId>(g_.tensors.size() - 1);
+}
+
+Task Builder::task(TaskKind kind, Op op, Phase phase, int layer, const Slice& s, int chunk) const {
+  Task t;
+  t.kind = kind;
+  t.stream = streams_.compute;
+  t.op = op;
+  t.phase = phase;
+  t.layer = static_cast<std::int16_t>(layer);
+  t.slice = static_cast<std::int8_t>(sliced_ ? s.index : -1);
+  t.chunk = static_cast<std::int8_t>(chunk);
+  return t;
+}
+
+std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const TensorId> out) {
+  const auto id = static_cast<std::uint32_t>(g_.tasks.size());
+  t.operand_begin = static_cast<std::uint32_t>(g_.operands.size());
+  t.n_inputs = static_cast<std::uint16_t>(in.size());
+  t.n_outputs = static_cast<std::uint16_t>(out.size());
+  g_.operands.insert(g_.operands.end(), in.begin(), in.end());
+  g_.operands.insert(g_.operands.end(), out.begin(), out.end());
+  for (TensorId x : in) {
+    auto& s = state_[x];
+    if (s.last_writer != kNone) edge(static_cast<std::uint32_t>(s.last_writer), id);
+    readers_.push_back({static_cast<std::int32_t>(id), s.readers});
+    s.readers = static_cast<std::int32_t>(readers_.size() - 1);
+  }
+  for (TensorId x : out) {
+    auto& s = state_[x];
+    if (s.last_writer != kNone) edge(static_cast<std::uint32_t>(s.last_writer), id);
+    for (std::int32_t r = s.readers; r != kNone; r = readers_[r].next)
+      if (readers_[r].task != static_cast<std::int32_t>(id)) edge(static_cast<std::uint32_t>(readers_[r].task), id);
+    s.last_writer = static_cast<std::int32_t>(id);
+    s.readers = kNone;
+  }
+  if (t.is_collective() && t.group) t.seq = group_seq_[*t.group]++;
+  g_.tasks.push_back(std::move(t));
+  return id;
+}
+
+// ---- TP collectives ---------------------------------------------------------------------------------
+
+Task Builder::tp_task(CollectiveKind k, double bytes, Op op, Phase phase, int layer, const Slice& s, int chunk) const {
+  Task t = task(
+      CollectiveOp{
+          .kind = k, .bytes = static_cast<std::int64_t>(bytes), .ranks = p_.tp, .nodes = tp_nodes_, .dtype = sh_.act_dtype},
+      op, phase, layer, s, chunk);
+  t.stream = streams_.tp_comm;
+  t.group = tp_group_;
+  return t;
+}
+
+/// AllReduce in place (no SP), or ReduceScatter into a new [rows/tp, cols] tensor (SP). Returns the
+/// tensor the consumer reads and the collective's task id (none at tp 1).
+std::pair<TensorId, std::optional<std::uint32_t>> Builder::reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s,
+                                                                      int chunk) {
+  if (p_.tp == 1) return {x, std::nullopt};
+  const auto& info = g_.tensors[x];
+  const double bytes = info.bytes();
+  if (!p_.sequence_parallel) {
+    auto id = add(tp_task(CollectiveKind::all_reduce, bytes, op, phase, layer, s, chunk), {x}, {x});
+    return {x, id};
+  }
+  TensorId y = tensor(info.rows / p_.tp, info.cols, info.dtype, info.role, info.op, layer, s.index, chunk, info.backward, 1);
+  auto id = add(tp_task(CollectiveKind::reduce_scatter, bytes, op, phase, layer, s, chunk), {x}, {y});
+  return {y, id};
+}
+
+/// SP only: AllGather [rows/tp, cols] into [rows, cols] before a column-parallel GEMM.
+TensorId Builder::gather_in(TensorId x, Op op, Phase phase, int layer, const Slice& s) {
+  if (!p_.sequence_parallel || p_.tp == 1) return x;
+  const auto& info = g_.tensors[x];
+  TensorId y = tensor(info.rows * p_.tp, info.cols, info.dtype, info.role, info.op, layer, s.index, -1, info.backward, 2);
+  add(tp_task(CollectiveKind::all_gather, static_cast<double>(info.rows) * p_.tp * info.cols * common::dtype_bytes(info.dtype),
+              op, phase, layer, s),
+      {x}, {y});
+  return y;
+}
+
+ElementwiseKind Builder::norm_kind() const {
+  return m_.norm == Norm::layernorm ? ElementwiseKind::layernorm : ElementwiseKind::rmsnorm;
+}
+ElementwiseKind Builder::activation_kind() const {
+  return m_.activation == Activation::gelu ? ElementwiseKind::gelu : ElementwiseKind::swiglu;
+}
+
+// ---- weights ------------------------------------------------------------------------------------------
+
+void Builder::emit_weights() {
+  auto weight = [&](const WeightShape& s, int layer) {
+    TensorId w = tensor(s.rows, s.cols, sh_.act_dtype, TensorRole::weight, s.op, layer, -1, -1, false, s.variant);
+    TensorId d = tensor(s.rows, s.cols, DType::fp32, TensorRole::weight_grad, s.op, layer, -1, -1, true, s.variant);
+    all_weights_.push_back(w);
+    all_grads_.push_back(d);
+    rank_params_ += s.params();
+    return std::pair{w, d};
+  };
+  std::tie(w_emb_, d_emb_) = weight(sh_.embedding(), -1);
+  if (m_.position == Position::learned) std::tie(w_pos_, d_pos_) = weight(sh_.positions(), -1);
+  lw_.resize(m_.layers);
+  const auto shapes = sh_.layer_weights();  // norm1, qkv, out_proj, norm2, fc1, fc2
+  for (int l = 0; l < m_.layers; ++l) {
+    auto& w = lw_[l];
+    std::tie(w.norm1, w.d_norm1) = weight(shapes[0], l);
+    std::tie(w.qkv, w.d_qkv) = weight(shapes[1], l);
+    std::tie(w.out, w.d_out) = weight(shapes[2], l);
+    std::tie(w.norm2, w.d_norm2) = weight(shapes[3], l);
+    std::tie(w.fc1, w.d_fc1) = weight(shapes[4], l);
+    std::tie(w.fc2, w.d_fc2) = weight(shapes[5], l);
+  }
+  std::tie(w_fnorm_, d_fnorm_) = weight(sh_.final_norm(), -1);
+  if (m_.tied_embeddings) {
+    w_head_ = w_emb_;
+    d_head_ = d_emb_;
+  } else {
+    std::tie(w_head_, d_head_) = weight(sh_.lm_head(), -1);
+  }
+}
+
+// ---- forward ------------------------------------------------------------------------------------------
+
+void Builder::emit_embedding(const Slice& s) {
+  const std::int64_t T = s.tokens(), h = sh_.h;
+  TensorId tok = tensor(T, 1, DType::fp32, TensorRole::input, Op::embedding, -1, s.index);
+  TensorId tgt = tensor(T, 1, DType::fp32, TensorRole::input, Op::loss, -1, s.index);
+  tokens_.push_back(tok);
+  targets_.push_back(tgt);
+  TensorId e = act(T, h, Op::embedding, -1, s.index);
+  Task t = task(ew(ElementwiseKind::embedding, T * h, 2.0 * bpe()), Op::embedding, Phase::fwd, -1, s);
+  if (m_.position == Position::learned)
+    add(std::move(t), {tok, w_emb_, w_pos_}, {e});
+  else
+    add(std::move(t), {tok, w_emb_}, {e});
+  ss_[s.index].x = reduce_out(e, Op::embed_comm, Phase::fwd, -1, s).first;
+}
+
+void Builder::emit_attn_fwd(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  auto& sv = saved_[l][s.index];
+  const auto& w = lw_[l];
+  const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
+  sv.x = st.x;
+  TensorId n1 = act(R, h, Op::norm1, l, s.index);
+  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm1, Phase::fwd, l, s), {st.x, w.norm1}, {n1});
+  sv.n1g = gather_in(n1, Op::attn_comm, Phase::fwd, l, s);
+  sv.qkv = act(T, sh_.Q, Op::qkv, l, s.index);
+  add(task(sh_.qkv_fwd(T), Op::qkv, Phase::fwd, l, s), {sv.n1g, w.qkv}, {sv.qkv});
+  // Causal attention over the sequence axis: slice i's queries see the keys of slices 0..i.
+  auto& kv = kv_reads_[l][s.index];
+  kv.clear();
+  if (p_.row_axis == RowAxis::sequence)
+    for (int j = 0; j <= s.index; ++j) kv.push_back(saved_[l][j].qkv);
+  else
+    kv.push_back(sv.qkv);
+  sv.ctx = act(T, sh_.A, Op::attention, l, s.index);
+  add(task(sh_.attention(s.batch, s.seq, s.q_offset, false), Op::attention, Phase::fwd, l, s), kv,
+      std::span<const TensorId>(&sv.ctx, 1));
+  st.partial.clear();
+  const int C = p_.col_slices;
+  for (int c = 0; c < C; ++c) {
+    TensorId o = act(T, h / C, Op::out_proj, l, s.index, C > 1 ? c : -1);
+    add(task(sh_.out_proj_fwd(T, C), Op::out_proj, Phase::fwd, l, s, C > 1 ? c : -1), {sv.ctx, w.out}, {o});
+    st.partial.push_back(reduce_out(o, Op::attn_comm, Phase::fwd, l, s, C > 1 ? c : -1).first);
+  }
+}
+
+void Builder::emit_attn_residual(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  const std::int64_t h = sh_.h, R = rows(s);
+  auto& sv = saved_[l][s.index];
+  sv.x_mid = act(R, h, Op::residual1, l, s.index);
+  std::vector<TensorId> in{st.x};
+  in.insert(in.end(), st.partial.begin(), st.partial.end());
+  add(task(ew(ElementwiseKind::residual_add, R * h, 3.0 * bpe()), Op::residual1, Phase::fwd, l, s), in,
+      std::span<const TensorId>(&sv.x_mid, 1));
+  st.x = sv.x_mid;
+}
+
+void Builder::emit_mlp_fwd(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  auto& sv = saved_[l][s.index];
+  const auto& w = lw_[l];
+  const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
+  TensorId n2 = act(R, h, Op::norm2, l, s.index);
+  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm2, Phase::fwd, l, s), {sv.x_mid, w.norm2}, {n2});
+  sv.n2g = gather_in(n2, Op::mlp_comm, Phase::fwd, l, s);
+  sv.f1 = act(T, sh_.F1, Op::fc1, l, s.index);
+  add(task(sh_.fc1_fwd(T), Op::fc1, Phase::fwd, l, s), {sv.n2g, w.fc1}, {sv.f1});
+  sv.act = act(T, sh_.F, Op::activation, l, s.index);
+  add(task(ew(activation_kind(), T * sh_.F, (m_.fc1_out() / m_.ffn_hidden + 1.0) * bpe()), Op::activation, Phase::fwd, l, s),
+      {sv.f1}, {sv.act});
+  st.partial.clear();
+  const int C = p_.col_slices;
+  for (int c = 0; c < C; ++c) {
+    TensorId y = act(T, h / C, Op::fc2, l, s.index, C > 1 ? c : -1);
+    add(task(sh_.fc2_fwd(T, C), Op::fc2, Phase::fwd, l, s, C > 1 ? c : -1), {sv.act, w.fc2}, {y});
+    st.partial.push_back(reduce_out(y, Op::mlp_comm, Phase::fwd, l, s, C > 1 ? c : -1).first);
+  }
+}
+
+void Builder::emit_mlp_residual(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  const std::int64_t h = sh_.h, R = rows(s);
+  TensorId x = act(R, h, Op::residual2, l, s.index);
+  std::vector<TensorId> in{st.x};
+  in.insert(in.end(), st.partial.begin(), st.partial.end());
+  add(task(ew(ElementwiseKind::residual_add, R * h, 3.0 * bpe()), Op::residual2, Phase::fwd, l, s), in,
+      std::span<const TensorId>(&x, 1));
+  st.x = x;
+}
+
+void Builder::emit_head_fwd(const Slice& s) {
+  auto& st = ss_[s.index];
+  const std::int64_t T = s.tokens(), h = sh_.h, V = sh_.V, R = rows(s);
+  TensorId nf = act(R, h, Op::final_norm, -1, s.index);
+  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
+  nf_[s.index] = gather_in(nf, Op::embed_comm, Phase::fwd, -1, s);
+  TensorId logits = tensor(T, V, DType::fp32, TensorRole::activation, Op::lm_head, -1, s.index);
+  add(task(sh_.lm_head_fwd(T), Op::lm_head, Phase::fwd, -1, s), {nf_[s.index], w_head_}, {logits});
+  logits_[s.index] = logits;
+  // vocab-parallel cross-entropy: local max, sum-exp and target logit, then one TP AllReduce
+  TensorId stats = tensor(T, 3, DType::fp32, TensorRole::activation, Op::loss_comm, -1, s.index);
+  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, targets_[s.index]},
+      {stats});
+  if (p_.tp > 1) {
+    Task t = tp_task(CollectiveKind::all_reduce, static_cast<double>(T) * 3 * 4, Op::loss_comm, Phase::fwd, -1, s);
+    std::get<CollectiveOp>(t.kind).dtype = DType::fp32;
+    add(std::move(t), {stats}, {stats});
+  }
+  stats_[s.index] = stats;
+}
+
+void Builder::emit_loss(const Slice& s) {
+  const std::int64_t T = s.tokens(), V = sh_.V;
+  TensorId dl = tensor(T, V, DType::fp32, TensorRole::gradient, Op::lm_head, -1, s.index, -1, true);
+  TensorId loss = tensor(T, 1, DType::fp32, TensorRole::activation, Op::loss, -1, s.index);
+  add(task(ew(ElementwiseKind::cross_entropy, T * V, 8.0), Op::loss, Phase::fwd, -1, s),
+      {logits_[s.index], stats_[s.index], targets_[s.index]}, {dl, loss});
+  dlogits_[s.index] = dl;
+}
+
+// ---- backward -----------------------------------------------------------------------------------------
+
+BackwardTasks Builder::emit_head_bwd(const Slice& s) {
+  auto& st = ss_[s.index];
+  const std::int64_t T = s.tokens(), h = sh_.h;
+  TensorId dn = grad(T, h, Op::final_norm, -1, s.index);
+  add(task(sh_.lm_head_dgrad(T), Op::lm_head, Phase::bwd_dgrad, -1, s), {dlogits_[s.index], w_head_}, {dn});
+  auto [din, coll] = reduce_out(dn, Op::embed_comm, Phase::bwd_dgrad, -1, s);
+  st.d_in = din;
+  const auto wg =
+      add(task(sh_.lm_head_wgrad(T), Op::lm_head, Phase::bwd_wgrad, -1, s), {dlogits_[s.index], nf_[s.index]}, {d_head_});
+  return {coll, wg};
+}
+
+void Builder::emit_final_norm_bwd(const Slice& s) {
+  auto& st = ss_[s.index];
+  const std::int64_t h = sh_.h, R = rows(s);
+  TensorId dx = grad(R, h, Op::final_norm, -1, s.index);
+  add(task(ew(norm_kind(), R * h, 3.0 * bpe(), true), Op::final_norm, Phase::bwd_dgrad, -1, s), {st.d_in, st.x, w_fnorm_},
+      {dx, d_fnorm_});
+  st.dy = dx;
+}
+
+BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  const auto& sv = saved_[l][s.index];
+  const auto& w = lw_[l];
+  const std::int64_t T = s.tokens(), h = sh_.h, F = sh_.F, F1 = sh_.F1;
+  TensorId dyg = gather_in(st.dy, Op::mlp_comm, Phase::bwd_dgrad, l, s);
+  TensorId da = grad(T, F, Op::activation, l, s.index);
+  add(task(sh_.fc2_dgrad(T), Op::fc2, Phase::bwd_dgrad, l, s), {dyg, w.fc2}, {da});
+  add(task(sh_.fc2_wgrad(T), Op::fc2, Phase::bwd_wgrad, l, s), {dyg, sv.act}, {w.d_fc2});
+  TensorId df1 = grad(T, F1, Op::fc1, l, s.index);
+  add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s), {sv.f1, da},
+      {df1});
+  TensorId dn2 = grad(T, h, Op::norm2, l, s.index);
+  add(task(sh_.fc1_dgrad(T), Op::fc1, Phase::bwd_dgrad, l, s), {df1, w.fc1}, {dn2});
+  auto [din, coll] = reduce_out(dn2, Op::mlp_comm, Phase::bwd_dgrad, l, s);
+  st.d_in = din;
+  const auto wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, sv.n2g}, {w.d_fc1});
+  return {coll, wg};
+}
+
+void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  const auto& w = lw_[l];
+  const std::int64_t h = sh_.h, R = rows(s);
+  TensorId dx = grad(R, h, Op::residual1, l, s.index);
+  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm2, Phase::bwd_dgrad, l, s),
+      {st.d_in, saved_[l][s.index].x_mid, w.norm2, st.dy}, {dx, w.d_norm2});
+  st.dy = dx;
+}
+
+BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  const auto& w = lw_[l];
+  const std::int64_t T = s.tokens(), h = sh_.h, Q = sh_.Q;
+  TensorId dyg = gather_in(st.dy, Op::attn_comm, Phase::bwd_dgrad, l, s);
+  TensorId dctx = grad(T, sh_.A, Op::attention, l, s.index);
+  auto& sv = saved_[l][s.index];
+  const TensorId ctx = sv.ctx;
+  add(task(sh_.out_proj_dgrad(T), Op::out_proj, Phase::bwd_dgrad, l, s), {dyg, w.out}, {dctx});
+  add(task(sh_.out_proj_wgrad(T), Op::out_proj, Phase::bwd_wgrad, l, s), {dyg, ctx}, {w.d_out});
+  // Attention backward writes dQ of its slice and accumulates dK, dV into every slice it read.
+  const auto& kv = kv_reads_[l][s.index];
+  std::vector<TensorId> in(kv.begin(), kv.end());
+  in.push_back(ctx);
+  in.push_back(dctx);
+  std::vector<TensorId> out;
+  for (std::size_t j = 0; j < kv.size(); ++j) {
+    const int sj = p_.row_axis == RowAxis::sequence ? static_cast<int>(j) : s.index;
+    auto& dq = saved_[l][sj].dqkv;
+    if (dq == kNoTensor) dq = grad(T, Q, Op::qkv, l, sj);
+    out.push_back(dq);
+  }
+  add(task(sh_.attention(s.batch, s.seq, s.q_offset, true), Op::attention, Phase::bwd_dgrad, l, s), in, out);
+  TensorId dn1 = grad(T, h, Op::norm1, l, s.index);
+  add(task(sh_.qkv_dgrad(T), Op::qkv, Phase::bwd_dgrad, l, s), {sv.dqkv, w.qkv}, {dn1});
+  auto [din, coll] = reduce_out(dn1, Op::attn_comm, Phase::bwd_dgrad, l, s);
+  st.d_in = din;
+  const auto wg = add(task(sh_.qkv_wgrad(T), Op::qkv, Phase::bwd_wgrad, l, s), {sv.dqkv, sv.n1g}, {w.d_qkv});
+  return {coll, wg};
+}
+
+void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  const auto& w = lw_[l];
+  const std::int64_t h = sh_.h, R = rows(s);
+  TensorId dx = grad(R, h, Op::residual2, l - 1, s.index);
+  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm1, Phase::bwd_dgrad, l, s),
+      {st.d_in, saved_[l][s.index].x, w.norm1, st.dy}, {dx, w.d_norm1});
+  st.dy = dx;
+}
+
+void Builder::emit_embedding_bwd(const Slice& s) {
+  auto& st = ss_[s.index];
+  const std::int64_t T = s.tokens(), h = sh_.h;
+  TensorId dyg = gather_in(st.dy, Op::embed_comm, Phase::bwd_dgrad, -1, s);
+  Task t = task(ew(ElementwiseKind::embedding, T * h, bpe() + 8.0, true), Op::embedding, Phase::bwd_wgrad, -1, s);
+  if (m_.position == Position::learned)
+    add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_, d_pos_});
+  else
+    add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_});
+}
+
+// ---- data-parallel gradient buckets, the step's end -----------------------------------------------------
+
+void Builder::head_grads_ready() {
+  if (!m_.tied_embeddings) grad_ready(d_head_);
+}
+
+void Builder::mlp_grads_ready(int l) {
+  grad_ready(l == m_.layers - 1 ? d_fnorm_ : lw_[l + 1].d_norm1);
+  grad_ready(lw_[l].d_fc2);
+  grad_ready(lw_[l].d_fc1);
+}
+
+void Builder::attn_grads_ready(int l) {
+  grad_ready(lw_[l].d_norm2);
+  grad_ready(lw_[l].d_out);
+  grad_ready(lw_[l].d_qkv);
+}
+
+void Builder::embedding_grads_ready() {
+  grad_ready(lw_[0].d_norm1);
+  if (m_.position == Position::learned) grad_ready(d_pos_);
+  grad_ready(d_emb_);
+}
+
+void Builder::grad_ready(TensorId dw) {
+  if (p_.dp == 1) return;
+  bucket_.push_back(dw);
+  bucket_params_ += g_.tensors[dw].rows * g_.tensors[dw].cols;
+  if (static_cast<double>(bucket_params_) * 4.0 >= p_.dp_bucket_mb * 1e6) flush_bucket();
+}
+
+void Builder::flush_bucket() {
+  if (bucket_.empty()) return;
+  Task t;
+  t.kind = CollectiveOp{
+      .kind = CollectiveKind::all_reduce, .bytes = bucket_params_ * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
+  t.stream = streams_.dp_comm;
+  t.op = Op::dp_reduce;
+  t.phase = Phase::dp_reduce;
+  t.group = dp_group_;
+  t.once_per_step = true;
+  t.layer = -1;
+  add(std::move(t), bucket_, bucket_);
+  bucket_.clear();
+  bucket_params_ = 0;
+}
+
+// Sequence parallelism: a TP rank's norm-weight gradients cover only its rows of the sequence;
+// Megatron sums them over the TP group once per step before the optimizer (finalize_model_grads).
+void Builder::emit_sp_norm_grads() {
+  if (!p_.sequence_parallel || p_.tp == 1) return;
+  std::vector<TensorId> norms{d_fnorm_};
+  for (const auto& w : lw_) norms.insert(norms.end(), {w.d_norm1, w.d_norm2});
+  Task t;
+  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce,
+                        .bytes = static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4,
+                        .ranks = p_.tp,
+                        .nodes = tp_nodes_,
+                        .dtype = DType::fp32};
+  t.stream = streams_.tp_comm;
+  t.op = Op::dp_reduce;
+  t.phase = Phase::dp_reduce;
+  t.group = tp_group_;
+  t.once_per_step = true;
+  t.layer = -1;
+  add(std::move(t), norms, norms);
+}
+
+void Builder::emit_optimizer() {
+  Task t;
+  t.kind = OptimizerOp{.params = rank_params_};
+  t.stream = streams_.compute;
+  t.op = Op::optimizer;
+  t.phase = Phase::optimizer;
+  t.once_per_step = true;
+  std::vector<TensorId> in(all_grads_);
+  add(std::move(t), in, all_weights_);
+}
+
+StepGraph Builder::finish() {
+  emit_sp_norm_grads();
+  flush_bucket();
+  emit_optimizer();
+  const auto n = g_.tasks.size();
+  g_.graph = StepGraph::Graph(boost::edges_are_unsorted_multi_pass, edges_.begin(), edges_.end(), n);
+  g_.in_degree.assign(n, 0);
+  for (const auto& e : edges_) ++g_.in_degree[e.second];
+  return std::move(g_);
+}
+
+StepGraph build_step_graph(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, int rank) {
+  Builder b(model, cluster, plan, rank);
+  plan.strategy->schedule(b);
+  return b.finish();
+}
+
+}  // namespace sim

@@ -1,0 +1,169 @@
+#include "sim/cost_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/checked.hpp"
+#include "common/limits.hpp"
+
+namespace sim {
+
+std::size_t CostTable::OpHash::operator()(const TaskKind& k) const {
+  std::size_t h = k.index() * 0x9E3779B97F4A7C15ull;
+  auto mix = [&h](std::int64_t v) { h ^= static_cast<std::size_t>(v) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
+  std::visit(
+      [&](const auto& op) {
+        using T = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<T, hardware::GemmOp>) {
+          mix(op.m);
+          mix(op.n);
+          mix(op.k);
+          mix(static_cast<int>(op.dtype));
+          mix(op.batch);
+        } else if constexpr (std::is_same_v<T, hardware::AttentionOp>) {
+          mix(op.batch);
+          mix(op.heads);
+          mix(op.kv_heads);
+          mix(op.s_q);
+          mix(op.s_kv);
+          mix(op.head_dim);
+          mix(op.q_offset);
+          mix(op.backward);
+          mix(op.causal);
+        } else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) {
+          mix(static_cast<int>(op.kind));
+          mix(op.elements);
+          mix(static_cast<std::int64_t>(op.bytes));
+          mix(op.backward);
+        } else if constexpr (std::is_same_v<T, hardware::CollectiveOp>) {
+          mix(static_cast<int>(op.kind));
+          mix(op.bytes);
+          mix(op.ranks);
+          mix(op.nodes);
+          mix(static_cast<int>(op.dtype));
+        } else {
+          mix(op.params);
+        }
+      },
+      k);
+  return h;
+}
+
+bool CostTable::OpEqual::operator()(const TaskKind& a, const TaskKind& b) const {
+  if (a.index() != b.index()) return false;
+  return std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        const auto& y = std::get<T>(b);
+        if constexpr (std::is_same_v<T, hardware::GemmOp>)
+          return x.m == y.m && x.n == y.n && x.k == y.k && x.dtype == y.dtype && x.batch == y.batch;
+        else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
+          return x.batch == y.batch && x.heads == y.heads && x.kv_heads == y.kv_heads && x.s_q == y.s_q && x.s_kv == y.s_kv &&
+                 x.head_dim == y.head_dim && x.q_offset == y.q_offset && x.backward == y.backward && x.causal == y.causal &&
+                 x.dtype == y.dtype;
+        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
+          return x.kind == y.kind && x.elements == y.elements && x.bytes == y.bytes && x.backward == y.backward;
+        else if constexpr (std::is_same_v<T, hardware::CollectiveOp>)
+          return x.kind == y.kind && x.bytes == y.bytes && x.ranks == y.ranks && x.nodes == y.nodes && x.dtype == y.dtype;
+        else
+          return x.params == y.params;
+      },
+      a);
+}
+
+CostTable::CostTable(const hardware::CostModel& m, hardware::Stack stack)
+    : m_(m), stack_(stack), hbm_(m.cluster().gpu.hbm_bytes_per_s), sms_(m.cluster().gpu.sm_count) {}
+
+std::uint32_t CostTable::index(const TaskKind& k) {
+  auto it = memo_.find(k);
+  if (it != memo_.end()) return it->second;
+  TaskCost c = price(k);
+  if (!c.collective) {
+    c.first_ps = stack_compute_ps(m_.cluster().host, stack_, c.first_ps);
+    c.hbm_util *= m_.cluster().host.kernel_efficiency_for(stack_);  // same bytes over a longer time
+  }
+  costs_.push_back(std::move(c));
+  kinds_.push_back(k);
+  const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
+  memo_.emplace(k, i);
+  return i;
+}
+
+// Tasks at the same place of different layers (same op, phase, slice, chunk) usually have the same
+// shape: a direct-mapped cache on that place, verified by comparing the op, avoids hashing it.
+std::uint32_t CostTable::index(const Task& t) {
+  const std::uint32_t key = 1u + static_cast<std::uint32_t>(t.op) + (static_cast<std::uint32_t>(t.phase) << 5) +
+                            (static_cast<std::uint32_t>(t.slice + 1) << 8) + (static_cast<std::uint32_t>(t.chunk + 1) << 16) +
+                            (static_cast<std::uint32_t>(t.kind.index()) << 24);
+  auto& slot = slots_[(key * 2654435761u) >> (32 - kSlotBits)];
+  if (slot.key == key && OpEqual{}(kinds_[slot.index], t.kind)) return slot.index;
+  slot.key = key;
+  slot.index = index(t.kind);
+  return slot.index;
+}
+
+TaskCost CostTable::from_compute(const hardware::ComputeCost& cc) const {
+  TaskCost c;
+  c.first_ps = cc.time.ps;
+  const double secs = cc.time.s();
+  c.hbm_util = secs > 0 ? std::min(1.0, cc.hbm_bytes / (secs * hbm_)) : 0.0;
+  return c;
+}
+
+TaskCost CostTable::price(const TaskKind& k) const {
+  return std::visit(
+      [&](const auto& op) -> TaskCost {
+        using T = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<T, hardware::GemmOp>)
+          return from_compute(m_.gemm(op));
+        else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
+          return from_compute(m_.attention(op));
+        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
+          return from_compute(m_.elementwise(op));
+        else if constexpr (std::is_same_v<T, hardware::OptimizerOp>)
+          return from_compute(m_.optimizer(op));
+        else {
+          const auto cc = m_.collective(op);
+          TaskCost c;
+          c.collective = true;
+          c.first_ps = cc.latency.ps;
+          c.second_ps = cc.transfer.ps;
+          for (std::size_t l = 0; l < cc.wire_bytes.size(); ++l) {
+            const double rate = c.second_ps > 0 ? cc.wire_bytes[l] / static_cast<double>(c.second_ps) : 0.0;
+            if (rate > 0) c.wire.push_back({static_cast<std::uint8_t>(l), rate});
+          }
+          c.sm_fraction = static_cast<double>(cc.sms) / sms_;
+          return c;
+        }
+      },
+      k);
+}
+
+std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps) {
+  // checked: a tiny kernel_efficiency must not turn a long kernel into an int64 overflow
+  const double ps = static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack);
+  if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
+  return common::checked_add(std::llround(ps), host.op_overhead_for(stack).ps, "simulated time");
+}
+
+common::Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hardware::Stack stack) {
+  using common::Duration;
+  const auto on_stack = [&](Duration kernel) { return Duration::from_ps(stack_compute_ps(c.cluster().host, stack, kernel.ps)); };
+  return std::visit(
+      [&](const auto& op) -> Duration {
+        using T = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<T, hardware::GemmOp>)
+          return on_stack(c.gemm(op).time);
+        else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
+          return on_stack(c.attention(op).time);
+        else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
+          return on_stack(c.elementwise(op).time);
+        else if constexpr (std::is_same_v<T, hardware::OptimizerOp>)
+          return on_stack(c.optimizer(op).time);
+        else
+          return c.collective(op).total();
+      },
+      k);
+}
+
+}  // namespace sim

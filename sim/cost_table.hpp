@@ -1,0 +1,73 @@
+// defines: sim::TaskCost (what a task costs and occupies, as the engine and its models use it),
+//          LinkUse, CostTable (prices each distinct operation of a graph once)
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "hardware/cost_model.hpp"
+#include "sim/task.hpp"
+
+namespace sim {
+
+/// @brief Bytes per picosecond a transfer puts on one link class (CostModel::links() index) at solo speed.
+struct LinkUse {
+  std::uint8_t link = 0;
+  double bytes_per_ps = 0;
+};
+
+/// @brief A task's cost as the engine uses it, in picoseconds at solo speed, and what it occupies
+/// while it runs - the inputs of the engine's resource models (sim/engine_model.hpp).
+struct TaskCost {
+  std::int64_t first_ps = 0;   ///< compute: the whole kernel on the plan's stack; collective: latency stage
+  std::int64_t second_ps = 0;  ///< collective: transfer stage (bandwidth-bound)
+  double hbm_util = 0;         ///< compute: fraction of HBM bandwidth it streams
+  std::vector<LinkUse> wire;   ///< collective: links it loads during the transfer stage, in link order
+  double sm_fraction = 0;      ///< collective: share of the SMs its channels occupy
+  bool collective = false;
+};
+
+/// @brief Prices the tasks of one rank's graph: each distinct operation once (a compute kernel as the
+/// plan's stack runs it: stack_compute_ps). Not thread-safe; one per simulated rank.
+class CostTable {
+ public:
+  CostTable(const hardware::CostModel& m, hardware::Stack stack);
+
+  /// Index of the cost of `t` (priced on first sight).
+  std::uint32_t index(const Task& t);
+  const TaskCost& operator[](std::uint32_t i) const { return costs_[i]; }
+
+ private:
+  struct OpHash {
+    std::size_t operator()(const TaskKind& k) const;
+  };
+  struct OpEqual {
+    bool operator()(const TaskKind& a, const TaskKind& b) const;
+  };
+  std::uint32_t index(const TaskKind& k);
+  TaskCost price(const TaskKind& k) const;
+  TaskCost from_compute(const hardware::ComputeCost& cc) const;
+
+  const hardware::CostModel& m_;
+  hardware::Stack stack_;
+  double hbm_;
+  int sms_;
+  std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
+  std::vector<TaskCost> costs_;  // distinct costs
+  std::vector<TaskKind> kinds_;  // the op of each distinct cost
+  static constexpr int kSlotBits = 10;
+  struct Slot {
+    std::uint32_t key = 0, index = 0;
+  };
+  std::vector<Slot> slots_ = std::vector<Slot>(std::size_t{1} << kSlotBits);
+};
+
+/// @brief A compute kernel's time on a stack, from its modelled (isolated-kernel) time:
+/// time / host.kernel_efficiency[stack] + host.op_overhead_us[stack].
+std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps);
+
+/// @brief What a task costs when it runs alone (collectives: latency + transfer) on the given
+/// host stack (collectives are priced as NCCL runs them, stack-independent).
+common::Duration solo_time(const hardware::CostModel& cost, const TaskKind& kind, hardware::Stack stack);
+
+}  // namespace sim

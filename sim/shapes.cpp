@@ -1,0 +1,52 @@
+#include "sim/shapes.hpp"
+
+#include "sim/plan.hpp"
+
+namespace sim {
+
+common::DType activation_dtype(common::DType compute) { return compute == common::DType::fp8 ? common::DType::bf16 : compute; }
+
+Shapes::Shapes(const ModelSpec& m, const Plan& p)
+    : model(m),
+      tp(p.tp),
+      h(m.hidden),
+      Q(m.qkv_out() / p.tp),
+      A(m.hidden / p.tp),
+      F(m.ffn_hidden / p.tp),
+      F1(m.fc1_out() / p.tp),
+      V(m.vocab / p.tp),
+      np(m.norm == Norm::layernorm ? 2 : 1),
+      seq_len(p.seq_len),
+      gemm_dtype(p.dtype),
+      act_dtype(activation_dtype(p.dtype)) {}
+
+hardware::AttentionOp Shapes::attention(std::int64_t B, std::int64_t S, std::int64_t q_offset, bool backward) const {
+  return hardware::AttentionOp{.batch = B,
+                               .heads = model.heads / tp,
+                               .kv_heads = model.kv_heads / tp,
+                               .s_q = S,
+                               .s_kv = q_offset + S,
+                               .head_dim = model.head_dim(),
+                               .q_offset = q_offset,
+                               .causal = true,
+                               .backward = backward,
+                               .dtype = act_dtype};
+}
+
+std::array<WeightShape, 6> Shapes::layer_weights() const {
+  return {{{Op::norm1, np, h}, {Op::qkv, h, Q}, {Op::out_proj, A, h}, {Op::norm2, np, h}, {Op::fc1, h, F1}, {Op::fc2, F, h}}};
+}
+
+std::int64_t Shapes::layer_params() const {
+  std::int64_t n = 0;
+  for (const auto& w : layer_weights()) n += w.params();
+  return n;
+}
+
+std::int64_t Shapes::rank_params() const {
+  std::int64_t n = embedding().params() + positions().params() + model.layers * layer_params() + final_norm().params();
+  if (!model.tied_embeddings) n += lm_head().params();
+  return n;
+}
+
+}  // namespace sim

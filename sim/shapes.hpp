@@ -1,0 +1,98 @@
+// defines: sim::activation_dtype, Shapes (one tensor-parallel rank's GEMM and attention shapes,
+//          weight shapes and parameter counts): the one source the builder, the memory model and
+//          the tuner's lower bounds read, so that none of them can go stale against the others
+//
+// Dimension names, here and in the builder (sim/builder.hpp):
+//   B  sequences of a slice        S  positions of a slice       T  tokens of a slice = B x S
+//   h  hidden size                 tp tensor-parallel size       np norm vectors (2: LayerNorm, 1: RMSNorm)
+//   Q  QKV output width / tp = (h + 2 kv_dim) / tp               A  attention output width / tp = h / tp
+//   F  ffn_hidden / tp             F1 FC1 output width / tp (2F for SwiGLU: gate and up)
+//   V  vocab / tp                  C  column chunks of a row-parallel GEMM (out-proj, FC2)
+// A GEMM m x n x k computes [m, n] = [m, k] . [k, n]. Weights are [in, out] (Y = X W), except the
+// embedding and the LM head, [V, h] (logits = X W^T).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hardware/ops.hpp"
+#include "sim/model.hpp"
+#include "sim/task.hpp"
+
+namespace sim {
+
+struct Plan;
+
+/// @brief The type activations, weights and their communication are kept in when GEMMs run in
+/// `compute`: an fp8 GEMM reads bf16 tensors cast on the fly (TransformerEngine keeps them bf16).
+common::DType activation_dtype(common::DType compute);
+
+/// @brief One weight matrix (or norm vector set) of a rank: [rows, cols].
+struct WeightShape {
+  Op op;  ///< the op that reads it
+  std::int64_t rows = 0, cols = 0;
+  std::uint8_t variant = 0;  ///< 1: the learned position table beside the token embedding
+  std::int64_t params() const { return rows * cols; }
+};
+
+/// @brief The shapes one tensor-parallel rank computes with, from the model and the plan's tp,
+/// dtype and sequence length. Cheap to make (a few integer divisions).
+struct Shapes {
+  Shapes(const ModelSpec& model, const Plan& plan);
+
+  const ModelSpec& model;
+  std::int64_t tp, h, Q, A, F, F1, V, np, seq_len;
+  common::DType gemm_dtype;  ///< the plan's dtype (fp8 GEMMs stay fp8)
+  common::DType act_dtype;   ///< activation_dtype(gemm_dtype)
+
+  // ---- GEMMs of a slice of T tokens (forward; backward input gradient "dgrad"; weight gradient "wgrad")
+  hardware::GemmOp gemm(std::int64_t m, std::int64_t n, std::int64_t k) const {
+    return hardware::GemmOp{.m = m, .n = n, .k = k, .dtype = gemm_dtype};
+  }
+  hardware::GemmOp qkv_fwd(std::int64_t T) const { return gemm(T, Q, h); }
+  hardware::GemmOp qkv_dgrad(std::int64_t T) const { return gemm(T, h, Q); }
+  hardware::GemmOp qkv_wgrad(std::int64_t T) const { return gemm(h, Q, T); }
+  /// Row-parallel: each of C column chunks computes h / C output columns from the A local inputs.
+  hardware::GemmOp out_proj_fwd(std::int64_t T, std::int64_t C) const { return gemm(T, h / C, A); }
+  hardware::GemmOp out_proj_dgrad(std::int64_t T) const { return gemm(T, A, h); }
+  hardware::GemmOp out_proj_wgrad(std::int64_t T) const { return gemm(A, h, T); }
+  hardware::GemmOp fc1_fwd(std::int64_t T) const { return gemm(T, F1, h); }
+  hardware::GemmOp fc1_dgrad(std::int64_t T) const { return gemm(T, h, F1); }
+  hardware::GemmOp fc1_wgrad(std::int64_t T) const { return gemm(h, F1, T); }
+  hardware::GemmOp fc2_fwd(std::int64_t T, std::int64_t C) const { return gemm(T, h / C, F); }
+  hardware::GemmOp fc2_dgrad(std::int64_t T) const { return gemm(T, F, h); }
+  hardware::GemmOp fc2_wgrad(std::int64_t T) const { return gemm(F, h, T); }
+  hardware::GemmOp lm_head_fwd(std::int64_t T) const { return gemm(T, V, h); }
+  hardware::GemmOp lm_head_dgrad(std::int64_t T) const { return gemm(T, h, V); }
+  hardware::GemmOp lm_head_wgrad(std::int64_t T) const { return gemm(V, h, T); }
+  /// Causal attention of B sequences' queries at positions [q_offset, q_offset + S) over keys [0, q_offset + S).
+  hardware::AttentionOp attention(std::int64_t B, std::int64_t S, std::int64_t q_offset, bool backward) const;
+  /// Calls f(gemm, count) for every GEMM of one layer and slice of T tokens, forward and backward,
+  /// with C column chunks of each row-parallel GEMM (count: how many times it runs): what the
+  /// tuner's GEMM bound sums. The builder emits exactly these (sim/builder.cpp).
+  template <typename F>
+  void for_each_layer_gemm(std::int64_t T, std::int64_t C, F&& f) const {
+    f(qkv_fwd(T), 1), f(fc1_fwd(T), 1), f(out_proj_fwd(T, C), C), f(fc2_fwd(T, C), C);
+    f(fc2_dgrad(T), 1), f(fc2_wgrad(T), 1), f(fc1_dgrad(T), 1), f(fc1_wgrad(T), 1);
+    f(out_proj_dgrad(T), 1), f(out_proj_wgrad(T), 1), f(qkv_dgrad(T), 1), f(qkv_wgrad(T), 1);
+  }
+  /// The same for the LM head (forward, input gradient, weight gradient).
+  template <typename F>
+  void for_each_lm_head_gemm(std::int64_t T, F&& f) const {
+    f(lm_head_fwd(T), 1), f(lm_head_dgrad(T), 1), f(lm_head_wgrad(T), 1);
+  }
+
+  // ---- weights and parameters of this rank
+  /// One layer's weights in the order the builder creates them: norm1, qkv, out_proj, norm2, fc1, fc2.
+  std::array<WeightShape, 6> layer_weights() const;
+  WeightShape embedding() const { return {Op::embedding, V, h, 0}; }
+  /// Learned position table [seq_len, h] (the embedding's variant 1); 0 parameters with RoPE.
+  WeightShape positions() const { return {Op::embedding, model.position == Position::learned ? seq_len : 0, h, 1}; }
+  WeightShape final_norm() const { return {Op::final_norm, np, h, 0}; }
+  WeightShape lm_head() const { return {Op::lm_head, V, h, 0}; }
+  std::int64_t layer_params() const;
+  /// Every parameter the rank holds: embedding, positions, layers, final norm, untied LM head.
+  std::int64_t rank_params() const;
+};
+
+}  // namespace sim

@@ -1,0 +1,97 @@
+// defines: sim::Strategy (one overlap strategy: its name, knobs, validity check and schedule),
+//          Knob, the registry (strategies, find_strategy, register_strategy, default_strategy,
+//          plan_knobs) and the built-in entries strategy_none, strategy_domino
+//
+// A strategy is one file (sim/strategy_<name>.cpp) that fills a Strategy and schedules the layers
+// with the builder's vocabulary (sim/builder.hpp), plus one line in the registry (sim/strategy.cpp,
+// or register_strategy for a plug-in outside sim/). Plan parsing and printing, the command-line
+// flags, the tuner's search space and its baseline all read the registry; docs/strategies.md walks
+// through adding one.
+#pragma once
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+#include "sim/model.hpp"
+#include "sim/plan.hpp"
+
+namespace sim {
+
+class Builder;
+
+/// @brief A plan setting that a strategy reads, with everything that parses, prints, checks and
+/// searches it. Values are integers; a knob with `choices` stores the index of the named choice.
+/// The value lives in a Plan field (get/set) and a PlanInput field (get_input/set_input), so a
+/// knob with a new meaning adds one field to each (sim/plan.hpp).
+struct Knob {
+  std::string_view key;                   ///< YAML key and JSON field ("row_slices")
+  std::string_view flag;                  ///< command-line flag ("--row-slices")
+  std::string_view help;                  ///< the flag's help text
+  std::vector<std::string_view> choices;  ///< named values (row_axis: batch, sequence); empty: an integer
+  int min = 1, max = 64;                  ///< integer range, inclusive
+  int neutral = 1;                        ///< the value that means "not used" (one slice): plans of other strategies hold it
+  int default_value = 1;                  ///< the value under this strategy when the plan does not say
+  std::vector<int> searched;              ///< the values the tuner tries (tuner::SearchSpace may override)
+  Infeasibility refused_as = Infeasibility::strategy;  ///< how the tuner counts a plan whose value is out of range
+  int (*get)(const Plan&);
+  void (*set)(Plan&, int);
+  std::optional<int> (*get_input)(const PlanInput&);
+  void (*set_input)(PlanInput&, int);
+  /// Whether the value matters, given the plan's other knobs (row_axis only with row_slices > 1).
+  /// The tuner tries one value where it does not; a plan of another strategy may hold any value.
+  bool (*applies)(const Plan&) = [](const Plan&) { return true; };
+
+  /// "sequence" for a choice, "4" for an integer.
+  std::string format(int value) const;
+  /// The value of `text`, or nullopt if it is no choice / not an integer in [min, max].
+  std::optional<int> parse(std::string_view text) const;
+  /// "batch | sequence" or "integer 1..64": what parse accepts, for error messages.
+  std::string expected() const;
+};
+
+/// @brief One overlap strategy: an entry of the registry.
+struct Strategy {
+  std::string_view name;         ///< the plan's `strategy` value ("domino")
+  std::string_view description;  ///< one line for help texts and docs
+  std::vector<Knob> knobs;       ///< the settings it reads, in the order the tuner enumerates them
+  bool baseline = false;         ///< the tuner's reference plan: no overlap (Megatron-LM)
+  bool searched = true;          ///< in the tuner's default search space
+  /// With every knob neutral, the graph has default_strategy()'s tasks on the same streams (it may
+  /// order them differently): the tuner's compute bound, a sum over tasks, is then shared.
+  bool neutral_tasks_are_default = false;
+  /// The strategy's part of describe(plan): "megatron", "domino 2x1 seq".
+  std::string (*describe)(const Plan&);
+  /// Why the strategy cannot run this plan (one line), beyond the shared checks of check_plan.
+  std::optional<std::string> (*check)(const ModelSpec&, const hardware::ClusterSpec&, const Plan&) =
+      [](const ModelSpec&, const hardware::ClusterSpec&, const Plan&) -> std::optional<std::string> { return std::nullopt; };
+  /// Issues the layers of one micro-batch through the builder, in host issue order.
+  void (*schedule)(Builder&);
+
+  const Knob* knob(std::string_view key) const;
+};
+
+/// @brief Every registered strategy, in registration order (built-ins first: none, domino).
+std::span<const Strategy* const> strategies();
+/// @brief The strategy named `name`; throws common::ConfigError naming `source` and `key` and
+/// listing the registered names if there is none.
+const Strategy& find_strategy(std::string_view name, const std::string& source = "plan", const std::string& key = "strategy");
+/// @brief Adds a strategy (a plug-in, or a test's). `s` must outlive every use (a static); its name
+/// must be new (std::invalid_argument otherwise). Register before any search or simulation runs:
+/// the registry is read without a lock.
+void register_strategy(const Strategy& s);
+/// @brief The strategy of a plan that does not name one, and the tuner's baseline: none.
+const Strategy& default_strategy();
+/// @brief Every knob of every registered strategy, once per key, in registration order: what plan
+/// files, flags, JSON and YAML carry.
+std::span<const Knob* const> plan_knobs();
+/// @brief For each of plan_knobs(), the strategy's own knob of that key, or null if it has none
+/// (then the plan holds the knob's neutral value). Throws std::logic_error for an unregistered strategy.
+std::span<const Knob* const> own_knobs(const Strategy& s);
+
+const Strategy& strategy_none();    ///< sim/strategy_none.cpp: Megatron-LM, no overlap
+const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domino row and column slicing
+
+}  // namespace sim

@@ -1,0 +1,132 @@
+// Strategy domino: DeepSpeed-Domino's tensor slicing (Wang et al. 2024). The micro-batch is cut
+// into row slices (along the batch or the sequence axis) and the row-parallel GEMMs (out-proj,
+// FC2) into column chunks; every block is issued for all slices before the block that consumes its
+// collective, so slice i's collective overlaps slice i+1's compute - also across layer boundaries:
+// the residual that consumes layer l's MLP collective is issued at the head of layer l+1's
+// attention block. In backward the weight-gradient GEMM is issued after the input-gradient
+// collective and overlaps it.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/builder.hpp"
+#include "sim/strategy.hpp"
+
+namespace sim {
+
+namespace {
+
+void schedule(Builder& b) {
+  const int L = b.layers();
+  const auto& slices = b.slices();
+  for (const auto& s : slices) b.emit_embedding(s);
+  for (int l = 0; l < L; ++l) {
+    for (const auto& s : slices) {
+      if (l > 0) b.emit_mlp_residual(l - 1, s);
+      b.emit_attn_fwd(l, s);
+    }
+    for (const auto& s : slices) {
+      b.emit_attn_residual(l, s);
+      b.emit_mlp_fwd(l, s);
+    }
+  }
+  for (const auto& s : slices) {
+    b.emit_mlp_residual(L - 1, s);
+    b.emit_head_fwd(s);
+  }
+  for (const auto& s : slices) b.emit_loss(s);
+
+  // Along the sequence axis slice i's attention backward adds into dK/dV of slices <= i, so the
+  // slices run last-to-first; along the batch axis they are independent and run in order.
+  std::vector<Slice> order(slices);
+  if (b.plan().row_axis == RowAxis::sequence) std::reverse(order.begin(), order.end());
+  for (const auto& s : order) b.emit_head_bwd(s);
+  b.head_grads_ready();
+  for (int l = L - 1; l >= 0; --l) {
+    for (const auto& s : order) {
+      if (l == L - 1)
+        b.emit_final_norm_bwd(s);
+      else
+        b.emit_attn_norm_bwd(l + 1, s);
+      b.emit_mlp_bwd(l, s);
+    }
+    b.mlp_grads_ready(l);
+    for (const auto& s : order) {
+      b.emit_mlp_norm_bwd(l, s);
+      b.emit_attn_bwd(l, s);
+    }
+    b.attn_grads_ready(l);
+  }
+  for (const auto& s : order) {
+    b.emit_attn_norm_bwd(0, s);
+    b.emit_embedding_bwd(s);
+  }
+  b.embedding_grads_ready();
+}
+
+}  // namespace
+
+const Strategy& strategy_domino() {
+  static const Strategy s{
+      .name = "domino",
+      .description = "DeepSpeed-Domino: row slices and column chunks whose TP collectives overlap the next slice's compute",
+      .knobs =
+          {
+              Knob{.key = "row_slices",
+                   .flag = "--row-slices",
+                   .help = "domino row slices (default 2 with domino)",
+                   .min = 1,
+                   .max = 64,
+                   .neutral = 1,
+                   .default_value = 2,
+                   .searched = {1, 2, 4, 8},
+                   .refused_as = Infeasibility::row_slices_batch,
+                   .get = [](const Plan& p) { return p.row_slices; },
+                   .set = [](Plan& p, int v) { p.row_slices = v; },
+                   .get_input = [](const PlanInput& in) { return in.row_slices; },
+                   .set_input = [](PlanInput& in, int v) { in.row_slices = v; }},
+              Knob{.key = "row_axis",
+                   .flag = "--row-axis",
+                   .help = "batch (default) | sequence",
+                   .choices = {"batch", "sequence"},
+                   .min = 0,
+                   .max = 1,
+                   .neutral = 0,
+                   .default_value = 0,
+                   .searched = {0, 1},
+                   .refused_as = Infeasibility::row_slices_sequence,
+                   .get = [](const Plan& p) { return static_cast<int>(p.row_axis); },
+                   .set = [](Plan& p, int v) { p.row_axis = static_cast<RowAxis>(v); },
+                   .get_input =
+                       [](const PlanInput& in) {
+                         return in.row_axis ? std::optional<int>(static_cast<int>(*in.row_axis)) : std::nullopt;
+                       },
+                   .set_input = [](PlanInput& in, int v) { in.row_axis = static_cast<RowAxis>(v); },
+                   .applies = [](const Plan& p) { return p.row_slices > 1; }},
+              Knob{.key = "col_slices",
+                   .flag = "--col-slices",
+                   .help = "domino column chunks of out-proj / FC2 (default 1)",
+                   .min = 1,
+                   .max = 64,
+                   .neutral = 1,
+                   .default_value = 1,
+                   .searched = {1, 2, 4},
+                   .refused_as = Infeasibility::col_slices,
+                   .get = [](const Plan& p) { return p.col_slices; },
+                   .set = [](Plan& p, int v) { p.col_slices = v; },
+                   .get_input = [](const PlanInput& in) { return in.col_slices; },
+                   .set_input = [](PlanInput& in, int v) { in.col_slices = v; }},
+          },
+      .baseline = false,
+      .searched = true,
+      .neutral_tasks_are_default = true,  // one slice, one chunk: Megatron-LM's tasks without its ordering edges
+      .describe =
+          [](const Plan& p) {
+            return fmt::format("domino {}x{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "");
+          },
+      .schedule = schedule,
+  };
+  return s;
+}
+
+}  // namespace sim

@@ -1,0 +1,66 @@
+// Strategy none: Megatron-LM's 1D tensor parallelism without overlap (Shoeybi et al. 2019). One
+// slice, one column chunk; every layer's blocks in data order; in backward the weight-gradient GEMM
+// waits for the input-gradient collective before it, as Megatron-LM issues them on one stream
+// (CUDA_DEVICE_MAX_CONNECTIONS=1), so nothing overlaps the TP communication. The tuner's baseline.
+#include <fmt/format.h>
+
+#include "sim/builder.hpp"
+#include "sim/strategy.hpp"
+
+namespace sim {
+
+namespace {
+
+/// The weight-gradient GEMM waits for the collective issued before it.
+void serialize(Builder& b, const BackwardTasks& t) {
+  if (t.collective) b.edge(*t.collective, t.wgrad);
+}
+
+void schedule(Builder& b) {
+  const Slice& s = b.slices().front();  // the whole micro-batch
+  const int L = b.layers();
+  b.emit_embedding(s);
+  for (int l = 0; l < L; ++l) {
+    if (l > 0) b.emit_mlp_residual(l - 1, s);
+    b.emit_attn_fwd(l, s);
+    b.emit_attn_residual(l, s);
+    b.emit_mlp_fwd(l, s);
+  }
+  b.emit_mlp_residual(L - 1, s);
+  b.emit_head_fwd(s);
+  b.emit_loss(s);
+
+  serialize(b, b.emit_head_bwd(s));
+  b.head_grads_ready();
+  for (int l = L - 1; l >= 0; --l) {
+    if (l == L - 1)
+      b.emit_final_norm_bwd(s);
+    else
+      b.emit_attn_norm_bwd(l + 1, s);
+    serialize(b, b.emit_mlp_bwd(l, s));
+    b.mlp_grads_ready(l);
+    b.emit_mlp_norm_bwd(l, s);
+    serialize(b, b.emit_attn_bwd(l, s));
+    b.attn_grads_ready(l);
+  }
+  b.emit_attn_norm_bwd(0, s);
+  b.emit_embedding_bwd(s);
+  b.embedding_grads_ready();
+}
+
+}  // namespace
+
+const Strategy& strategy_none() {
+  static const Strategy s{
+      .name = "none",
+      .description = "Megatron-LM tensor parallelism without overlap (the tuner's baseline)",
+      .knobs = {},
+      .baseline = true,
+      .searched = true,
+      .describe = [](const Plan&) { return std::string("megatron"); },
+      .schedule = schedule,
+  };
+  return s;
+}
+
+}  // namespace sim
