@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "common/checked.hpp"
+#include "common/limits.hpp"
 #include "sim/rate_memo.hpp"
 
 namespace sim {
@@ -88,7 +89,8 @@ class Simulation {
         const Task& t = g.tasks[i];
         if (t.once_per_step && !include_once) continue;
         rs.cost_index[i] = rs.table->index(t);
-        host += launch * t.launches;
+        // checked: a hand-edited graph (simulate --graph) may carry 65,535 launches per task
+        host = common::checked_add(host, common::checked_mul(launch, t.launches, "simulated time"), "simulated time");
         rs.issue_ps[i] = host;
         rs.queue[t.stream].push_back(static_cast<std::uint32_t>(i));
       }
@@ -291,9 +293,12 @@ RunStats Simulation::run() {
     for (auto& a : active_) {
       // ceil without the libm call (baseline x86-64 has no roundsd); full speed needs no division
       const double ps = (a.rate == 1.0 ? a.remaining : a.remaining / a.rate) - 1e-6;
+      // checked: a resource model's tiny rate must not overflow the cast or the sum (UB, then a
+      // negative time); the simulated-time range error names the cause instead
+      if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
       std::int64_t whole = static_cast<std::int64_t>(ps);
       if (static_cast<double>(whole) < ps) ++whole;
-      a.finish = now + whole;
+      a.finish = common::checked_add(now, whole, "simulated time");
       next = std::min(next, a.finish);
     }
     const std::int64_t dt = next - now;
