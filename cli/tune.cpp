@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "cli/search_flags.hpp"
+#include "cli/search_processes.hpp"
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
@@ -18,21 +19,31 @@ struct TuneFlags : cli::SearchFlags {
   bool json = false, exhaustive = false, no_explain = false;
 };
 
-void run_tune(const TuneFlags& f) {
+void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   auto [model, cluster, space] = cli::search_setup(f);
   cli::int_flag("--top", f.top, 1, 10000);
-  common::check_output_path(f.out, "--out");
+  if (procs.prints()) common::check_output_path(f.out, "--out");
 
   auto cost = f.target.cost_model(cluster);
-  tuner::SearchOptions opt{.threads = static_cast<int>(f.threads), .top_k = static_cast<int>(f.top), .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
+  tuner::SearchOptions opt{.threads = static_cast<int>(f.threads),
+                           .top_k = static_cast<int>(f.top),
+                           .prune = !f.exhaustive,
+                           .extra_full = 3,
+                           .progress = {},
+                           .distribution = procs.distribution()};
   bool shown = false;
-  opt.progress = [&shown](const tuner::Progress& p) {
-    if (p.seconds < 1.0) return;
-    shown = true;
-    fmt::print(stderr, "\rslicetune tune: {}/{} feasible plans decided, {:.1f} s", p.done, p.total, p.seconds);
-  };
+  if (procs.prints())
+    opt.progress = [&shown](const tuner::Progress& p) {
+      if (p.seconds < 1.0) return;
+      shown = true;
+      fmt::print(stderr, "\rslicetune tune: {}/{} feasible plans decided, {:.1f} s", p.done, p.total, p.seconds);
+    };
   const tuner::SearchResult r = tuner::search(model, cluster, *cost, space, opt);
   if (shown) fmt::print(stderr, "\n");
+  if (!procs.prints()) {  // under mpirun: rank 0 prints and writes what every process found
+    if (r.top.empty()) throw common::ConfigError("tune", "", "no feasible plan");  // printed by rank 0
+    return;
+  }
   if (r.top.empty()) {
     if (f.json) std::cout << tuner::search_json(r, cluster).dump(2) << "\n";
     else fmt::print("{}", tuner::refusal_table(r));
@@ -73,10 +84,11 @@ void run_tune(const TuneFlags& f) {
   fmt::print("slicetune tune: {} on {} ({} node{} x {} GPUs), global batch {} x {} tokens, {}, stack {}, {} cost model\n", model.name,
              cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
              common::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
-  fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
+  fmt::print("searched {} plans in {:.2f} s on {} thread{}{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
              "(reduced-layer simulation), {} simulated whole (max screening error {:.2g} %)\n\n",
-             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.pruned, r.screened,
-             r.simulated_full, 100 * r.max_screen_error);
+             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "",
+             r.processes > 1 ? fmt::format(" x {} processes", r.processes) : std::string(), r.plans_per_second(), r.infeasible, r.pruned,
+             r.screened, r.simulated_full, 100 * r.max_screen_error);
   fmt::print("{}\n", tuner::ranking_table(r, cluster));
   if (r.baseline)
     fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", tuner::plan_label(p),
@@ -86,9 +98,15 @@ void run_tune(const TuneFlags& f) {
   if (!why.empty()) fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step):\n{}", tuner::explain_table(why));
 }
 
+void run_tune(const TuneFlags& f) {
+  const cli::SearchProcesses procs;  // mpirun -np N: the screening is split over N processes
+  procs.guard([&] { tune(f, procs); });
+}
+
 const bool registered = cli::register_command(20, [](CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
-  auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100)");
+  auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100; "
+                                          "under mpirun -np N the screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
   cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();
   cmd->add_option("--out", f->out, "write the best plan as YAML (for simulate --plan)");
