@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -38,6 +39,8 @@ int run(int argc, char** argv) {
   CLI::App app{"slicetune: plan, simulate, tune and run sliced (Domino) tensor-parallel LLM training"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
+  app.set_version_flag("--version", fmt::format("slicetune {} (JSON schema_version {})", SLICETUNE_VERSION, kJsonSchemaVersion),
+                       "print the version and exit");
   for (auto& [order, setup] : registry()) setup(app);
   try {
     app.parse(argc, argv);
@@ -46,6 +49,10 @@ int run(int argc, char** argv) {
     if (e.get_exit_code() == 0 || dynamic_cast<const CLI::CallForHelp*>(&e) || dynamic_cast<const CLI::CallForAllHelp*>(&e))
       return app.exit(e);
     return bad_input(e.what(), " (slicetune --help lists the commands and flags)");
+  } catch (const CommandFailed& e) {
+    // the command ran and its answer is "no" (e.g. check found a rule broken): its own message, exit 1
+    std::fprintf(stderr, "slicetune: %s\n", e.what());
+    return 1;
   } catch (const common::ConfigError& e) {
     // bad input: under mpirun every rank finds the same problem; one line, from rank 0
     return bad_input(e.what(), "");

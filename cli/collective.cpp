@@ -50,7 +50,7 @@ void run_collective(const CollectiveFlags& f) {
     for (const auto& r : rows)
       out.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps},
                      {"algo", r.algo}, {"proto", r.proto}, {"channels", r.channels}});
-    std::cout << out.dump(2) << "\n";
+    std::cout << nlohmann::json{{"schema_version", cli::kJsonSchemaVersion}, {"rows", out}}.dump(2) << "\n";
     return;
   }
   common::Table t({"size", "time", "algbw", "busbw", "algo", "proto", "channels"}, {"B", "us", "GB/s", "GB/s", "", "", ""});
@@ -72,7 +72,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--max-bytes", f->max_bytes, "largest size; sizes double from min to max")->capture_default_str();
   cmd->add_option("--algo", f->algo, "force an algorithm, as NCCL_ALGO: ring | tree | nvls | nvls_tree | pat | p2p");
   cmd->add_option("--proto", f->proto, "force a protocol, as NCCL_PROTO: ll | ll128 | simple");
-  cmd->add_flag("--json", f->json, "print a JSON array of rows instead of the table");
+  cmd->add_flag("--json", f->json, "print one JSON object (schema_version, rows: [{bytes, time_us, algbw_GBps, busbw_GBps, algo, proto, channels}]) instead of the table");
   cmd->callback([f, cmd] {
     f->given_nodes = cmd->count("--nodes") > 0;
     run_collective(*f);

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "bridge/deepspeed_config.hpp"
+#include "bridge/megatron_args.hpp"
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 #include "hardware/profile.hpp"
@@ -44,7 +46,13 @@ double number_flag(const std::string& flag, double v, double lo, double hi, bool
   return v;
 }
 
-void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
+PlanDefaultsHelp executor_defaults_help() {
+  return {.micro_batch = "row_slices with domino along the batch (one sequence per slice), else 1",
+          .dtype = "fp32 on a CPU cluster such as cpu-host, else bf16",
+          .stack = "cpp: the executor issues kernels from C++"};
+}
+
+void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan, const PlanDefaultsHelp& d) {
   f.cmd = cmd;
   cmd->add_option("--model", f.model, "model name (slicetune list) or YAML file")->capture_default_str();
   cmd->add_option("--cluster", f.cluster, "cluster name (slicetune list) or YAML file")->capture_default_str();
@@ -56,10 +64,10 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   cmd->add_option("--plan", f.plan, "plan YAML file (flags below override it)");
   cmd->add_option("--tp", f.tp, "tensor-parallel size (default 1)");
   cmd->add_option("--dp", f.dp, "data-parallel size (default GPUs / tp)");
-  cmd->add_option("--micro-batch", f.micro_batch, "sequences per micro-batch (default 1)");
+  cmd->add_option("--micro-batch", f.micro_batch, "sequences per micro-batch (default " + d.micro_batch + ")");
   cmd->add_option("--global-batch", f.global_batch, "sequences per step (default micro_batch x dp)");
   cmd->add_option("--seq-len", f.seq_len, "sequence length (default the model's)");
-  cmd->add_option("--dtype", f.dtype, "bf16 (default) | fp16 | fp8 | fp32");
+  cmd->add_option("--dtype", f.dtype, "bf16 | fp16 | fp8 | fp32 (default " + d.dtype + ")");
   cmd->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism");
   std::string names;
   for (const sim::Strategy* s : sim::strategies())
@@ -67,7 +75,49 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan) {
   cmd->add_option("--strategy", f.strategy, names);
   for (const sim::Knob* k : sim::plan_knobs()) cmd->add_option(std::string(k->flag), f.knobs[std::string(k->flag)], std::string(k->help));
   cmd->add_option("--dp-bucket-mb", f.dp_bucket_mb, "data-parallel gradient bucket size in MB (default 25)");
-  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager | cpp | cuda_graphs (default " + d.stack + ")");
+  cmd->add_option("--megatron-args", f.megatron_args,
+                  "the plan (and model shape) as Megatron-LM / DeepSpeed-Domino arguments, e.g. \"--tensor-model-parallel-size 8 "
+                  "--micro-batch-size 4 ...\" (a torchrun line or a launch script works too); flags above override it");
+  cmd->add_option("--megatron-args-file", f.megatron_args_file, "the same, from a file (a launch script or an argument list)");
+  cmd->add_option("--deepspeed-config", f.deepspeed_config, "a DeepSpeed config JSON (batch sizes, precision, ZeRO, bucket) as a plan source");
+}
+
+std::optional<bridge::ImportedPlan> TargetFlags::imported() const {
+  if (!cmd || !cmd->get_option_no_throw("--megatron-args")) return std::nullopt;
+  std::optional<bridge::ImportedPlan> out;
+  auto add = [&](bridge::ImportedPlan p) {
+    if (out) out->merge(p);
+    else out = std::move(p);
+  };
+  if (cmd->count("--megatron-args")) add(bridge::parse_megatron_args(megatron_args, "--megatron-args"));
+  if (cmd->count("--megatron-args-file")) add(bridge::parse_megatron_args(common::read_text_file(megatron_args_file), megatron_args_file));
+  if (cmd->count("--deepspeed-config")) add(bridge::parse_deepspeed_config(common::read_text_file(deepspeed_config), deepspeed_config));
+  return out;
+}
+
+sim::Target TargetFlags::resolve(bool check) const {
+  sim::TargetInput in = input();
+  if (auto imp = imported()) {
+    if (!cmd->count("--model") && imp->model.complete()) in.model.clear();
+    return bridge::resolve_imported(*imp, in, check);
+  }
+  if (!check) {
+    sim::Target t;
+    t.model = sim::load_model(in.model);
+    t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
+    if (in.nodes) hardware::set_nodes(t.cluster, *in.nodes, "--nodes");  // range-checked before narrowing
+    sim::PlanInput pi;
+    t.plan_source = "flags";
+    if (!in.plan_file.empty()) {
+      pi = sim::load_plan_input(in.plan_file);
+      t.plan_source = in.plan_file;
+    }
+    pi.merge(in.flags);
+    t.plan = sim::fill_plan(t.model, t.cluster, pi, t.plan_source);
+    return t;
+  }
+  return sim::resolve_target(in);
 }
 
 std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c) const {

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "bridge/imported_plan.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/target.hpp"
 
@@ -29,14 +30,38 @@ struct TargetFlags {
   std::map<std::string, std::string, std::less<>> knobs;  ///< flag -> text, one per registered knob (sim/strategy.hpp)
   bool sequence_parallel = false;
   double dp_bucket_mb = 0;
+  std::string megatron_args, megatron_args_file, deepspeed_config;  ///< plan sources in other frameworks' terms
   CLI::App* cmd = nullptr;
 
   /// Converts what was given on the command line into a TargetInput (unset flags stay unset).
   sim::TargetInput input() const;
+  /// The plan read from --megatron-args / --megatron-args-file / --deepspeed-config, if any was given.
+  std::optional<bridge::ImportedPlan> imported() const;
+  /// Resolves the target: from the flags and --plan, or from the imported arguments with the flags
+  /// over them (then --model is optional when the arguments describe the model).
+  sim::Target resolve(bool check = true) const;
   /// The cost model for a resolved target: analytic, or profiled with --profile.
   std::unique_ptr<hardware::CostModel> cost_model(const hardware::ClusterSpec& cluster) const;
 };
-void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true);
+/// @brief What `--help` says the plan defaults are: the simulator's (bf16, micro-batch 1, eager) or
+/// a command's own (run and validate: the executor's).
+struct PlanDefaultsHelp {
+  std::string micro_batch = "1";
+  std::string dtype = "bf16";
+  std::string stack = "eager";
+};
+void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan = true, const PlanDefaultsHelp& defaults = {});
+/// @brief The run / validate defaults (executor::resolve_run_target), as --help states them.
+PlanDefaultsHelp executor_defaults_help();
+
+/// @brief A command that ran and found the answer is "no" (check: the framework would refuse the
+/// plan): main prints the message and exits 1 (bad input exits 2).
+struct CommandFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief JSON outputs carry this as "schema_version"; it changes when a field changes meaning.
+inline constexpr int kJsonSchemaVersion = 1;
 
 /// @brief This process's rank in an mpirun / srun job, read from the launcher's environment
 /// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID) without starting MPI; 0 otherwise.

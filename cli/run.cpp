@@ -100,7 +100,7 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   flags->target.cluster = "cpu-host";
   auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
-  cli::add_target_flags(cmd, flags->target);
+  cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
   cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "training steps, warm-up included")->capture_default_str();
   cmd->add_option("--warmup", flags->warmup, "first steps left out of the step-time statistics (default 2, fewer when steps <= 2)")->capture_default_str();

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "bridge/export.hpp"
 #include "cli/command.hpp"
 #include "common/atomic_write.hpp"
 #include "hardware/cost_model.hpp"
@@ -19,7 +20,7 @@ namespace {
 struct SimulateFlags {
   cli::TargetFlags target;
   bool json = false;
-  std::string trace, dot, dot_layers, save_graph, graph;
+  std::string trace, dot, dot_layers, save_graph, graph, export_framework;
 };
 
 /// "3" or "0-1": the layers --dot draws.
@@ -41,7 +42,7 @@ std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
 sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
   const auto& cmd = *f.target.cmd;
   for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--micro-batch", "--global-batch", "--seq-len", "--dtype", "--sequence-parallel",
-                           "--strategy", "--dp-bucket-mb", "--stack"})
+                           "--strategy", "--dp-bucket-mb", "--stack", "--megatron-args", "--megatron-args-file", "--deepspeed-config"})
     if (cmd.count(flag)) cli::bad_flag(flag, "the model and plan come from the --graph file; drop this flag");
   for (const sim::Knob* k : sim::plan_knobs())
     if (cmd.count(std::string(k->flag))) cli::bad_flag(std::string(k->flag), "the plan comes from the --graph file; drop this flag");
@@ -71,13 +72,13 @@ void run_simulate(const SimulateFlags& f) {
   if (!f.graph.empty()) {
     t = graph_target(f, g);
   } else {
-    t = sim::resolve_target(f.target.input());
+    t = f.target.resolve();
     g = sim::build_step_graph(t.model, t.cluster, t.plan);
   }
   auto cost = f.target.cost_model(t.cluster);
   sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
   sim::StepReport r = engine.simulate(g);
-  if (!f.trace.empty()) sim::ChromeTrace().add("predicted", r).write(f.trace);
+  if (!f.trace.empty()) sim::ChromeTrace(cost.get()).add("predicted", r).write(f.trace);
   if (!f.dot.empty()) {
     sim::DotOptions d;
     if (!f.dot_layers.empty()) d.layers = parse_layer_range(f.dot_layers, t.model.layers);
@@ -89,8 +90,18 @@ void run_simulate(const SimulateFlags& f) {
   if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
     fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
                t.cluster.gpu.hbm_capacity_bytes / 1e9, t.cluster.gpu.name);
+  if (!f.export_framework.empty()) {
+    const auto fw = bridge::parse_framework(f.export_framework, "--export");
+    std::cout << bridge::export_plan(fw, {.model = t.model, .cluster = t.cluster, .plan = t.plan,
+                                          .headline = fmt::format("slicetune simulate: {} on {} x {}: {} — predicted {:.2f} ms per step, {:.0f} tokens/s",
+                                                                  t.model.name, t.cluster.nodes, t.cluster.name, sim::describe(t.plan),
+                                                                  r.step_time.ms(), r.tokens_per_s)});
+    return;
+  }
   if (f.json) {
-    std::cout << sim::report_json(t, r, cost->describe()).dump(2) << "\n";
+    auto j = sim::report_json(t, r, cost->describe());
+    j["schema_version"] = cli::kJsonSchemaVersion;
+    std::cout << j.dump(2) << "\n";
     return;
   }
   fmt::print("slicetune simulate: {} on {} ({} node{} x {} GPUs), {} cost model\n", t.model.name, t.cluster.name, t.cluster.nodes,
@@ -115,6 +126,8 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   cmd->add_option("--graph", flags->graph,
                   "simulate a step graph saved with --save-graph (or edited by hand) instead of building one; its cluster unless "
                   "--cluster/--nodes");
+  cmd->add_option("--export", flags->export_framework,
+                  "print the plan as a launch script for megatron | deepspeed-domino | nemo (arguments, environment, what it cannot express)");
   cmd->callback([flags] { run_simulate(*flags); });
 });
 

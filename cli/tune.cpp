@@ -4,6 +4,7 @@
 #include <iostream>
 #include <tuple>
 
+#include "bridge/export.hpp"
 #include "cli/search_flags.hpp"
 #include "cli/search_processes.hpp"
 #include "common/atomic_write.hpp"
@@ -15,7 +16,7 @@ namespace {
 
 struct TuneFlags : cli::SearchFlags {
   long long top = 5;
-  std::string out;
+  std::string out, export_framework;
   bool json = false, exhaustive = false, no_explain = false;
 };
 
@@ -45,7 +46,11 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     return;
   }
   if (r.top.empty()) {
-    if (f.json) std::cout << tuner::search_json(r, cluster).dump(2) << "\n";
+    if (f.json) {
+      auto j = tuner::search_json(r, cluster);
+      j["schema_version"] = cli::kJsonSchemaVersion;
+      std::cout << j.dump(2) << "\n";
+    }
     else fmt::print("{}", tuner::refusal_table(r));
     throw common::ConfigError("tune", "", fmt::format("no feasible plan for {} on {} x {} ({} plans refused; see the table above)",
                                                         model.name, cluster.nodes, cluster.name, r.infeasible));
@@ -56,6 +61,16 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
         f.out, sim::plan_to_yaml(best.plan, fmt::format("slicetune tune: best plan for {} on {} x {}: {:.2f} ms per step, {:.0f} tokens/s",
                                                         model.name, cluster.nodes, cluster.name, best.report.step_time.ms(),
                                                         best.report.tokens_per_s)));
+  if (!f.export_framework.empty()) {
+    const auto fw = bridge::parse_framework(f.export_framework, "--export");
+    fmt::print(stderr, "slicetune tune: best plan {} ({:.2f} ms per step); exporting for {}\n", tuner::plan_label(best.plan),
+               best.report.step_time.ms(), bridge::to_string(fw));
+    std::cout << bridge::export_plan(fw, {.model = model, .cluster = cluster, .plan = best.plan,
+                                          .headline = fmt::format("slicetune tune: best plan for {} on {} x {}: {} — predicted {:.2f} ms per step, {:.0f} tokens/s",
+                                                                  model.name, cluster.nodes, cluster.name, tuner::plan_label(best.plan),
+                                                                  best.report.step_time.ms(), best.report.tokens_per_s)});
+    return;
+  }
   std::vector<std::pair<std::string, tuner::LayerBreakdown>> why;
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
@@ -72,6 +87,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   }
   if (f.json) {
     auto j = tuner::search_json(r, cluster);
+    j["schema_version"] = cli::kJsonSchemaVersion;
     j["model"] = model.name;
     j["cost_model"] = cost->describe();
     j["best_plan_yaml"] = sim::plan_to_yaml(best.plan);
@@ -113,6 +129,8 @@ const bool registered = cli::register_command(20, [](CLI::App& app) {
   cmd->add_flag("--exhaustive", f->exhaustive, "screen every feasible plan (no lower-bound pruning)");
   cmd->add_flag("--no-explain", f->no_explain, "skip the per-layer explanation");
   cmd->add_flag("--json", f->json, "print one JSON object instead of the tables");
+  cmd->add_option("--export", f->export_framework,
+                  "print the best plan as a launch script for megatron | deepspeed-domino | nemo instead of the tables");
   cmd->callback([f] { run_tune(*f); });
 });
 

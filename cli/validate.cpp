@@ -11,6 +11,8 @@
 #include "executor/mpi_session.hpp"
 #include "executor/report.hpp"
 #include "validate/compare.hpp"
+#include "validate/measured_trace.hpp"
+#include "sim/report_json.hpp"
 #include "executor/run.hpp"
 #include "executor/run_target.hpp"
 #include "common/atomic_write.hpp"
@@ -24,10 +26,44 @@ namespace {
 struct ValidateFlags {
   cli::TargetFlags target;
   std::string measured, backend = "cpu", trace;
-  long long steps = 20, warmup = 2, threads = 1;
+  long long steps = 20, warmup = 2, threads = 1, device = 0;  // range-checked before use
   double watchdog_s = 20;
   bool json = false;
 };
+
+/// A measured file's kind: a `slicetune run` JSON, a PyTorch profiler (Kineto) trace or an Nsight Systems SQLite export.
+enum class MeasuredKind { run_json, kineto, nsys_sqlite };
+
+MeasuredKind measured_kind(const std::string& path, std::string& text) {
+  for (const char* ext : {".sqlite", ".sqlite3", ".db"})
+    if (path.ends_with(ext)) return MeasuredKind::nsys_sqlite;
+  if (path.ends_with(".nsys-rep") || path.ends_with(".qdrep"))
+    throw common::ConfigError(path, "", "an Nsight Systems report: export it first with `nsys export --type sqlite` and give the .sqlite");
+  text = common::read_text_file(path);
+  if (text.rfind("SQLite format 3", 0) == 0) return MeasuredKind::nsys_sqlite;
+  return text.find("\"traceEvents\"") != std::string::npos ? MeasuredKind::kineto : MeasuredKind::run_json;
+}
+
+/// The plan, model and cluster a `slicetune run` JSON carries, under the flags given now.
+sim::TargetInput input_from_run(const cli::TargetFlags& flags, const std::string& text, const std::string& source) {
+  sim::TargetInput in = flags.input();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    return in;  // parse_run_json says what is wrong
+  }
+  if (!j.is_object() || !j.contains("plan") || !j.at("plan").is_object()) return in;
+  if (!flags.cmd->count("--model") && j.contains("model_ref")) in.model = j.at("model_ref").get<std::string>();
+  if (!flags.cmd->count("--cluster") && !flags.cmd->count("--profile") && j.contains("cluster_ref")) in.cluster = j.at("cluster_ref").get<std::string>();
+  if (!flags.plan.empty()) return in;  // --plan given: it and the flags describe the plan
+  nlohmann::json plan = j.at("plan");
+  plan.erase("grad_accum_steps");
+  sim::PlanInput pi = sim::parse_plan_input(plan.dump(), source + " (plan)");
+  pi.merge(in.flags);
+  in.flags = pi;
+  return in;
+}
 
 /// The cost model validate predicts with: analytic for the cluster, or a measured profile (--profile).
 std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c) {
@@ -41,8 +77,37 @@ void run_validate(const ValidateFlags& f) {
   std::string measured_from;
   std::unique_ptr<executor::MpiSession> mpi;
   if (!f.measured.empty()) {
-    m = validate::parse_run_json(common::read_text_file(f.measured), f.measured);
-    t = executor::resolve_run_target(f.target.input(), m.ranks);
+    std::string text;
+    const MeasuredKind kind = measured_kind(f.measured, text);
+    if (kind != MeasuredKind::run_json) {
+      // a real GPU run profiled by PyTorch or Nsight Systems: the plan comes from the flags / --plan / --megatron-args
+      const int device = static_cast<int>(cli::int_flag("--device", f.device, 0, common::limits::kMaxGpus - 1));
+      const validate::MeasuredTrace trace = kind == MeasuredKind::kineto ? validate::parse_kineto_trace(text, f.measured, device)
+                                                                          : validate::read_nsys_sqlite(f.measured, device);
+      const sim::Target tt = f.target.resolve();
+      auto cost = cost_model_for(f, tt.cluster);
+      const auto c = validate::compare_trace(tt, trace, *cost);
+      if (f.json) {
+        auto j = validate::trace_comparison_json(c);
+        j["schema_version"] = cli::kJsonSchemaVersion;
+        j["model"] = tt.model.name;
+        j["cluster"] = tt.cluster.name;
+        j["plan"] = sim::plan_json(tt.plan);
+        j["measured"] = f.measured;
+        j["format"] = trace.format;
+        std::cout << j.dump(2) << "\n";
+        return;
+      }
+      fmt::print("slicetune validate: {} on {}, {} cost model\n", tt.model.name, tt.cluster.name, cost->describe());
+      fmt::print("plan ({}): {}; measured: {} ({}, device {}, {} kernels, {} step{})\n", tt.plan_source, sim::describe(tt.plan), f.measured,
+                 trace.format, f.device, trace.kernels.size(), c.measured_step_ms.size(), c.measured_step_ms.size() == 1 ? "" : "s");
+      fmt::print("per class: summed kernel / task durations per step; error = (predicted - measured) / measured\n\n");
+      fmt::print("{}", validate::trace_comparison_table(c));
+      return;
+    }
+    m = validate::parse_run_json(text, f.measured);
+    t = executor::resolve_run_target(input_from_run(f.target, text, f.measured), m.ranks);
+    if (f.target.plan.empty()) t.plan_source = f.measured;
     measured_from = f.measured;
   } else {
     executor::BackendKind kind;
@@ -75,7 +140,9 @@ void run_validate(const ValidateFlags& f) {
   if (!f.trace.empty())
     sim::ChromeTrace().add("predicted", result.predicted).add("measured rank 0", *result.graph, m.timeline).write(f.trace);
   if (f.json) {
-    std::cout << validate::validation_json(t, v, cost->describe(), measured_from).dump(2) << "\n";
+    auto j = validate::validation_json(t, v, cost->describe(), measured_from);
+    j["schema_version"] = cli::kJsonSchemaVersion;
+    std::cout << j.dump(2) << "\n";
     return;
   }
   fmt::print("slicetune validate: {} on {}, {} cost model\n", t.model.name, t.cluster.name, cost->describe());
@@ -89,8 +156,11 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
   auto flags = std::make_shared<ValidateFlags>();
   flags->target.cluster = "cpu-host";
   auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
-  cli::add_target_flags(cmd, flags->target);
-  cmd->add_option("--measured", flags->measured, "a `slicetune run --out` / `--json` file (default: run the plan now, under mpirun)");
+  cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
+  cmd->add_option("--measured", flags->measured,
+                  "a `slicetune run --out` file (its plan is used unless flags say otherwise), a PyTorch profiler Chrome trace (Kineto JSON) "
+                  "or an Nsight Systems SQLite export of a real run (default: run the plan now, under mpirun)");
+  cmd->add_option("--device", flags->device, "with a profiler trace: the GPU (rank) whose kernels to compare")->capture_default_str();
   cmd->add_option("--backend", flags->backend, "when running: cpu | cuda")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "when running: training steps")->capture_default_str();
   cmd->add_option("--warmup", flags->warmup, "when running: warm-up steps")->capture_default_str();

@@ -63,7 +63,7 @@ void whatif(const WhatIfFlags& f, const cli::SearchProcesses& procs) {
                                         nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""));
   if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
   if (f.json) {
-    nlohmann::json j = {{"model", model.name}, {"cluster", cluster.name}, {"nodes", cluster.nodes}, {"points", tuner::whatif_json(points)}};
+    nlohmann::json j = {{"schema_version", cli::kJsonSchemaVersion}, {"model", model.name}, {"cluster", cluster.name}, {"nodes", cluster.nodes}, {"points", tuner::whatif_json(points)}};
     if (!f.csv.empty()) j["csv"] = f.csv;
     if (!f.plot.empty()) j["plot"] = f.plot;
     std::cout << j.dump(2) << "\n";

@@ -20,9 +20,18 @@ nlohmann::json run_json(const sim::Target& t, const sim::StepGraph& g, const Run
     }
     tasks.push_back(std::move(row));
   }
-  return {{"backend", backend},
+  // how to load the model and cluster again (validate --measured): the embedded name, or the file
+  auto ref = [](const std::string& name, const std::string& source) {
+    if (!source.ends_with(" (embedded)")) return source;
+    const std::string hf = "configs/hf/";  // an embedded config.json is loaded by its path under configs/hf
+    return source.rfind(hf, 0) == 0 ? source.substr(hf.size(), source.size() - hf.size() - 11) : name;
+  };
+  return {{"schema_version", 1},
+          {"backend", backend},
           {"model", t.model.name},
+          {"model_ref", ref(t.model.name, t.model.source)},
           {"cluster", t.cluster.name},
+          {"cluster_ref", ref(t.cluster.name, t.cluster.source)},
           {"ranks", ranks},
           {"plan", sim::plan_json(t.plan)},
           {"steps", r.step_times_ms.size()},

@@ -1,10 +1,14 @@
 #include "sim/model.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
 
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
 #include "common/limits.hpp"
+#include "sim/hf_config.hpp"
 
 namespace sim {
 
@@ -48,7 +52,40 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   return m;
 }
 
+HfImport load_hf_config(const std::string& path) {
+  // a file on disk first, then the embedded configs/hf/<path> (so `meta-llama-3-8b/config.json` works anywhere)
+  std::string text, source = path;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+    text = common::read_text_file(path);
+  } else {
+    const std::string key = "hf/" + path;
+    for (const auto& c : common::embedded_configs())
+      if (key == c.key) {
+        text = c.text;
+        source = "configs/" + key + " (embedded)";
+      }
+    if (text.empty()) {
+      std::vector<std::string> known;
+      for (const auto& c : common::embedded_configs())
+        if (std::string_view(c.key).starts_with("hf/")) known.push_back(std::string(c.key).substr(3));
+      throw common::ConfigError(path, "", fmt::format("cannot read this config.json (no such file; embedded: {})", fmt::join(known, ", ")));
+    }
+  }
+  // the model's name: the folder holding config.json ("meta-llama-3-8b"), else the file name
+  std::string name = path;
+  if (const auto slash = name.rfind('/'); slash != std::string::npos) {
+    const std::string file = name.substr(slash + 1);
+    name = name.substr(0, slash);
+    if (const auto up = name.rfind('/'); up != std::string::npos) name = name.substr(up + 1);
+    if (name.empty() || name == ".") name = file;
+  }
+  if (name.ends_with(".json")) name.resize(name.size() - 5);
+  return parse_hf_config(text, source, name);
+}
+
 ModelSpec load_model(const std::string& name_or_path) {
+  if (is_hf_config(name_or_path)) return load_hf_config(name_or_path).model;
   auto cfg = common::resolve_config("models", name_or_path);
   return parse_model(cfg.text, cfg.source);
 }

@@ -1,4 +1,4 @@
-// defines: sim::ModelSpec (a GPT-style transformer's shape), load_model
+// defines: sim::ModelSpec (a GPT-style transformer's shape), load_model, load_hf_config
 #pragma once
 #include <cstdint>
 #include <string>
@@ -46,8 +46,12 @@ struct ModelSpec {
   double training_flops(std::int64_t sequences, std::int64_t seq) const;
 };
 
-/// @brief Loads NAME (embedded configs/models/NAME.yaml) or a path to a YAML file; unknown keys are refused.
+/// @brief Loads NAME (embedded configs/models/NAME.yaml), a path to a YAML file (unknown keys are
+/// refused) or a Hugging Face config.json (a path, or one embedded under configs/hf/: see sim/hf_config.hpp).
 ModelSpec load_model(const std::string& name_or_path);
 ModelSpec parse_model(const std::string& yaml_text, const std::string& source);
+struct HfImport;
+/// @brief Reads a Hugging Face config.json: a file, else the one embedded as configs/hf/<path>.
+HfImport load_hf_config(const std::string& path);
 
 }  // namespace sim

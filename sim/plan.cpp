@@ -95,7 +95,7 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   return std::nullopt;
 }
 
-Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
+Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
   Plan p;
   p.tp = in.tp.value_or(1);
   if (p.tp <= 0) throw common::ConfigError(source, "tp", "expected a positive integer");
@@ -130,7 +130,14 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
   p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
   if (!(p.dp_bucket_mb > 0)) throw common::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
   p.stack = in.stack.value_or(hardware::Stack::eager);
-  check_plan_limits(m, c, p, source);  // sizes (and the task count) before any graph is built
+  // sizes (and the task count) before anything forms products of them or builds a graph: input
+  // validation, not a feasibility check, so plans that bridge's preflight inspects get it too
+  check_plan_limits(m, c, p, source);
+  return p;
+}
+
+Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
+  Plan p = fill_plan(m, c, in, source);
   if (auto problem = check_plan(m, c, p)) throw common::ConfigError(source, problem->key, problem->message);
   return p;
 }

@@ -1,5 +1,5 @@
 // defines: sim::Plan (a resolved parallelism + slicing plan), PlanInput (what the user gave),
-//          Infeasibility, check_plan, resolve_plan, load_plan_input, plan_to_yaml
+//          Infeasibility, check_plan, fill_plan, resolve_plan, load_plan_input, plan_to_yaml
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -74,6 +74,10 @@ struct PlanProblem {
 /// @brief Divisibility and shape checks (not memory; see estimate_memory). Cheap: the tuner calls it
 /// for every candidate.
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
+
+/// @brief The defaults of resolve_plan without its feasibility checks (positive sizes only): for
+/// tools that judge a plan by other rules (bridge::check) before slicetune's own.
+Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source = "plan");
 
 /// @brief Fills unset fields (dp = GPUs / tp, global_batch = micro_batch x dp, seq_len = the
 /// model's, each knob its strategy's default or else its neutral value, ...) and checks the result; throws

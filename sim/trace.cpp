@@ -24,14 +24,47 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
   for (std::size_t s = 0; s < g.streams.size(); ++s)
     events_.push_back(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid, s,
                                   escape(g.streams[s].name)));
+  auto ran = [&](std::size_t i) { return i < timing.size() && !(timing[i].end <= timing[i].start && timing[i].start.ps == 0); };
   for (std::size_t i = 0; i < g.size() && i < timing.size(); ++i) {
     const auto& t = g.tasks[i];
     const auto& tm = timing[i];
-    if (tm.end <= tm.start && tm.start.ps == 0) continue;  // did not run
+    if (!ran(i)) continue;  // did not run
+    // the resource the task occupies: the compute stream, or the communicator its collective runs on
+    const std::string cat = t.group ? escape(g.groups[*t.group].name) : std::string("compute");
+    std::string shape;
+    double bytes = 0;
+    for (TensorId o : g.outputs(i)) {
+      const auto& ti = g.tensors[o];
+      shape += fmt::format("{}{}x{} {}", shape.empty() ? "" : ", ", ti.rows, ti.cols, common::to_string(ti.dtype));
+      bytes += ti.bytes();
+    }
+    std::string extra;
+    if (const auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) {
+      bytes = static_cast<double>(c->bytes);
+      extra += fmt::format(R"(,"ranks":{},"nodes":{})", c->ranks, c->nodes);
+      if (cost_) {
+        const auto cc = cost_->collective(*c);
+        extra += fmt::format(R"(,"algo":"{}","proto":"{}","channels":{})", cc.algo, cc.proto, cc.channels);
+      }
+    }
     events_.push_back(fmt::format(
-        R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"task":{},"layer":{},"phase":"{}","op":"{}","slice":{},"chunk":{}}}}})",
-        escape(g.task_name(i)), to_string(t.phase), pid, static_cast<int>(t.stream), tm.start.us(), (tm.end - tm.start).us(), i,
-        t.layer, to_string(t.phase), to_string(t.op), t.slice, t.chunk));
+        R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"task":{},"layer":{},"phase":"{}","op":"{}","slice":{},"chunk":{},"bytes":{:.0f},"flops":{:.6g},"shape":"{}"{}}}}})",
+        escape(g.task_name(i)), cat, pid, static_cast<int>(t.stream), tm.start.us(), (tm.end - tm.start).us(), i, t.layer,
+        to_string(t.phase), to_string(t.op), t.slice, t.chunk, bytes, t.flops(), shape, extra));
+  }
+  // flow arrows along dependencies that cross streams (an event wait in CUDA terms)
+  for (std::size_t i = 0; i < g.size() && i < timing.size(); ++i) {
+    if (!ran(i)) continue;
+    const auto [first, last] = g.successors(i);
+    for (auto it = first; it != last; ++it) {
+      const std::size_t j = *it;
+      if (!ran(j) || g.tasks[j].stream == g.tasks[i].stream) continue;
+      const long long id = next_flow_++;
+      events_.push_back(fmt::format(R"({{"name":"dependency","cat":"flow","ph":"s","id":{},"pid":{},"tid":{},"ts":{:.3f}}})", id, pid,
+                                    static_cast<int>(g.tasks[i].stream), timing[i].end.us()));
+      events_.push_back(fmt::format(R"({{"name":"dependency","cat":"flow","ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{:.3f}}})", id,
+                                    pid, static_cast<int>(g.tasks[j].stream), timing[j].start.us()));
+    }
   }
   return *this;
 }

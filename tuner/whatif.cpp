@@ -139,10 +139,11 @@ namespace {
 
 struct Row {
   std::string base_ms, base_tps, best_ms, best_tps, best_mfu, speedup, plan, base_plan;
+  std::string best_mfu_fraction;  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
 };
 
 Row row_of(const SearchResult& r) {
-  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-"};
+  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-", "-"};
   if (r.baseline) {
     w.base_ms = fmt::format("{:.2f}", r.baseline->report.step_time.ms());
     w.base_tps = fmt::format("{:.0f}", r.baseline->report.tokens_per_s);
@@ -153,6 +154,7 @@ Row row_of(const SearchResult& r) {
     w.best_ms = fmt::format("{:.2f}", b.step_time.ms());
     w.best_tps = fmt::format("{:.0f}", b.tokens_per_s);
     w.best_mfu = fmt::format("{:.1f}", 100 * b.mfu);
+    w.best_mfu_fraction = fmt::format("{:.4f}", b.mfu);
     w.plan = plan_label(r.top.front().plan);
     if (r.baseline) w.speedup = fmt::format("{:.3f}", r.baseline->report.step_time.s() / b.step_time.s());
   }
@@ -200,7 +202,7 @@ std::string whatif_csv(const std::vector<WhatIfPoint>& points) {
     for (const auto& [k, v] : p.settings) out += v + ",";
     const Row w = row_of(p.result);
     const auto& r = p.result;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu, w.speedup,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu_fraction, w.speedup,
                        w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
   }
   return out;

@@ -151,8 +151,9 @@ TEST_CASE("the issue's command trains: loss falls over 20 steps, step times and 
 }
 
 TEST_CASE("bad input: one-line errors naming the flag") {
-  // a plan measured for one configuration cannot validate another
-  const std::string cmd = fmt::format("{} validate --model tiny --tp 2 --measured executor_run.json > executor_bad.log 2>&1",
+  // a plan measured for one configuration cannot validate another: validate takes the run's own plan from
+  // run.json, so the flags must say a different one (Megatron-style, no row slices) to be refused
+  const std::string cmd = fmt::format("{} validate --model tiny --tp 2 --strategy none --row-slices 1 --measured executor_run.json > executor_bad.log 2>&1",
                                       SLICETUNE_BINARY);
   const int rc = std::system(cmd.c_str());
   CHECK(WEXITSTATUS(rc) == 2);

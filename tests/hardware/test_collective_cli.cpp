@@ -20,7 +20,9 @@ std::string run(const std::string& args) {
 
 TEST_CASE("slicetune collective --json: one row per doubling size with the nccl-tests fields") {
   // 1 KB .. 8 GB doubling = 2^10 .. 2^33: 24 rows; busbw = algbw x 2(n-1)/n = algbw x 1.75 at n = 8.
-  const auto rows = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allreduce --gpus 8 --json"));
+  const auto out = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allreduce --gpus 8 --json"));
+  CHECK(out.at("schema_version") == 1);
+  const auto& rows = out.at("rows");
   REQUIRE(rows.is_array());
   REQUIRE(rows.size() == 24);
   CHECK(rows[0]["bytes"] == 1024);

@@ -1,0 +1,275 @@
+#include "bridge/export.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "hardware/collective_model.hpp"
+#include "sim/strategy.hpp"
+
+namespace bridge {
+
+namespace {
+
+struct Line {
+  std::string arg, comment;
+};
+
+std::string pad_lines(const std::vector<Line>& lines, const std::string& indent) {
+  std::size_t width = 0;
+  for (const auto& l : lines) width = std::max(width, l.arg.size());
+  std::string out;
+  for (const auto& l : lines) {
+    out += indent + l.arg;
+    if (!l.comment.empty()) out += std::string(width - l.arg.size() + 2, ' ') + "# " + l.comment;
+    out += "\n";
+  }
+  return out;
+}
+
+/// The TP AllReduce of one slice's activations, as the step graph issues it (forward, after out-proj).
+hardware::CollectiveCost tp_collective(const ExportInput& in) {
+  const auto& p = in.plan;
+  const std::int64_t rows = p.row_axis == sim::RowAxis::batch ? p.seq_len * (p.micro_batch / p.row_slices)
+                                                             : (p.seq_len / p.row_slices) * p.micro_batch;
+  const int tp_nodes = p.tp > in.cluster.node.gpus_per_node ? p.tp / in.cluster.node.gpus_per_node : 1;
+  hardware::CollectiveOp op{.kind = p.sequence_parallel ? hardware::CollectiveKind::reduce_scatter : hardware::CollectiveKind::all_reduce,
+                            .bytes = rows * in.model.hidden * static_cast<std::int64_t>(common::dtype_bytes(p.dtype)),
+                            .ranks = p.tp,
+                            .nodes = tp_nodes,
+                            .dtype = p.dtype};
+  return hardware::price_collective(in.cluster, op);
+}
+
+/// Environment every framework needs for this plan (Megatron-LM, Domino and NeMo alike).
+std::vector<Line> environment(const ExportInput& in, Framework f) {
+  std::vector<Line> env;
+  const auto& p = in.plan;
+  if (p.tp > 1) {
+    std::string why =
+        f == Framework::megatron
+            ? "Megatron-LM asserts it with tp > 1 before Blackwell (megatron/training/arguments.py validate_args): one hardware "
+              "queue, so each TP collective starts in issue order right behind the GEMM it follows"
+        : f == Framework::deepspeed_domino
+            ? "as DeepSpeed-Domino's launch scripts set it (pretrain_*.sh): kernels leave in issue order, so slice i's async "
+              "all-reduce is queued before slice i+1's GEMMs and overlaps them"
+            : "NeMo's Megatron-core layers expect it with tp > 1 (the same check as Megatron-LM's arguments.py)";
+    env.push_back({"export CUDA_DEVICE_MAX_CONNECTIONS=1", why});
+  }
+  if (p.tp > 1) {
+    const auto c = tp_collective(in);
+    if (c.algo == "nvls")
+      env.push_back({"export NCCL_NVLS_ENABLE=1", fmt::format("the prediction prices the TP {} as NCCL's NVLS (NVLink SHARP) "
+                                                              "algorithm ({} channels): keep it on (NCCL's default where NVSwitch has it)",
+                                                              p.sequence_parallel ? "collectives" : "all-reduce", c.channels)});
+    env.push_back({"# NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS left unset",
+                   fmt::format("the prediction assumes NCCL's own channel count for the TP {} ({} {} {} channel(s) = SMs taken from "
+                               "the GEMMs beside it); pinning them changes that interference",
+                               p.sequence_parallel ? "reduce-scatter" : "all-reduce", c.algo, c.proto, c.channels)});
+  }
+  return env;
+}
+
+std::string annotation(const sim::Plan& p, Framework f, bool strategy, bool stack, bool bucket) {
+  std::string a;
+  if (strategy)
+    a += fmt::format(" strategy={} row_slices={} row_axis={} col_slices={}", p.strategy->name, p.row_slices,
+                     sim::to_string(p.row_axis), p.col_slices);
+  if (stack) a += fmt::format(" stack={}", hardware::to_string(p.stack));
+  if (bucket) a += fmt::format(" dp_bucket_mb={}", p.dp_bucket_mb);
+  if (a.empty()) return "";
+  return fmt::format("# slicetune: framework={}{}\n", to_string(f), a);
+}
+
+/// Megatron's --ddp-bucket-size counts parameters; slicetune's bucket counts fp32 main-gradient bytes.
+std::optional<long long> bucket_elements(const sim::Plan& p) {
+  const double e = p.dp_bucket_mb * 1e6 / 4.0;
+  const double r = std::round(e);
+  if (std::abs(e - r) > 1e-9 * std::max(1.0, e) || r < 1) return std::nullopt;
+  if (static_cast<double>(static_cast<long long>(r)) * 4.0 / 1e6 != p.dp_bucket_mb) return std::nullopt;  // must read back exactly
+  return static_cast<long long>(r);
+}
+
+std::vector<Line> shape_lines(const ExportInput& in, bool domino) {
+  const auto& m = in.model;
+  const auto& p = in.plan;
+  std::vector<Line> a;
+  a.push_back({fmt::format("--num-layers {}", m.layers), "transformer layers"});
+  a.push_back({fmt::format("--hidden-size {}", m.hidden), "hidden size h"});
+  a.push_back({fmt::format("--ffn-hidden-size {}", m.ffn_hidden), m.activation == sim::Activation::swiglu ? "MLP inner size (per SwiGLU branch)" : "MLP inner size"});
+  a.push_back({fmt::format("--num-attention-heads {}", m.heads), "query heads"});
+  if (m.kv_heads != m.heads && !domino) {
+    a.push_back({"--group-query-attention", "grouped-query attention ..."});
+    a.push_back({fmt::format("--num-query-groups {}", m.kv_heads), "... with this many K/V heads"});
+  }
+  a.push_back({fmt::format("--seq-length {}", p.seq_len), "tokens per sequence"});
+  a.push_back({fmt::format("--max-position-embeddings {}", std::max(p.seq_len, m.seq_len)),
+               m.position == sim::Position::learned ? "learned position table (>= seq-length)" : "the model's context length (RoPE has no table)"});
+  a.push_back({fmt::format("--normalization {}", m.norm == sim::Norm::rmsnorm ? "RMSNorm" : "LayerNorm"), "norm before attention and MLP"});
+  if (m.activation == sim::Activation::swiglu) a.push_back({"--swiglu", "gated MLP: SiLU(gate) x up (FC1 is 2 x ffn wide)"});
+  a.push_back({fmt::format("--position-embedding-type {}", m.position == sim::Position::rope ? "rope" : "learned_absolute"),
+               m.position == sim::Position::rope ? "rotary embeddings on Q and K" : "learned position embeddings"});
+  if (!domino) {
+    if (!m.tied_embeddings) a.push_back({"--untie-embeddings-and-output-weights", "separate LM-head weight (untied)"});
+    a.push_back({"--disable-bias-linear", "no linear biases (as slicetune models the layers)"});
+    a.push_back({fmt::format("--vocab-size {}", m.vocab), "vocabulary (NullTokenizer / mock data; a real tokenizer sets it itself)"});
+    a.push_back({"--make-vocab-size-divisible-by 1", fmt::format("no padding: tp x 1 divides {} (Megatron-LM pads to a multiple of this x tp)", m.vocab)});
+  } else {
+    if (m.position == sim::Position::rope || m.norm == sim::Norm::rmsnorm) a.push_back({"--llama-model", "Domino's LLaMA layer (RoPE in attention)"});
+  }
+  return a;
+}
+
+std::string precision_args(const sim::Plan& p, std::vector<Line>& a) {
+  switch (p.dtype) {
+    case common::DType::bf16: a.push_back({"--bf16", "bf16 weights and activations, fp32 main gradients and optimizer"}); break;
+    case common::DType::fp16: a.push_back({"--fp16", "fp16 weights and activations with loss scaling"}); break;
+    case common::DType::fp8:
+      a.push_back({"--bf16", "bf16 parameters ..."});
+      a.push_back({"--fp8-format hybrid", "... and FP8 GEMMs through TransformerEngine (E4M3 forward, E5M2 gradients)"});
+      break;
+    case common::DType::fp32: break;
+  }
+  return "";
+}
+
+std::string megatron(const ExportInput& in) {
+  const auto& p = in.plan;
+  const auto& c = in.cluster;
+  std::string out = "#!/usr/bin/env bash\n";
+  if (!in.headline.empty()) out += "# " + in.headline + "\n";
+  out += fmt::format("# Megatron-LM launch (argument names of megatron/training/arguments.py); run from the Megatron-LM checkout.\n"
+                     "# Add your data and tokenizer flags (--data-path ... or --mock-data, --tokenizer-type ...) and training schedule.\n");
+  out += pad_lines(environment(in, Framework::megatron), "");
+  const bool domino = p.strategy != &sim::strategy_none();
+  if (domino)
+    out += fmt::format("# Not expressible in Megatron-LM: {} row slices along the {} axis{} (Domino). Megatron-LM runs every layer\n"
+                       "# unsliced with blocking TP collectives (its nearest overlap is --tp-comm-overlap, TransformerEngine userbuffers,\n"
+                       "# a different strategy); launch DeepSpeed-Domino (--export deepspeed-domino) to get the predicted overlap.\n",
+                       p.row_slices, sim::to_string(p.row_axis), p.col_slices > 1 ? fmt::format(" and {} column chunks of out-proj / FC2", p.col_slices) : "");
+  if (p.stack == hardware::Stack::cpp)
+    out += "# Not expressible in Megatron-LM: stack cpp (kernels issued from C++ without Python, as slicetune's executor does).\n";
+  const auto elements = bucket_elements(p);
+  if (!elements) out += fmt::format("# Not expressible exactly: dp_bucket_mb {} is not a whole number of 4-byte gradients.\n", p.dp_bucket_mb);
+  out += annotation(p, Framework::megatron, domino, p.stack == hardware::Stack::cpp, !elements);
+  std::vector<Line> a = shape_lines(in, false);
+  a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp: each layer's GEMMs split over {} GPUs", p.tp)});
+  a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
+  if (p.sequence_parallel) a.push_back({"--sequence-parallel", "norms and residuals on seq/tp tokens: all-gather + reduce-scatter instead of all-reduce"});
+  a.push_back({fmt::format("--micro-batch-size {}", p.micro_batch), "sequences per micro-batch"});
+  a.push_back({fmt::format("--global-batch-size {}", p.global_batch),
+               fmt::format("sequences per step: dp {} x micro-batch {} x {} accumulation step(s)", p.dp, p.micro_batch, p.grad_accum_steps())});
+  precision_args(p, a);
+  if (elements) a.push_back({fmt::format("--ddp-bucket-size {}", *elements), fmt::format("DP gradient bucket: {} MB of fp32 gradients", p.dp_bucket_mb)});
+  a.push_back({"--overlap-grad-reduce", "reduce each DP bucket while backward continues (slicetune's DP model)"});
+  if (p.stack == hardware::Stack::cuda_graphs) a.push_back({"--cuda-graph-impl local", "capture layers in CUDA graphs (stack cuda_graphs)"});
+  a.push_back({fmt::format("--attention-backend {}", c.host.attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
+               "the attention kernel the cluster file models (host.attention)"});
+  out += "megatron_args=(\n" + pad_lines(a, "  ") + ")\n";
+  std::string launch = fmt::format("torchrun --nproc-per-node {} --nnodes {}", c.node.gpus_per_node, c.nodes);
+  if (c.nodes > 1) launch += " --node-rank \"${NODE_RANK:?}\" --master-addr \"${MASTER_ADDR:?}\" --master-port 6000";
+  out += fmt::format("{} pretrain_gpt.py \"${{megatron_args[@]}}\" \"$@\"\n", launch);
+  return out;
+}
+
+std::string domino(const ExportInput& in) {
+  const auto& p = in.plan;
+  const auto& m = in.model;
+  const auto& c = in.cluster;
+  std::string out = "#!/usr/bin/env bash\n";
+  if (!in.headline.empty()) out += "# " + in.headline + "\n";
+  out += "# DeepSpeed-Domino launch (DeepSpeedExamples training/DeepSpeed-Domino, argument names of domino/arguments.py);\n"
+         "# run from that folder. Add --data-path / --vocab-file / --merge-file and the training schedule.\n";
+  out += pad_lines(environment(in, Framework::deepspeed_domino), "");
+  // What Domino's code fixes or lacks (cited in docs/bridge.md; `slicetune check --framework deepspeed` refuses these)
+  std::vector<std::string> cannot;
+  if (p.strategy == &sim::strategy_none()) cannot.push_back("strategy none: Domino always splits each micro-batch in 2 (domino/language_model.py intra_partitions = 2)");
+  else if (p.row_slices != 2) cannot.push_back(fmt::format("row_slices {}: Domino's layer takes exactly 2 (DominoTransformerLayer.forward)", p.row_slices));
+  if (p.row_axis == sim::RowAxis::sequence) cannot.push_back("row_axis sequence: Domino splits the batch dimension (tensor_split dim=1 of [s, b, h])");
+  if (p.col_slices != 1) cannot.push_back(fmt::format("col_slices {}: Domino has no column chunks of out-proj / FC2", p.col_slices));
+  if (p.sequence_parallel) cannot.push_back("sequence parallelism: Domino's layers are built with sequence_parallel=False and have no flag for it");
+  if (p.grad_accum_steps() != 1) cannot.push_back("gradient accumulation: domino/arguments.py get_num_microbatches() returns 1");
+  if (m.kv_heads != m.heads) cannot.push_back("grouped-query attention: domino/arguments.py has no --num-query-groups flag");
+  if (!m.tied_embeddings) cannot.push_back("untied LM head: domino/arguments.py has no --untie-embeddings-and-output-weights flag");
+  if (p.stack != hardware::Stack::cuda_graphs)
+    cannot.push_back(fmt::format("stack {}: the Domino example is modelled as stack cuda_graphs (its released stack); other stacks are not a flag",
+                                 hardware::to_string(p.stack)));
+  for (const auto& s : cannot) out += "# Not expressible in DeepSpeed-Domino: " + s + "\n";
+  out += annotation(p, Framework::deepspeed_domino, true, true, true);
+  std::vector<Line> a = shape_lines(in, true);
+  a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp {} (Domino slices each TP layer in 2 along the batch)", p.tp)});
+  a.push_back({fmt::format("--micro-batch-size {}", p.micro_batch), "sequences per GPU; Domino gives each half its own collectives"});
+  a.push_back({fmt::format("--global-batch-size {}", p.global_batch), "sequences per step (Domino runs one micro-batch per step)"});
+  precision_args(p, a);
+  out += "domino_args=(\n" + pad_lines(a, "  ") + ")\n";
+  const bool llama = m.position == sim::Position::rope || m.norm == sim::Norm::rmsnorm;
+  out += fmt::format("deepspeed --num_gpus {} --num_nodes {} {} \"${{domino_args[@]}}\" \"$@\"\n", c.node.gpus_per_node, c.nodes,
+                     llama ? "pretrain_llama.py" : "pretrain_gpt.py");
+  return out;
+}
+
+std::string nemo(const ExportInput& in) {
+  const auto& p = in.plan;
+  const auto& m = in.model;
+  const auto& c = in.cluster;
+  std::string out = "#!/usr/bin/env bash\n";
+  if (!in.headline.empty()) out += "# " + in.headline + "\n";
+  out += "# NeMo launch: Hydra overrides of examples/nlp/language_modeling/conf/megatron_gpt_config.yaml for\n"
+         "# megatron_gpt_pretraining.py (NeMo 1.x model config keys; NeMo 2 recipes take the same names under trainer.strategy).\n";
+  out += pad_lines(environment(in, Framework::nemo), "");
+  const bool domino = p.strategy != &sim::strategy_none();
+  if (domino)
+    out += fmt::format("# Not expressible in NeMo: Domino row slicing ({} x {}, {} axis); NeMo runs each layer unsliced. Its overlap is\n"
+                       "# ub_tp_comm_overlap (TransformerEngine userbuffers, needs sequence_parallel), a different strategy.\n",
+                       p.row_slices, p.col_slices, sim::to_string(p.row_axis));
+  if (p.stack == hardware::Stack::cpp) out += "# Not expressible in NeMo: stack cpp.\n";
+  out += annotation(p, Framework::nemo, domino, p.stack == hardware::Stack::cpp, false);
+  const char* act = m.activation == sim::Activation::swiglu ? "fast-swiglu" : "gelu";
+  std::vector<Line> a{
+      {fmt::format("trainer.devices={}", c.node.gpus_per_node), "GPUs per node"},
+      {fmt::format("trainer.num_nodes={}", c.nodes), "nodes"},
+      {fmt::format("trainer.precision={}", p.dtype == common::DType::fp32 ? "32" : p.dtype == common::DType::fp16 ? "16" : "bf16"),
+       "precision of weights and activations"},
+      {fmt::format("model.megatron_amp_O2={}", p.dtype == common::DType::fp16 || p.dtype == common::DType::fp32 ? "False" : "True"),
+       "fp32 main weights and gradients (NeMo refuses O2 with fp16)"},
+      {fmt::format("model.fp8={}", p.dtype == common::DType::fp8 ? "True" : "False"), "FP8 GEMMs through TransformerEngine"},
+      {fmt::format("model.num_layers={}", m.layers), "transformer layers"},
+      {fmt::format("model.hidden_size={}", m.hidden), "hidden size"},
+      {fmt::format("model.ffn_hidden_size={}", m.ffn_hidden), "MLP inner size"},
+      {fmt::format("model.num_attention_heads={}", m.heads), "query heads"},
+      {fmt::format("model.num_query_groups={}", m.kv_heads == m.heads ? std::string("null") : std::to_string(m.kv_heads)), "K/V heads (null: = heads)"},
+      {fmt::format("model.encoder_seq_length={}", p.seq_len), "tokens per sequence"},
+      {fmt::format("model.max_position_embeddings={}", std::max(p.seq_len, m.seq_len)), "positions"},
+      {fmt::format("model.normalization={}", m.norm == sim::Norm::rmsnorm ? "rmsnorm" : "layernorm"), "norm"},
+      {fmt::format("model.activation={}", act), "MLP activation"},
+      {fmt::format("model.position_embedding_type={}", m.position == sim::Position::rope ? "rope" : "learned_absolute"), "positions"},
+      {fmt::format("model.share_embeddings_and_output_weights={}", m.tied_embeddings ? "True" : "False"), "tied LM head"},
+      {"model.bias=False", "no linear biases"},
+      {fmt::format("model.tensor_model_parallel_size={}", p.tp), "tp"},
+      {"model.pipeline_model_parallel_size=1", "no pipeline stages"},
+      {fmt::format("model.sequence_parallel={}", p.sequence_parallel ? "True" : "False"), "sequence parallelism"},
+      {fmt::format("model.micro_batch_size={}", p.micro_batch), "sequences per micro-batch"},
+      {fmt::format("model.global_batch_size={}", p.global_batch), fmt::format("sequences per step ({} accumulation step(s))", p.grad_accum_steps())},
+      {"model.ub_tp_comm_overlap=False", "no userbuffers overlap (not what slicetune predicted)"},
+  };
+  out += "nemo_overrides=(\n" + pad_lines(a, "  ") + ")\n";
+  out += "# DP gradient buckets: NeMo's O2 optimizer wrapper reduces in its own chunks (grad_allreduce_chunk_size_mb); slicetune's\n"
+         "# dp_bucket_mb " + fmt::format("{}", p.dp_bucket_mb) + " has no exact NeMo key.\n";
+  out += fmt::format("torchrun --nproc-per-node {} --nnodes {} examples/nlp/language_modeling/megatron_gpt_pretraining.py \"${{nemo_overrides[@]}}\" \"$@\"\n",
+                     c.node.gpus_per_node, c.nodes);
+  return out;
+}
+
+}  // namespace
+
+std::string export_plan(Framework f, const ExportInput& in) {
+  switch (f) {
+    case Framework::megatron: return megatron(in);
+    case Framework::deepspeed_domino: return domino(in);
+    case Framework::nemo: return nemo(in);
+  }
+  return "";
+}
+
+}  // namespace bridge

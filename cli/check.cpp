@@ -1,0 +1,73 @@
+// slicetune check: will Megatron-LM / DeepSpeed-Domino / NeMo accept the plan, does it fit, which environment it needs.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "bridge/check.hpp"
+#include "cli/command.hpp"
+#include "common/config_reader.hpp"
+
+
+namespace {
+
+struct CheckFlags {
+  cli::TargetFlags target;
+  std::string framework = "megatron";
+  std::vector<std::string> env;
+  bool json = false, all = false, no_environment = false;
+  double reserve_gb = 3.0;
+};
+
+void run_check(const CheckFlags& f) {
+  const auto fw = bridge::parse_framework(f.framework, "--framework");
+  if (!(f.reserve_gb >= 0) || f.reserve_gb > 1e6) cli::bad_flag("--reserve-gb", "expected a number of GB >= 0");
+  const sim::Target t = f.target.resolve(false);
+  const auto imp = f.target.imported();
+  bridge::CheckInput in{.model = t.model, .cluster = t.cluster, .plan = t.plan, .imported = imp ? &*imp : nullptr, .environment = {},
+                        .reserve_gb = f.reserve_gb};
+  if (imp) in.environment = imp->env;
+  if (!f.no_environment && !f.target.cmd->count("--env"))
+    if (const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) in.environment["CUDA_DEVICE_MAX_CONNECTIONS"] = v;
+  for (const auto& kv : f.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) cli::bad_flag("--env", "expected VAR=value, got '" + kv + "'");
+    in.environment[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto findings = bridge::preflight(fw, in);
+  if (!f.all) std::erase_if(findings, [](const bridge::Finding& x) { return x.severity == bridge::Severity::ok; });
+  const int errors = static_cast<int>(std::count_if(findings.begin(), findings.end(), [](const auto& x) { return x.severity == bridge::Severity::error; }));
+  if (f.json) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& x : findings)
+      a.push_back({{"severity", bridge::to_string(x.severity)}, {"rule", x.rule}, {"message", x.message}, {"source", x.source}});
+    std::cout << nlohmann::json{{"schema_version", cli::kJsonSchemaVersion}, {"framework", bridge::to_string(fw)}, {"model", t.model.name}, {"cluster", t.cluster.name},
+                                {"plan", sim::describe(t.plan)}, {"errors", errors}, {"findings", a}}
+                     .dump(2)
+              << "\n";
+  } else {
+    fmt::print("slicetune check: {} on {} x {} for {}: {}\n", t.model.name, t.cluster.nodes, t.cluster.name, bridge::to_string(fw), sim::describe(t.plan));
+    fmt::print("{}", bridge::check_table(findings));
+    fmt::print("{}\n", errors ? fmt::format("{} error(s): {} would not run this plan as given", errors, bridge::to_string(fw))
+                              : fmt::format("no errors: {} accepts this plan", bridge::to_string(fw)));
+  }
+  if (errors) throw cli::CommandFailed(fmt::format("check: {} error(s) for {}", errors, bridge::to_string(fw)));
+}
+
+const bool registered = cli::register_command(30, [](CLI::App& app) {
+  auto f = std::make_shared<CheckFlags>();
+  auto* cmd = app.add_subcommand("check", "preflight: will megatron | deepspeed-domino | nemo accept the plan, does it fit, which environment it needs");
+  cli::add_target_flags(cmd, f->target);
+  cmd->add_option("--framework", f->framework, "megatron | deepspeed-domino (or deepspeed) | nemo")->capture_default_str();
+  cmd->add_option("--env", f->env, "VAR=value of the launch environment to check (repeatable; default: this shell's CUDA_DEVICE_MAX_CONNECTIONS)");
+  cmd->add_flag("--no-environment", f->no_environment, "do not read this shell's environment");
+  cmd->add_option("--reserve-gb", f->reserve_gb, "GPU memory the framework holds beyond the modelled tensors (CUDA context, NCCL buffers, allocator)")
+      ->capture_default_str();
+  cmd->add_flag("--all", f->all, "also list the checks that passed");
+  cmd->add_flag("--json", f->json, "print one JSON object");
+  cmd->callback([f] { run_check(*f); });
+});
+
+}  // namespace

@@ -1,0 +1,160 @@
+// Megatron-LM arguments in and out: export + import gives back the same plan (issue 16, "done when").
+#include <doctest/doctest.h>
+
+#include "bridge/export.hpp"
+#include "bridge/megatron_args.hpp"
+#include "cli_run.hpp"
+#include "common/config_reader.hpp"
+#include "sim/plan.hpp"
+#include "sim/strategy.hpp"
+
+namespace {
+
+sim::Target import_target(const std::string& script, const std::string& model = "", const std::string& cluster = "dgx-h100") {
+  const auto imp = bridge::parse_megatron_args(script, "export");
+  sim::TargetInput in;
+  in.model = model;
+  in.cluster = cluster;
+  return bridge::resolve_imported(imp, in);
+}
+
+}  // namespace
+
+TEST_CASE("every plan knob survives export to Megatron-LM arguments and import back") {
+  const sim::ModelSpec llama = sim::load_model("meta-llama-3-8b/config.json");
+  const hardware::ClusterSpec one = hardware::load_cluster("dgx-h100");
+  hardware::ClusterSpec two = one;
+  two.nodes = 2;
+  int checked = 0;
+  // the knobs of sim::Plan: tp, dp, micro_batch, global_batch, seq_len, dtype, sequence_parallel, strategy,
+  // row_slices, row_axis, col_slices, dp_bucket_mb, stack (pp is 1: check_plan refuses more)
+  for (const hardware::ClusterSpec* cluster : {&one, static_cast<const hardware::ClusterSpec*>(&two)})
+    for (int tp : {1, 2, 8})
+      for (bool sp : {false, true})
+        for (const sim::Strategy* strategy : {&sim::strategy_none(), &sim::strategy_domino()})
+          for (auto axis : {sim::RowAxis::batch, sim::RowAxis::sequence})
+            for (auto dtype : {common::DType::bf16, common::DType::fp8, common::DType::fp32})
+              for (auto stack : {hardware::Stack::eager, hardware::Stack::cpp, hardware::Stack::cuda_graphs}) {
+                if (strategy == &sim::strategy_none() && axis == sim::RowAxis::sequence) continue;
+                sim::PlanInput in{.tp = tp, .micro_batch = 4, .global_batch = 4 * (cluster->total_gpus() / tp) * 2, .row_slices = strategy == &sim::strategy_domino() ? (tp == 2 ? 4 : 2) : 1, .col_slices = strategy == &sim::strategy_domino() && tp == 8 ? 2 : 1, .seq_len = 2048, .dtype = dtype, .sequence_parallel = sp && tp > 1, .strategy = strategy, .row_axis = axis, .dp_bucket_mb = tp == 2 ? 0.1234567 : tp == 8 ? 100.0 : 25.0, .stack = stack};
+                const sim::Plan plan = sim::resolve_plan(llama, *cluster, in);
+                const std::string script = bridge::export_plan(bridge::Framework::megatron, {.model = llama, .cluster = *cluster, .plan = plan});
+                const sim::Target back = import_target(script);
+                INFO(script);
+                CHECK(back.plan == plan);
+                CHECK(back.cluster.nodes == cluster->nodes);
+                CHECK(back.model.layers == llama.layers);
+                CHECK(back.model.hidden == llama.hidden);
+                CHECK(back.model.heads == llama.heads);
+                CHECK(back.model.kv_heads == llama.kv_heads);
+                CHECK(back.model.ffn_hidden == llama.ffn_hidden);
+                CHECK(back.model.vocab == llama.vocab);
+                CHECK(back.model.norm == llama.norm);
+                CHECK(back.model.activation == llama.activation);
+                CHECK(back.model.position == llama.position);
+                CHECK(back.model.tied_embeddings == llama.tied_embeddings);
+                ++checked;
+              }
+  CHECK(checked == 2 * 3 * 2 * 3 * 3 * 3);  // clusters x tp x sp x (none, domino batch, domino sequence) x dtypes x stacks
+}
+
+TEST_CASE("a GPT-3 plan with fp16 and a tied, learned-position model round-trips too") {
+  const sim::ModelSpec gpt = sim::load_model("gpt3-13b");
+  const hardware::ClusterSpec c = hardware::load_cluster("dgx-a100");
+  const sim::Plan plan = sim::resolve_plan(gpt, c, {.tp = 8, .micro_batch = 16, .row_slices = 2, .seq_len = 1024, .dtype = common::DType::fp16, .strategy = &sim::strategy_domino()});
+  const std::string script = bridge::export_plan(bridge::Framework::megatron, {.model = gpt, .cluster = c, .plan = plan});
+  const sim::Target back = import_target(script, "", "dgx-a100");
+  CHECK(back.plan == plan);
+  CHECK(back.model.tied_embeddings);
+  CHECK(back.model.position == sim::Position::learned);
+  CHECK(back.model.seq_len == 2048);  // --max-position-embeddings: the model's 2048 positions (>= seq 1024)
+}
+
+TEST_CASE("slicetune tune --model meta-llama-3-8b/config.json --export megatron prints the tuned plan as arguments") {
+  const CliRun json = run_cli("tune --model meta-llama-3-8b/config.json --cluster dgx-h100 --json");
+  REQUIRE(json.rc == 0);
+  const auto j = nlohmann::json::parse(json.out);
+  const sim::ModelSpec llama = sim::load_model("meta-llama-3-8b/config.json");
+  const sim::Plan best = sim::resolve_plan(llama, hardware::load_cluster("dgx-h100"),
+                                           sim::parse_plan_input(j.at("best_plan_yaml").get<std::string>(), "best_plan_yaml"));
+  const CliRun exp = run_cli("tune --model meta-llama-3-8b/config.json --cluster dgx-h100 --export megatron");
+  REQUIRE(exp.rc == 0);
+  CHECK(exp.out.find("torchrun --nproc-per-node 8 --nnodes 1 pretrain_gpt.py") != std::string::npos);
+  CHECK(exp.out.find("export CUDA_DEVICE_MAX_CONNECTIONS=1") != std::string::npos);
+  const sim::Target back = import_target(exp.out);
+  CHECK(back.plan == best);
+  CHECK(back.model.params(back.model.seq_len) == llama.params(llama.seq_len));
+  // and the CLI reads its own export back: slicetune import --megatron-args-file
+  const auto path = std::filesystem::temp_directory_path() / ("slicetune-llama-export-" + std::to_string(::getpid()) + ".sh");
+  std::ofstream(path) << exp.out;
+  const CliRun imp = run_cli("import --megatron-args-file '" + path.string() + "' --json");
+  std::filesystem::remove(path);
+  REQUIRE(imp.rc == 0);
+  const auto ij = nlohmann::json::parse(imp.out);
+  CHECK(ij.at("plan").at("tp") == best.tp);
+  CHECK(ij.at("arguments").at("unknown").empty());
+}
+
+TEST_CASE("Megatron-LM flags slicetune cannot model are listed as such, unknown ones as unknown, none dropped") {
+  const auto imp = bridge::parse_megatron_args(
+      "torchrun --nproc-per-node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 "
+      "--micro-batch-size 1 --global-batch-size 64 --recompute-granularity full --recompute-method uniform --use-distributed-optimizer "
+      "--overlap-grad-reduce --overlap-param-gather --lr 3e-4 --frobnicate 7 --bf16",
+      "args");
+  CHECK(imp.plan.tp == 8);
+  CHECK(imp.pp == 2);
+  CHECK(imp.world_size == 16);
+  CHECK(imp.plan.dp == 1);  // 16 GPUs / (tp 8 x pp 2)
+  auto names = [](const std::vector<bridge::ImportedFlag>& v) {
+    std::string s;
+    for (const auto& f : v) s += f.name + " ";
+    return s;
+  };
+  const std::string nm = names(imp.not_modelled);
+  for (const char* f : {"--pipeline-model-parallel-size", "--recompute-granularity", "--recompute-method", "--use-distributed-optimizer",
+                        "--overlap-param-gather"})
+    CHECK_MESSAGE(nm.find(f) != std::string::npos, f << " not listed as not modelled: " << nm);
+  CHECK(names(imp.unknown) == "--frobnicate ");
+  CHECK(names(imp.ignored).find("--lr") != std::string::npos);
+  // pp 2 cannot be simulated: resolving says so, naming the flag
+  sim::TargetInput in;
+  in.model = "gpt3-13b";
+  in.cluster = "dgx-h100";
+  CHECK_THROWS_WITH_AS(bridge::resolve_imported(imp, in), "args: --pipeline-model-parallel-size: pp=2: slicetune models pp = 1 only (not yet)",
+                       common::ConfigError);
+}
+
+TEST_CASE("Megatron-LM defaults apply where a flag is absent, and bad values name the flag") {
+  // no --bf16 / --fp16: Megatron-LM trains in fp32; shape flags without --swiglu / --normalization: GeLU, LayerNorm, tied
+  const auto imp = bridge::parse_megatron_args("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 --seq-length 32", "a");
+  CHECK(imp.plan.dtype == common::DType::fp32);
+  CHECK(imp.model.activation == sim::Activation::gelu);
+  CHECK(imp.model.norm == sim::Norm::layernorm);
+  CHECK(imp.model.tied_embeddings == true);
+  CHECK(imp.model.ffn_hidden == 256);  // 4 x hidden
+  CHECK_THROWS_WITH_AS(bridge::parse_megatron_args("--tensor-model-parallel-size eight", "a"),
+                       "a: --tensor-model-parallel-size: expected an integer >= 1 below 2^31, got 'eight'", common::ConfigError);
+  CHECK_THROWS_WITH_AS(bridge::parse_megatron_args("--bf16 --fp16", "a"), "a: --bf16: --bf16 and --fp16 are both given (Megatron-LM refuses the pair)",
+                       common::ConfigError);
+  CHECK_THROWS_WITH_AS(bridge::parse_megatron_args("--seq-length '1024", "a"), "a: line 1: unclosed ' quote", common::ConfigError);
+}
+
+TEST_CASE("simulate --megatron-args takes the plan in Megatron-LM's names; the Domino and NeMo exports say what they cannot express") {
+  const CliRun r = run_cli("simulate --model gpt3-13b --megatron-args \"--tensor-model-parallel-size 8 --micro-batch-size 16 --seq-length 1024 "
+                           "--bf16 --sequence-parallel\" --json");
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("plan").at("tp") == 8);
+  CHECK(j.at("plan").at("micro_batch") == 16);
+  CHECK(j.at("plan").at("sequence_parallel") == true);
+  const CliRun d = run_cli("simulate --model llama2-7b --tp 8 --micro-batch 4 --sequence-parallel --strategy domino --row-slices 4 --export deepspeed-domino");
+  REQUIRE(d.rc == 0);
+  CHECK(d.out.find("deepspeed --num_gpus 8 --num_nodes 1 pretrain_llama.py") != std::string::npos);
+  CHECK(d.out.find("# Not expressible in DeepSpeed-Domino: row_slices 4") != std::string::npos);
+  CHECK(d.out.find("# Not expressible in DeepSpeed-Domino: sequence parallelism") != std::string::npos);
+  const CliRun n = run_cli("simulate --model llama2-7b --tp 8 --micro-batch 4 --strategy domino --export nemo");
+  REQUIRE(n.rc == 0);
+  CHECK(n.out.find("model.tensor_model_parallel_size=8") != std::string::npos);
+  CHECK(n.out.find("# Not expressible in NeMo: Domino row slicing") != std::string::npos);
+  CHECK(run_cli("simulate --export mxnet").rc == 2);
+}
