@@ -7,6 +7,7 @@
 #include "cli/command.hpp"
 #include "cli/rank_errors.hpp"
 #include "common/limits.hpp"
+#include "common/strict_json.hpp"
 #include "executor/backend.hpp"
 #include "executor/mpi_session.hpp"
 #include "executor/report.hpp"
@@ -49,11 +50,13 @@ sim::TargetInput input_from_run(const cli::TargetFlags& flags, const std::string
   sim::TargetInput in = flags.input();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
+    j = common::parse_json_strict(text, source, "a `slicetune run --json` output");
+  } catch (const common::ConfigError&) {
     return in;  // parse_run_json says what is wrong
   }
   if (!j.is_object() || !j.contains("plan") || !j.at("plan").is_object()) return in;
+  for (const char* key : {"model_ref", "cluster_ref"})  // strings, or get<> would throw a type error that is no ConfigError
+    if (j.contains(key) && !j.at(key).is_string()) throw common::ConfigError(source, key, fmt::format("expected a string, got {}", j.at(key).dump()));
   if (!flags.cmd->count("--model") && j.contains("model_ref")) in.model = j.at("model_ref").get<std::string>();
   if (!flags.cmd->count("--cluster") && !flags.cmd->count("--profile") && j.contains("cluster_ref")) in.cluster = j.at("cluster_ref").get<std::string>();
   if (!flags.plan.empty()) return in;  // --plan given: it and the flags describe the plan

@@ -16,11 +16,25 @@ std::int64_t max_tasks(const ModelSpec& m, const Plan& p) {
   return L * r * (26 + 4 * C) + 14 * r + 6 * L + 6;
 }
 
+void check_model_limits(const ModelSpec& m, const std::string& source) {
+  auto in = [&](const char* key, std::int64_t v, std::int64_t hi) {
+    if (v < 1 || v > hi) throw common::ConfigError(source, key, fmt::format("expected an integer in [1, {}], got {}", hi, v));
+  };
+  in("layers", m.layers, lim::kMaxLayers);
+  in("hidden", m.hidden, lim::kMaxHidden);
+  in("heads", m.heads, lim::kMaxHeads);
+  in("kv_heads", m.kv_heads, lim::kMaxHeads);
+  in("ffn_hidden", m.ffn_hidden, lim::kMaxFfnHidden);
+  in("vocab", m.vocab, lim::kMaxVocab);
+  in("seq_len", m.seq_len, lim::kMaxSeqLen);
+}
+
 void check_plan_limits(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const std::string& source) {
   auto fail = [&](const char* key, const std::string& what) { throw common::ConfigError(source, key, what); };
   auto in = [&](const char* key, std::int64_t v, std::int64_t hi) {
     if (v < 1 || v > hi) fail(key, fmt::format("expected an integer in [1, {}], got {}", hi, v));
   };
+  check_model_limits(m, m.name);
   in("tp", p.tp, lim::kMaxGpus);
   in("dp", p.dp, lim::kMaxGpus);
   in("micro_batch", p.micro_batch, lim::kMaxMicroBatch);

@@ -20,8 +20,13 @@ namespace sim {
 /// Exact for SP with tp > 1 and buckets that each hold one gradient.
 std::int64_t max_tasks(const ModelSpec& m, const Plan& p);
 
+/// @brief Refuses (common::ConfigError naming `source` and the key) a model whose sizes are beyond
+/// common::limits, whatever read it: a model file checks them as it reads; a Hugging Face
+/// config.json or a Megatron-LM / DeepSpeed import fills a ModelSpec directly.
+void check_model_limits(const ModelSpec& m, const std::string& source);
+
 /// @brief Refuses (common::ConfigError naming `source` and the key) a plan whose sizes are beyond
-/// common::limits: tokens per micro-batch and per step, GPUs, row slices, column chunks, and
+/// common::limits (and a model whose sizes are, naming the model): tokens per micro-batch and per step, GPUs, row slices, column chunks, and
 /// max_tasks over limits::kMaxTasks. Cheap; resolve_plan calls it before anything is built.
 void check_plan_limits(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const std::string& source);
 

@@ -9,15 +9,18 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "bridge/deepspeed_config.hpp"
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
 #include "common/limits.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/profile.hpp"
+#include "sim/hf_config.hpp"
 #include "sim/model.hpp"
 #include "sim/plan.hpp"
 #include "tests/hardening/process.hpp"
 #include "validate/compare.hpp"
+#include "validate/measured_trace.hpp"
 
 using namespace hardening;
 
@@ -299,4 +302,27 @@ TEST_CASE("simulate --graph: deep nesting, a key twice and sizes beyond the limi
   auto many = nlohmann::json::parse(good);
   many["nodes"] = 200000;
   refused(many.dump(), "nodes: expected an integer in 1..131072, got 200000");
+}
+
+TEST_CASE("imports (Hugging Face config, DeepSpeed config, Kineto trace): the same limits and strict JSON as slicetune's own files") {
+  // a config.json with 2^31 - 1 layers passed the importer's int range and overflowed the
+  // parameter count (layers x per-layer params) - the model limits now apply to every ModelSpec
+  const std::string llama =
+      R"({"model_type":"llama","hidden_size":4096,"num_attention_heads":32,"intermediate_size":11008,"vocab_size":32000,)"
+      R"("max_position_embeddings":4096,"hidden_act":"silu","num_hidden_layers":LAYERS})";
+  auto with_layers = [&](const std::string& n) { return std::string(llama).replace(llama.find("LAYERS"), 6, n); };
+  CHECK(error_of([&] { sim::parse_hf_config(with_layers("2147483647"), "c.json", "m"); }) ==
+        "c.json: layers: expected an integer in [1, 4096], got 2147483647");
+  CHECK(error_of([&] { sim::parse_hf_config(with_layers("32"), "c.json", "m"); }).empty());
+  // duplicate keys: nlohmann kept the last one silently
+  CHECK(error_of([&] { sim::parse_hf_config(R"({"model_type":"llama","model_type":"gpt2"})", "c.json", "m"); }) ==
+        "c.json: model_type: duplicate key");
+  CHECK(error_of([] { bridge::parse_deepspeed_config(R"({"train_batch_size": 8, "train_batch_size": 16})", "ds.json"); }) ==
+        "ds.json: train_batch_size: duplicate key");
+  // ZeRO stage 1e300: cast to int before the check (float-cast-overflow under UBSan)
+  CHECK(error_of([] { bridge::parse_deepspeed_config(R"({"zero_optimization": {"stage": 1e300}})", "ds.json"); }) ==
+        "ds.json: zero_optimization.stage: expected 0, 1, 2 or 3, got 1e+300");
+  // a Kineto trace nested 100,000 deep is refused before anything walks it
+  const std::string deep = R"({"traceEvents": [], "x": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  CHECK(error_of([&] { validate::parse_kineto_trace(deep, "t.json"); }) == "t.json: nested deeper than 64 arrays/objects");
 }
