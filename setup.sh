@@ -43,7 +43,7 @@ case "$mode" in
     echo "setup: release tests done at $((SECONDS - t0)) s" >&2
     scripts/sanitize.sh all
     echo "setup: sanitizer builds and tests done at $((SECONDS - t0)) s" >&2
-    scripts/fuzz.sh "${SLICETUNE_FUZZ_SECONDS:-20}"
+    scripts/fuzz.sh "${SLICETUNE_FUZZ_SECONDS:-10}"  # 12 targets x 10 s
     echo "setup: fuzzing done at $((SECONDS - t0)) s" >&2 ;;
   build) ;;
   *) echo "usage: ./setup.sh run|test|unit|build" >&2; exit 2 ;;

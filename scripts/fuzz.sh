@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of slicetune's readers with libFuzzer (clang 14, ASan + UBSan).
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default 60 s; targets: all of fuzz/fuzz_*.cpp)
-# CI runs a short pass (./setup.sh test: 20 s per target); the documented longer run is 600 s per
+# CI runs a short pass (./setup.sh test: 10 s per target); the documented longer run is 600 s per
 # target (docs/fuzzing.md). Uses the build-asan/ build of scripts/sanitize.sh (configured here if
 # missing). Each target starts from a copy of the committed seed corpus (fuzz/corpus/TARGET; new
 # inputs go to build-asan/fuzz-corpus/TARGET, never into the repository) and runs with
