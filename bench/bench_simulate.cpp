@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     }
   }
   const sim::Target t = sim::resolve_target(in);
-  auto cost = hardware::make_analytic_cost_model(t.cluster);
+  auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
   sim::Engine engine(*cost);
   using clock = std::chrono::steady_clock;
   // warm-up

@@ -32,7 +32,7 @@ void bench(const std::string& label, const std::string& model, const std::string
   const auto m = sim::load_model(model);
   auto c = hardware::load_cluster(cluster);
   c.nodes = nodes;
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, space.stack);
   tuner::SearchOptions o;
   o.threads = threads;
   tuner::SearchResult best;

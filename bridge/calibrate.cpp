@@ -82,7 +82,7 @@ Calibration calibrate_nccl(const hardware::ClusterSpec& cluster, const std::vect
   c.nccl.call_overhead_us = std::max(0.0, median);
   cal.overhead_rows = static_cast<int>(excess.size());
 
-  // (2) NVLS efficiency and latency: least squares in bus bandwidth over the rows priced as NVLS
+  // (2) NVLS efficiency and latency: least squares in log bus bandwidth over the rows priced as NVLS
   std::vector<const Sample*> nvls;
   for (int round = 0; round < 5; ++round) {
     std::vector<const Sample*> now;
@@ -99,7 +99,8 @@ Calibration calibrate_nccl(const hardware::ClusterSpec& cluster, const std::vect
       for (const Sample* s : nvls) {
         hardware::CollectiveOptions o{.algo = hardware::CollectiveAlgo::nvls, .proto = hardware::CollectiveProto::simple};
         const auto cost = hardware::price_collective(k, op_of(*s), o);
-        const double d = busbw(*s, cost.latency.us() + cost.transfer.us()) - s->row->busbw_GBps;
+        // log error, as validate/fit.cpp fits the cluster file (slicetune accuracy --fit): every size weighs alike
+        const double d = std::log(busbw(*s, cost.latency.us() + cost.transfer.us()) / s->row->busbw_GBps);
         e += d * d;
       }
       return e;

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <functional>
 
+#include "bridge/strategy_support.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
-#include "sim/strategy.hpp"
 
 namespace bridge {
 
@@ -61,11 +61,6 @@ constexpr const char* kSrcDomPp = "DeepSpeedExamples training/DeepSpeed-Domino d
                                   "(hard-coded); domino/arguments.py defines no --pipeline-model-parallel-size";
 constexpr const char* kSrcDomSp = "DeepSpeed-Domino domino/language_model.py builds its layers with sequence_parallel=False; domino/arguments.py "
                                   "defines no --sequence-parallel";
-constexpr const char* kSrcDomSlices = "DeepSpeed-Domino domino/language_model.py TransformerLanguageModel.forward: intra_partitions = 2; "
-                                      "deepspeed/runtime/domino/transformer.py DominoTransformerLayer.forward: hidden_states0, hidden_states1 = hidden_states";
-constexpr const char* kSrcDomAxis = "DeepSpeed-Domino domino/language_model.py: torch.tensor_split(encoder_input, 2, dim=1) - dim 1 of [s, b, h] is the batch";
-constexpr const char* kSrcDomCol = "deepspeed/runtime/domino/transformer.py DominoTransformerLayer: one matmul per half for out-proj and FC2 "
-                                   "(weight_r), no column chunks";
 constexpr const char* kSrcDomOdd = "DeepSpeed-Domino domino/language_model.py: p_batch_size = b // 2 and encoder_output_t[:, 0:p_batch_size] = "
                                    "encoder_outputs[0] (tensor_split gives ceil(b/2) rows: shape mismatch for odd b)";
 constexpr const char* kSrcDomAccum = "DeepSpeed-Domino domino/arguments.py get_num_microbatches(): return 1 (one micro-batch per step)";
@@ -77,8 +72,8 @@ constexpr const char* kSrcMemory = "slicetune's memory estimate (sim::estimate_m
 
 }  // namespace
 
-const std::vector<CheckRule>& check_rules() {
-  static const std::vector<CheckRule> rules{
+std::vector<CheckRule> check_rules() {
+  std::vector<CheckRule> rules{
       {"world-size", kAll, "tp x pp divides the GPUs (dp = GPUs / (tp x pp))", kSrcWorld},
       {"global-batch", kMegatronLike, "global batch is a multiple of micro-batch x dp", kSrcBatch},
       {"heads-tp", kAll, "tp divides the attention heads", kSrcHeads},
@@ -95,9 +90,6 @@ const std::vector<CheckRule>& check_rules() {
       {"cuda-device-max-connections", kAll, "CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 (before Blackwell)", kSrcMaxConn},
       {"domino-pp", {F::deepspeed_domino}, "no pipeline parallelism", kSrcDomPp},
       {"domino-sp", {F::deepspeed_domino}, "no sequence parallelism", kSrcDomSp},
-      {"domino-row-slices", {F::deepspeed_domino}, "exactly 2 row slices (strategy domino, row_slices 2)", kSrcDomSlices},
-      {"domino-row-axis", {F::deepspeed_domino}, "row slices along the batch", kSrcDomAxis},
-      {"domino-col-slices", {F::deepspeed_domino}, "no column chunks (col_slices 1)", kSrcDomCol},
       {"domino-odd-batch", {F::deepspeed_domino}, "an even micro-batch", kSrcDomOdd},
       {"domino-accumulation", {F::deepspeed_domino}, "one micro-batch per step (global batch = micro-batch x dp)", kSrcDomAccum},
       {"domino-gqa", {F::deepspeed_domino}, "no grouped-query attention", kSrcDomGqa},
@@ -105,22 +97,35 @@ const std::vector<CheckRule>& check_rules() {
       {"domino-fp8", {F::deepspeed_domino}, "bf16, fp16 or fp32 (no FP8 flag)", kSrcDomFp8},
       {"memory", kAll, "the plan's memory plus the reserve fits the GPU", kSrcMemory},
   };
+  // one per strategy a framework does not run and per knob value it fixes (bridge/strategy_support.cpp)
+  for (auto& r : declared_rules()) rules.push_back({std::move(r.id), std::move(r.frameworks), std::move(r.what), std::move(r.source)});
   return rules;
+}
+
+std::string rules_markdown() {
+  std::string out = "| rule | frameworks | the framework's reason, and where it enforces it |\n|---|---|---|\n";
+  for (const auto& r : check_rules()) {
+    std::string fw;
+    for (Framework f : r.frameworks) fw += fmt::format("{}{}", fw.empty() ? "" : ", ", to_string(f));
+    out += fmt::format("| `{}` | {} | {}: {} |\n", r.id, fw, r.what, r.source);
+  }
+  return out;
 }
 
 std::vector<Finding> preflight(Framework f, const CheckInput& in) {
   std::vector<Finding> out;
+  const std::vector<CheckRule> rules = check_rules();
   const auto& m = in.model;
   const auto& c = in.cluster;
   const auto& p = in.plan;
   const ImportedPlan* imp = in.imported;
-  auto applies = [f](const char* id) {
-    for (const auto& r : check_rules())
+  auto applies = [&](const char* id) {
+    for (const auto& r : rules)
       if (r.id == id) return std::find(r.frameworks.begin(), r.frameworks.end(), f) != r.frameworks.end();
     return false;
   };
-  auto source_of = [](const char* id) {
-    for (const auto& r : check_rules())
+  auto source_of = [&](const char* id) {
+    for (const auto& r : rules)
       if (r.id == id) return r.source;
     return std::string();
   };
@@ -166,12 +171,6 @@ std::vector<Finding> preflight(Framework f, const CheckInput& in) {
   if (domino) {
     if (p.pp > 1) add(Severity::error, "domino-pp", fmt::format("pp {}: DeepSpeed-Domino has no pipeline parallelism", p.pp));
     if (p.sequence_parallel) add(Severity::error, "domino-sp", "sequence parallelism: DeepSpeed-Domino has none");
-    if (p.strategy == &sim::strategy_none())
-      add(Severity::error, "domino-row-slices", "strategy none (Megatron-LM): DeepSpeed-Domino always splits each micro-batch in 2");
-    else if (p.row_slices != 2)
-      add(Severity::error, "domino-row-slices", fmt::format("row_slices {}: DeepSpeed-Domino splits in exactly 2", p.row_slices));
-    if (p.row_axis == sim::RowAxis::sequence) add(Severity::error, "domino-row-axis", "row_axis sequence: DeepSpeed-Domino splits the batch");
-    if (p.col_slices != 1) add(Severity::error, "domino-col-slices", fmt::format("col_slices {}: DeepSpeed-Domino has no column chunks", p.col_slices));
     if (p.micro_batch % 2) add(Severity::error, "domino-odd-batch", fmt::format("micro-batch {} is odd: DeepSpeed-Domino halves it", p.micro_batch));
     if (p.grad_accum_steps() != 1 && p.global_batch % (p.micro_batch * p.dp) == 0)
       add(Severity::error, "domino-accumulation", fmt::format("{} accumulation steps: DeepSpeed-Domino runs one micro-batch per step", p.grad_accum_steps()));
@@ -180,6 +179,10 @@ std::vector<Finding> preflight(Framework f, const CheckInput& in) {
     if (!m.tied_embeddings) add(Severity::error, "domino-untied", "an untied LM head: DeepSpeed-Domino's example ties it to the embedding");
     if (p.dtype == common::DType::fp8) add(Severity::error, "domino-fp8", "fp8: DeepSpeed-Domino's example has no FP8 flag");
   }
+  // the plan's strategy and its knobs, as the framework runs them (declared in bridge/strategy_support.cpp);
+  // nothing declared: a warning, since slicetune cannot say what the framework would run
+  for (auto& g : express_strategy(f, p).gaps)
+    out.push_back({g.declared ? Severity::error : Severity::warning, std::move(g.rule), std::move(g.message), std::move(g.source)});
   // slicetune's own model of the plan: memory, when it can build the step graph
   if (auto problem = sim::check_plan(m, c, p)) {
     out.push_back({Severity::warning, "slicetune", fmt::format("slicetune cannot simulate this plan ({}), so its memory is not checked", problem->message),

@@ -1,4 +1,4 @@
-// defines: bridge::Severity, Finding, CheckInput, CheckRule, check_rules, preflight, check_table
+// defines: bridge::Severity, Finding, CheckInput, CheckRule, check_rules, rules_markdown, preflight, check_table
 //          (will a framework accept this plan, does it fit, which environment does it need)
 #pragma once
 #include <map>
@@ -33,8 +33,12 @@ struct CheckRule {
   std::string what;
   std::string source;
 };
-/// @brief Every rule preflight applies (docs/bridge.md lists them).
-const std::vector<CheckRule>& check_rules();
+/// @brief Every rule preflight applies (docs/bridge.md lists them): the fixed ones, then those the
+/// registered strategies' declarations imply (bridge::declared_rules).
+std::vector<CheckRule> check_rules();
+/// @brief check_rules() as the Markdown table of docs/bridge.md (rule | frameworks | reason: source),
+/// printed by `slicetune check --rules`.
+std::string rules_markdown();
 
 struct CheckInput {
   const sim::ModelSpec& model;

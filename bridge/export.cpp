@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "bridge/strategy_support.hpp"
 #include "hardware/collective_model.hpp"
-#include "sim/strategy.hpp"
 
 namespace bridge {
 
@@ -71,15 +71,27 @@ std::vector<Line> environment(const ExportInput& in, Framework f) {
   return env;
 }
 
-std::string annotation(const sim::Plan& p, Framework f, bool strategy, bool stack, bool bucket) {
+/// The `# slicetune:` line: plan keys the framework's arguments do not carry, read back by
+/// parse_megatron_args so that export + import gives the same plan.
+std::string annotation(Framework f, const StrategyInFramework& st, bool stack, const sim::Plan& p, bool bucket) {
   std::string a;
-  if (strategy)
-    a += fmt::format(" strategy={} row_slices={} row_axis={} col_slices={}", p.strategy->name, p.row_slices,
-                     sim::to_string(p.row_axis), p.col_slices);
+  for (const auto& [key, value] : st.annotation) a += fmt::format(" {}={}", key, value);
   if (stack) a += fmt::format(" stack={}", hardware::to_string(p.stack));
   if (bucket) a += fmt::format(" dp_bucket_mb={}", p.dp_bucket_mb);
   if (a.empty()) return "";
   return fmt::format("# slicetune: framework={}{}\n", to_string(f), a);
+}
+
+/// The strategy's gaps and notes as comment lines.
+std::string strategy_comments(Framework f, const StrategyInFramework& st) {
+  std::string out;
+  for (const auto& g : st.gaps) out += fmt::format("# Not expressible in {}: {}\n", display_name(f), g.message);
+  for (const auto& n : st.notes) out += fmt::format("# {}\n", n);
+  return out;
+}
+
+void add_strategy_args(const StrategyInFramework& st, std::vector<Line>& a) {
+  for (const auto& x : st.args) a.push_back({x.text, x.comment});
 }
 
 /// Megatron's --ddp-bucket-size counts parameters; slicetune's bucket counts fp32 main-gradient bytes.
@@ -142,21 +154,18 @@ std::string megatron(const ExportInput& in) {
   out += fmt::format("# Megatron-LM launch (argument names of megatron/training/arguments.py); run from the Megatron-LM checkout.\n"
                      "# Add your data and tokenizer flags (--data-path ... or --mock-data, --tokenizer-type ...) and training schedule.\n");
   out += pad_lines(environment(in, Framework::megatron), "");
-  const bool domino = p.strategy != &sim::strategy_none();
-  if (domino)
-    out += fmt::format("# Not expressible in Megatron-LM: {} row slices along the {} axis{} (Domino). Megatron-LM runs every layer\n"
-                       "# unsliced with blocking TP collectives (its nearest overlap is --tp-comm-overlap, TransformerEngine userbuffers,\n"
-                       "# a different strategy); launch DeepSpeed-Domino (--export deepspeed-domino) to get the predicted overlap.\n",
-                       p.row_slices, sim::to_string(p.row_axis), p.col_slices > 1 ? fmt::format(" and {} column chunks of out-proj / FC2", p.col_slices) : "");
+  const StrategyInFramework st = express_strategy(Framework::megatron, p);
+  out += strategy_comments(Framework::megatron, st);
   if (p.stack == hardware::Stack::cpp)
     out += "# Not expressible in Megatron-LM: stack cpp (kernels issued from C++ without Python, as slicetune's executor does).\n";
   const auto elements = bucket_elements(p);
   if (!elements) out += fmt::format("# Not expressible exactly: dp_bucket_mb {} is not a whole number of 4-byte gradients.\n", p.dp_bucket_mb);
-  out += annotation(p, Framework::megatron, domino, p.stack == hardware::Stack::cpp, !elements);
+  out += annotation(Framework::megatron, st, p.stack == hardware::Stack::cpp, p, !elements);
   std::vector<Line> a = shape_lines(in, false);
   a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp: each layer's GEMMs split over {} GPUs", p.tp)});
   a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
   if (p.sequence_parallel) a.push_back({"--sequence-parallel", "norms and residuals on seq/tp tokens: all-gather + reduce-scatter instead of all-reduce"});
+  add_strategy_args(st, a);
   a.push_back({fmt::format("--micro-batch-size {}", p.micro_batch), "sequences per micro-batch"});
   a.push_back({fmt::format("--global-batch-size {}", p.global_batch),
                fmt::format("sequences per step: dp {} x micro-batch {} x {} accumulation step(s)", p.dp, p.micro_batch, p.grad_accum_steps())});
@@ -164,8 +173,8 @@ std::string megatron(const ExportInput& in) {
   if (elements) a.push_back({fmt::format("--ddp-bucket-size {}", *elements), fmt::format("DP gradient bucket: {} MB of fp32 gradients", p.dp_bucket_mb)});
   a.push_back({"--overlap-grad-reduce", "reduce each DP bucket while backward continues (slicetune's DP model)"});
   if (p.stack == hardware::Stack::cuda_graphs) a.push_back({"--cuda-graph-impl local", "capture layers in CUDA graphs (stack cuda_graphs)"});
-  a.push_back({fmt::format("--attention-backend {}", c.host.attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
-               "the attention kernel the cluster file models (host.attention)"});
+  a.push_back({fmt::format("--attention-backend {}", c.host.stack(p.stack).attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
+               "the attention kernel the cluster file models for this stack (host.stacks.<stack>.attention)"});
   out += "megatron_args=(\n" + pad_lines(a, "  ") + ")\n";
   std::string launch = fmt::format("torchrun --nproc-per-node {} --nnodes {}", c.node.gpus_per_node, c.nodes);
   if (c.nodes > 1) launch += " --node-rank \"${NODE_RANK:?}\" --master-addr \"${MASTER_ADDR:?}\" --master-port 6000";
@@ -183,11 +192,8 @@ std::string domino(const ExportInput& in) {
          "# run from that folder. Add --data-path / --vocab-file / --merge-file and the training schedule.\n";
   out += pad_lines(environment(in, Framework::deepspeed_domino), "");
   // What Domino's code fixes or lacks (cited in docs/bridge.md; `slicetune check --framework deepspeed` refuses these)
+  const StrategyInFramework st = express_strategy(Framework::deepspeed_domino, p);
   std::vector<std::string> cannot;
-  if (p.strategy == &sim::strategy_none()) cannot.push_back("strategy none: Domino always splits each micro-batch in 2 (domino/language_model.py intra_partitions = 2)");
-  else if (p.row_slices != 2) cannot.push_back(fmt::format("row_slices {}: Domino's layer takes exactly 2 (DominoTransformerLayer.forward)", p.row_slices));
-  if (p.row_axis == sim::RowAxis::sequence) cannot.push_back("row_axis sequence: Domino splits the batch dimension (tensor_split dim=1 of [s, b, h])");
-  if (p.col_slices != 1) cannot.push_back(fmt::format("col_slices {}: Domino has no column chunks of out-proj / FC2", p.col_slices));
   if (p.sequence_parallel) cannot.push_back("sequence parallelism: Domino's layers are built with sequence_parallel=False and have no flag for it");
   if (p.grad_accum_steps() != 1) cannot.push_back("gradient accumulation: domino/arguments.py get_num_microbatches() returns 1");
   if (m.kv_heads != m.heads) cannot.push_back("grouped-query attention: domino/arguments.py has no --num-query-groups flag");
@@ -195,10 +201,13 @@ std::string domino(const ExportInput& in) {
   if (p.stack != hardware::Stack::cuda_graphs)
     cannot.push_back(fmt::format("stack {}: the Domino example is modelled as stack cuda_graphs (its released stack); other stacks are not a flag",
                                  hardware::to_string(p.stack)));
+  out += strategy_comments(Framework::deepspeed_domino, st);
   for (const auto& s : cannot) out += "# Not expressible in DeepSpeed-Domino: " + s + "\n";
-  out += annotation(p, Framework::deepspeed_domino, true, true, true);
+  // Domino has no stack or DP bucket flag: both are always carried for the import
+  out += annotation(Framework::deepspeed_domino, st, true, p, true);
   std::vector<Line> a = shape_lines(in, true);
   a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp {} (Domino slices each TP layer in 2 along the batch)", p.tp)});
+  add_strategy_args(st, a);
   a.push_back({fmt::format("--micro-batch-size {}", p.micro_batch), "sequences per GPU; Domino gives each half its own collectives"});
   a.push_back({fmt::format("--global-batch-size {}", p.global_batch), "sequences per step (Domino runs one micro-batch per step)"});
   precision_args(p, a);
@@ -218,13 +227,10 @@ std::string nemo(const ExportInput& in) {
   out += "# NeMo launch: Hydra overrides of examples/nlp/language_modeling/conf/megatron_gpt_config.yaml for\n"
          "# megatron_gpt_pretraining.py (NeMo 1.x model config keys; NeMo 2 recipes take the same names under trainer.strategy).\n";
   out += pad_lines(environment(in, Framework::nemo), "");
-  const bool domino = p.strategy != &sim::strategy_none();
-  if (domino)
-    out += fmt::format("# Not expressible in NeMo: Domino row slicing ({} x {}, {} axis); NeMo runs each layer unsliced. Its overlap is\n"
-                       "# ub_tp_comm_overlap (TransformerEngine userbuffers, needs sequence_parallel), a different strategy.\n",
-                       p.row_slices, p.col_slices, sim::to_string(p.row_axis));
+  const StrategyInFramework st = express_strategy(Framework::nemo, p);
+  out += strategy_comments(Framework::nemo, st);
   if (p.stack == hardware::Stack::cpp) out += "# Not expressible in NeMo: stack cpp.\n";
-  out += annotation(p, Framework::nemo, domino, p.stack == hardware::Stack::cpp, false);
+  out += annotation(Framework::nemo, st, p.stack == hardware::Stack::cpp, p, false);
   const char* act = m.activation == sim::Activation::swiglu ? "fast-swiglu" : "gelu";
   std::vector<Line> a{
       {fmt::format("trainer.devices={}", c.node.gpus_per_node), "GPUs per node"},
@@ -251,8 +257,10 @@ std::string nemo(const ExportInput& in) {
       {fmt::format("model.sequence_parallel={}", p.sequence_parallel ? "True" : "False"), "sequence parallelism"},
       {fmt::format("model.micro_batch_size={}", p.micro_batch), "sequences per micro-batch"},
       {fmt::format("model.global_batch_size={}", p.global_batch), fmt::format("sequences per step ({} accumulation step(s))", p.grad_accum_steps())},
-      {"model.ub_tp_comm_overlap=False", "no userbuffers overlap (not what slicetune predicted)"},
   };
+  add_strategy_args(st, a);
+  if (st.args.empty())  // a strategy NeMo runs by its own keys says them instead
+    a.push_back({"model.ub_tp_comm_overlap=False", "no userbuffers overlap (not what slicetune predicted)"});
   out += "nemo_overrides=(\n" + pad_lines(a, "  ") + ")\n";
   out += "# DP gradient buckets: NeMo's O2 optimizer wrapper reduces in its own chunks (grad_allreduce_chunk_size_mb); slicetune's\n"
          "# dp_bucket_mb " + fmt::format("{}", p.dp_bucket_mb) + " has no exact NeMo key.\n";

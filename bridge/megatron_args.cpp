@@ -7,6 +7,7 @@
 #include <set>
 
 #include "bridge/shell_words.hpp"
+#include "bridge/strategy_support.hpp"
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 
@@ -194,10 +195,26 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
     if (const auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else if (!kSwitches.count(name) && i + 1 < w.size() && !w[i + 1].text.starts_with("--")) {
-      value = w[++i].text;
+    } else {
+      // a strategy's argument (bridge/strategy_support.cpp): a selecting switch, or a knob with a value
+      const auto declared = find_argument(name);
+      const bool takes_value = declared ? declared->knob != nullptr : !kSwitches.count(name);
+      if (takes_value && i + 1 < w.size() && !w[i + 1].text.starts_with("--")) value = w[++i].text;
     }
     out.flags[name] = value;
+    if (const auto declared = find_argument(name)) {
+      if (!declared->knob) {
+        out.plan.strategy = declared->strategy;
+        r.modelled(name, value, fmt::format("strategy {}", declared->strategy->name));
+      } else {
+        const sim::Knob& k = *declared->knob;
+        const auto v = k.parse(value);
+        if (!v) r.fail(name, fmt::format("expected {} (strategy {}'s {}), got '{}'", k.expected(), declared->strategy->name, k.key, value));
+        k.set_input(out.plan, *v);
+        r.modelled(name, value, fmt::format("{} (a knob of strategy {})", k.key, declared->strategy->name));
+      }
+      continue;
+    }
     auto pos = [&] { return static_cast<int>(r.integer(name, value)); };
     if (name == "--tensor-model-parallel-size") {
       out.plan.tp = pos();

@@ -50,7 +50,7 @@ void run_calibrate(const CalibrateFlags& f) {
   fmt::print("constant               before     after  change  fitted on\n");
   fmt::print("nccl.call_overhead_us  {:>6.3g}  {:>8.4g}  {:>+5.1f} %  {} latency-bound row(s): median of measured - modelled time\n",
              cal.before.call_overhead_us, cal.after.call_overhead_us, pct(cal.after.call_overhead_us, cal.before.call_overhead_us), cal.overhead_rows);
-  fmt::print("nccl.nvls_efficiency   {:>6.3g}  {:>8.4g}  {:>+5.1f} %  {} one-node NVLS all-reduce row(s): least squares in busbw\n",
+  fmt::print("nccl.nvls_efficiency   {:>6.3g}  {:>8.4g}  {:>+5.1f} %  {} one-node NVLS all-reduce row(s): least squares in log busbw\n",
              cal.before.nvls_efficiency, cal.after.nvls_efficiency, pct(cal.after.nvls_efficiency, cal.before.nvls_efficiency), cal.nvls_rows);
   fmt::print("nccl.nvls_latency_us   {:>6.3g}  {:>8.4g}  {:>+5.1f} %  same rows\n\n", cal.before.nvls_latency_us, cal.after.nvls_latency_us,
              pct(cal.after.nvls_latency_us, cal.before.nvls_latency_us));

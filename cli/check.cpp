@@ -7,8 +7,10 @@
 #include <iostream>
 
 #include "bridge/check.hpp"
+#include "bridge/strategy_support.hpp"
 #include "cli/command.hpp"
 #include "common/config_reader.hpp"
+#include "sim/strategy.hpp"
 
 
 namespace {
@@ -17,15 +19,31 @@ struct CheckFlags {
   cli::TargetFlags target;
   std::string framework = "megatron";
   std::vector<std::string> env;
-  bool json = false, all = false, no_environment = false;
+  bool json = false, all = false, no_environment = false, rules = false;
   double reserve_gb = 3.0;
 };
 
 void run_check(const CheckFlags& f) {
+  if (f.rules) {
+    std::cout << bridge::rules_markdown();
+    return;
+  }
   const auto fw = bridge::parse_framework(f.framework, "--framework");
   if (!(f.reserve_gb >= 0) || f.reserve_gb > 1e6) cli::bad_flag("--reserve-gb", "expected a number of GB >= 0");
-  const sim::Target t = f.target.resolve(false);
-  const auto imp = f.target.imported();
+  auto imp = f.target.imported();
+  sim::Target t;
+  if (imp) {
+    // the framework's own arguments: a plan they do not give a strategy runs the framework's own schedule
+    // (DeepSpeed-Domino: domino 2x1 along the batch), unless flags say which
+    bool flagged = f.target.cmd->count("--strategy") > 0;
+    for (const sim::Knob* k : sim::plan_knobs()) flagged |= f.target.cmd->count(std::string(k->flag)) > 0;
+    if (!flagged) bridge::apply_own_schedule(fw, imp->plan);
+    sim::TargetInput in = f.target.input();
+    if (!f.target.cmd->count("--model") && imp->model.complete()) in.model.clear();
+    t = bridge::resolve_imported(*imp, in, false);
+  } else {
+    t = f.target.resolve(false);
+  }
   bridge::CheckInput in{.model = t.model, .cluster = t.cluster, .plan = t.plan, .imported = imp ? &*imp : nullptr, .environment = {},
                         .reserve_gb = f.reserve_gb};
   if (imp) in.environment = imp->env;
@@ -66,6 +84,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--reserve-gb", f->reserve_gb, "GPU memory the framework holds beyond the modelled tensors (CUDA context, NCCL buffers, allocator)")
       ->capture_default_str();
   cmd->add_flag("--all", f->all, "also list the checks that passed");
+  cmd->add_flag("--rules", f->rules, "print every rule (with those the registered strategies' declarations imply) as a Markdown table and exit");
   cmd->add_flag("--json", f->json, "print one JSON object");
   cmd->callback([f] { run_check(*f); });
 });

@@ -75,7 +75,9 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan, const PlanD
   cmd->add_option("--strategy", f.strategy, names);
   for (const sim::Knob* k : sim::plan_knobs()) cmd->add_option(std::string(k->flag), f.knobs[std::string(k->flag)], std::string(k->help));
   cmd->add_option("--dp-bucket-mb", f.dp_bucket_mb, "data-parallel gradient bucket size in MB (default 25)");
-  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager | cpp | cuda_graphs (default " + d.stack + ")");
+  cmd->add_option("--stack", f.stack,
+                  "software stack issuing the kernels: eager (Megatron-LM) | cpp (slicetune run) | cuda_graphs (DeepSpeed-Domino)"
+                  " | megatron-core (TransformerEngine); each is a cluster-file host.stacks entry (default " + d.stack + ")");
   cmd->add_option("--megatron-args", f.megatron_args,
                   "the plan (and model shape) as Megatron-LM / DeepSpeed-Domino arguments, e.g. \"--tensor-model-parallel-size 8 "
                   "--micro-batch-size 4 ...\" (a torchrun line or a launch script works too); flags above override it");
@@ -102,26 +104,11 @@ sim::Target TargetFlags::resolve(bool check) const {
     if (!cmd->count("--model") && imp->model.complete()) in.model.clear();
     return bridge::resolve_imported(*imp, in, check);
   }
-  if (!check) {
-    sim::Target t;
-    t.model = sim::load_model(in.model);
-    t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
-    if (in.nodes) hardware::set_nodes(t.cluster, *in.nodes, "--nodes");  // range-checked before narrowing
-    sim::PlanInput pi;
-    t.plan_source = "flags";
-    if (!in.plan_file.empty()) {
-      pi = sim::load_plan_input(in.plan_file);
-      t.plan_source = in.plan_file;
-    }
-    pi.merge(in.flags);
-    t.plan = sim::fill_plan(t.model, t.cluster, pi, t.plan_source);
-    return t;
-  }
-  return sim::resolve_target(in);
+  return sim::resolve_target(in, check);
 }
 
-std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c) const {
-  return hardware::make_cost_model(c, profile);
+std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::ClusterSpec& c, hardware::Stack stack) const {
+  return hardware::make_cost_model(c, profile, stack);
 }
 
 sim::TargetInput TargetFlags::input() const {
@@ -161,7 +148,7 @@ sim::TargetInput TargetFlags::input() const {
   if (cmd->count("--dp-bucket-mb")) p.dp_bucket_mb = number_flag("--dp-bucket-mb", dp_bucket_mb, 0, lim::kMaxDpBucketMb, true);
   if (cmd->count("--stack")) {
     hardware::Stack s;
-    if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + stack + "'");
+    if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + stack + "'");
     p.stack = s;
   }
   return in;

@@ -40,8 +40,8 @@ struct TargetFlags {
   /// Resolves the target: from the flags and --plan, or from the imported arguments with the flags
   /// over them (then --model is optional when the arguments describe the model).
   sim::Target resolve(bool check = true) const;
-  /// The cost model for a resolved target: analytic, or profiled with --profile.
-  std::unique_ptr<hardware::CostModel> cost_model(const hardware::ClusterSpec& cluster) const;
+  /// The cost model for a resolved target on its stack: analytic, or profiled with --profile.
+  std::unique_ptr<hardware::CostModel> cost_model(const hardware::ClusterSpec& cluster, hardware::Stack stack) const;
 };
 /// @brief What `--help` says the plan defaults are: the simulator's (bf16, micro-batch 1, eager) or
 /// a command's own (run and validate: the executor's).
@@ -67,6 +67,14 @@ inline constexpr int kJsonSchemaVersion = 1;
 /// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID) without starting MPI; 0 otherwise.
 /// Errors every rank finds alike are printed by rank 0 only.
 int launcher_rank();
+
+/// @brief What simulate, tune and whatif say under --help about the range beside a step time.
+inline constexpr const char* kRangeHelp =
+    "Step-time range: where the true step time lies if the prediction errs as the model's out-of-sample step predictions did"
+    " (predicted / (1 + high) .. predicted / (1 + low)), with the error band of plans of its kind: one node, or across nodes"
+    " (configs/accuracy/step-error-bands.yaml, written by slicetune accuracy --bands; how the bands are computed: docs/accuracy.md,"
+    " \"Prediction ranges\"). Shown for the analytic cost model on GPU clusters. Plans whose ranges overlap are indistinguishable"
+    " within the model's error; errors of plans of one model are correlated, so their order is firmer than either range.";
 
 /// @brief Throws common::ConfigError for a bad flag value.
 [[noreturn]] void bad_flag(const std::string& flag, const std::string& what);

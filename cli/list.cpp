@@ -14,7 +14,7 @@
 namespace {
 
 void run_list(bool json) {
-  nlohmann::json out = {{"models", nlohmann::json::array()}, {"clusters", nlohmann::json::array()}};
+  nlohmann::json out = {{"schema_version", cli::kJsonSchemaVersion}, {"models", nlohmann::json::array()}, {"clusters", nlohmann::json::array()}};
   common::Table models({"model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "params", "norm", "activation"},
                     {"", "", "", "", "", "", "", "", "", ""});
   std::vector<sim::ModelSpec> specs;

@@ -71,7 +71,7 @@ void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::Bac
     trace.write(f.trace);
   }
   if (!f.dump_grads.empty()) {
-    nlohmann::json d = {{"loss", r.loss}, {"grads", nlohmann::json::object()}};
+    nlohmann::json d = {{"schema_version", cli::kJsonSchemaVersion}, {"loss", r.loss}, {"grads", nlohmann::json::object()}};
     for (const auto& [name, v] : r.first_step_grads) d["grads"][name] = v;
     common::write_file_atomically(f.dump_grads, d.dump() + "\n");
   }

@@ -10,7 +10,8 @@ void add_search_flags(CLI::App* cmd, SearchFlags& f) {
   cmd->add_option("--global-batch", f.global_batch, "sequences per step (default 8 x GPUs)");
   cmd->add_option("--seq-len", f.seq_len, "sequence length (default the model's)");
   cmd->add_option("--dtype", f.dtype, "bf16 (default) | fp16 | fp8 | fp32");
-  cmd->add_option("--stack", f.stack, "host stack issuing kernels: eager (default) | cpp | cuda_graphs");
+  cmd->add_option("--stack", f.stack,
+                  "software stack issuing the kernels: eager (default; Megatron-LM) | cpp | cuda_graphs (DeepSpeed-Domino) | megatron-core");
   cmd->add_option("--threads", f.threads, "evaluation threads (default: all cores)");
 }
 
@@ -27,7 +28,7 @@ SearchSetup search_setup(const SearchFlags& f) {
   if (f.cmd->count("--dtype") && !common::parse_dtype(f.dtype, s.space.dtype))
     bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
   if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, s.space.stack))
-    bad_flag("--stack", "expected eager | cpp | cuda_graphs, got '" + f.stack + "'");
+    bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + f.stack + "'");
   int_flag("--threads", f.threads, 0, lim::kMaxThreads);  // 0: all cores
   return s;
 }

@@ -75,7 +75,8 @@ void run_simulate(const SimulateFlags& f) {
     t = f.target.resolve();
     g = sim::build_step_graph(t.model, t.cluster, t.plan);
   }
-  auto cost = f.target.cost_model(t.cluster);
+  if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
+  auto cost = f.target.cost_model(t.cluster, t.plan.stack);
   sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
   sim::StepReport r = engine.simulate(g);
   if (!f.trace.empty()) sim::ChromeTrace(cost.get()).add("predicted", r).write(f.trace);
@@ -98,8 +99,9 @@ void run_simulate(const SimulateFlags& f) {
                                                                   r.step_time.ms(), r.tokens_per_s)});
     return;
   }
+  const auto range = sim::range_for(t.plan, t.cluster, cost->describe(), r.step_time);
   if (f.json) {
-    auto j = sim::report_json(t, r, cost->describe());
+    auto j = sim::report_json(t, r, cost->describe(), range);
     j["schema_version"] = cli::kJsonSchemaVersion;
     std::cout << j.dump(2) << "\n";
     return;
@@ -109,7 +111,10 @@ void run_simulate(const SimulateFlags& f) {
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}, stack {}\n\n", t.plan_source, sim::describe(t.plan),
              t.plan.global_batch, t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len,
              common::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
-  fmt::print("{}", sim::report_table(t, r));
+  fmt::print("{}", sim::report_table(t, r, range));
+  if (range)
+    fmt::print("\nrange: where the true step time lies if this prediction errs as the model's out-of-sample step predictions did ({}; docs/accuracy.md)\n",
+               range->band->basis);
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
   if (!f.save_graph.empty()) fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, g.size());
 }
@@ -118,6 +123,7 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   auto flags = std::make_shared<SimulateFlags>();
   auto* cmd = app.add_subcommand("simulate", "predict one training step of a plan (step graph + discrete-event engine)");
   cli::add_target_flags(cmd, flags->target);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write a Chrome-trace timeline (Perfetto) of the step");
   cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT");

@@ -7,6 +7,7 @@
 #include "bridge/export.hpp"
 #include "cli/search_flags.hpp"
 #include "cli/search_processes.hpp"
+#include "sim/prediction_range.hpp"
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
@@ -25,7 +26,9 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   cli::int_flag("--top", f.top, 1, 10000);
   if (procs.prints()) common::check_output_path(f.out, "--out");
 
-  auto cost = f.target.cost_model(cluster);
+  auto cost = f.target.cost_model(cluster, space.stack);
+  // prediction ranges: the out-of-sample bands are of analytic predictions on GPUs
+  const bool ranges = cost->describe() == "analytic" && cluster.gpu.arch != hardware::GpuArch::cpu;
   tuner::SearchOptions opt{.threads = static_cast<int>(f.threads),
                            .top_k = static_cast<int>(f.top),
                            .prune = !f.exhaustive,
@@ -47,7 +50,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   }
   if (r.top.empty()) {
     if (f.json) {
-      auto j = tuner::search_json(r, cluster);
+      auto j = tuner::search_json(r, cluster, ranges);
       j["schema_version"] = cli::kJsonSchemaVersion;
       std::cout << j.dump(2) << "\n";
     }
@@ -86,7 +89,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     if (r.baseline && r.baseline->index != best.index) why.emplace_back("baseline", tuner::explain_plan(ev, r.baseline->plan));
   }
   if (f.json) {
-    auto j = tuner::search_json(r, cluster);
+    auto j = tuner::search_json(r, cluster, ranges);
     j["schema_version"] = cli::kJsonSchemaVersion;
     j["model"] = model.name;
     j["cost_model"] = cost->describe();
@@ -105,10 +108,23 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
              r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "",
              r.processes > 1 ? fmt::format(" x {} processes", r.processes) : std::string(), r.plans_per_second(), r.infeasible, r.pruned,
              r.screened, r.simulated_full, 100 * r.max_screen_error);
-  fmt::print("{}\n", tuner::ranking_table(r, cluster));
+  fmt::print("{}\n", tuner::ranking_table(r, cluster, ranges));
   if (r.baseline)
     fmt::print("recommended: {} — {:.3f}x the best plan without overlap ({})\n", tuner::plan_label(p),
                r.baseline->report.step_time.s() / best.report.step_time.s(), tuner::plan_label(r.baseline->plan));
+  if (ranges) {
+    const auto same = tuner::indistinguishable_from_best(r, cluster);
+    const auto band = sim::prediction_range(p, cluster, best.report.step_time).band;
+    if (same.empty()) {
+      fmt::print("no other plan listed is within the recommended plan's range ({} error {:+.0f} .. {:+.0f} %)\n", band->kind, 100 * band->low,
+                 100 * band->high);
+    } else {
+      std::string names;
+      for (const auto* q : same) names += (names.empty() ? "" : ", ") + (q == &*r.baseline ? "the baseline" : tuner::plan_label(q->plan));
+      fmt::print("indistinguishable within the model's error (ranges overlap, {} error {:+.0f} .. {:+.0f} %): the recommended plan and {}\n",
+                 band->kind, 100 * band->low, 100 * band->high, names);
+    }
+  }
   if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
   if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
   if (!why.empty()) fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step):\n{}", tuner::explain_table(why));
@@ -124,6 +140,7 @@ const bool registered = cli::register_command(20, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100; "
                                           "under mpirun -np N the screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();
   cmd->add_option("--out", f->out, "write the best plan as YAML (for simulate --plan)");
   cmd->add_flag("--exhaustive", f->exhaustive, "screen every feasible plan (no lower-bound pruning)");

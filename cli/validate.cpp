@@ -69,8 +69,8 @@ sim::TargetInput input_from_run(const cli::TargetFlags& flags, const std::string
 }
 
 /// The cost model validate predicts with: analytic for the cluster, or a measured profile (--profile).
-std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c) {
-  return f.target.cost_model(c);
+std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, const hardware::ClusterSpec& c, hardware::Stack stack) {
+  return f.target.cost_model(c, stack);
 }
 
 void run_validate(const ValidateFlags& f) {
@@ -88,7 +88,7 @@ void run_validate(const ValidateFlags& f) {
       const validate::MeasuredTrace trace = kind == MeasuredKind::kineto ? validate::parse_kineto_trace(text, f.measured, device)
                                                                           : validate::read_nsys_sqlite(f.measured, device);
       const sim::Target tt = f.target.resolve();
-      auto cost = cost_model_for(f, tt.cluster);
+      auto cost = cost_model_for(f, tt.cluster, tt.plan.stack);
       const auto c = validate::compare_trace(tt, trace, *cost);
       if (f.json) {
         auto j = validate::trace_comparison_json(c);
@@ -137,7 +137,7 @@ void run_validate(const ValidateFlags& f) {
     if (!rank0) return;
   }
 
-  auto cost = cost_model_for(f, t.cluster);
+  auto cost = cost_model_for(f, t.cluster, t.plan.stack);
   const auto result = validate::validate_run(t, m, *cost, f.measured.empty() ? "run" : f.measured);
   const auto& v = result.validation;
   if (!f.trace.empty())

@@ -57,9 +57,13 @@ void whatif(const WhatIfFlags& f, const cli::SearchProcesses& procs) {
   });
   if (!procs.prints()) return;  // rank 0 prints and writes
   if (!f.csv.empty()) common::write_file_atomically(f.csv, tuner::whatif_csv(points));
-  bool nodes_swept = false;
-  for (const auto& a : axes) nodes_swept |= a.key == "nodes";
-  const std::string title = fmt::format("{} on {}{}: baseline vs tuned", model.name, cluster.name,
+  bool nodes_swept = false, cluster_swept = false;
+  for (const auto& a : axes) {
+    nodes_swept |= a.key == "nodes";
+    cluster_swept |= a.key == "cluster";
+  }
+  // the title names only what the sweep holds fixed
+  const std::string title = fmt::format("{}{}{}: baseline vs tuned", model.name, cluster_swept ? "" : " on " + cluster.name,
                                         nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""));
   if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
   if (f.json) {
@@ -87,6 +91,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned; under mpirun -np N each "
                                             "point's screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
+  cmd->footer(cli::kRangeHelp);
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
   cmd->add_option("--csv", f->csv, "write the table as CSV");
   cmd->add_option("--plot", f->plot, "draw tokens/s of baseline and tuned plan with gnuplot (FILE.png or FILE.svg)");

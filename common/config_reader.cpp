@@ -136,6 +136,19 @@ std::string ConfigReader::str_or(const std::string& key, const std::string& fall
   return has(key) ? str(key) : fallback;
 }
 
+std::vector<std::string> ConfigReader::strings_or_empty(const std::string& key) {
+  std::vector<std::string> out;
+  if (!has(key)) return out;
+  YAML::Node n = node_[key];
+  if (!n.IsSequence()) fail(key, "expected a list such as [a, b]");
+  used_.insert(key);
+  for (const auto& item : n) {
+    if (!item.IsScalar()) fail(key, "expected a list of names");
+    out.push_back(item.as<std::string>());
+  }
+  return out;
+}
+
 double ConfigReader::number(const std::string& key) {
   auto n = scalar(key);
   double v = 0;

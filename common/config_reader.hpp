@@ -29,6 +29,8 @@ class ConfigReader {
   bool is_mapping(const std::string& key) const;
   std::string str(const std::string& key);
   std::string str_or(const std::string& key, const std::string& fallback);
+  /// A sequence of scalars ([a, b, c]); empty when the key is absent.
+  std::vector<std::string> strings_or_empty(const std::string& key);
   /// A finite number (YAML .nan / .inf are refused).
   double number(const std::string& key);
   /// A finite number in [lo, hi].

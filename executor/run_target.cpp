@@ -32,7 +32,7 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   if (!pi.dp && tp > 0) pi.dp = world / tp;
   if (!pi.dtype && t.cluster.gpu.arch == hardware::GpuArch::cpu) pi.dtype = common::DType::fp32;
   // The executor issues every task from C++ (no Python, no graph capture): the cpp stack, not the
-  // eager one that describes Megatron-LM (host.kernel_efficiency, host.launch_us).
+  // eager one that describes Megatron-LM (host.stacks.eager).
   if (!pi.stack) pi.stack = hardware::Stack::cpp;
   if (!pi.micro_batch && pi.row_axis.value_or(sim::RowAxis::batch) == sim::RowAxis::batch) {
     // one sequence per row slice: the smallest micro-batch a batch-axis Domino plan can slice

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     hardware::set_nodes(c, 2, "fuzz");
     return c;
   }();
-  static const auto cost = hardware::make_analytic_cost_model(cluster);
+  static const auto cost = hardware::make_analytic_cost_model(cluster, hardware::Stack::eager);  // the default plan's stack
   fuzz::guard([&] {
     const auto j = common::parse_json_strict(fuzz::text(data, size), "fuzz-graph.json", "a step graph JSON file");
     (void)sim::saved_cluster(j, "fuzz-graph.json");

@@ -6,7 +6,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const hardware::ClusterSpec cluster = hardware::load_cluster("dgx-h100");
-  static const auto cost = hardware::make_analytic_cost_model(cluster);
+  static const auto cost = hardware::make_analytic_cost_model(cluster, hardware::Stack::eager);  // the default plan's stack
   fuzz::guard([&] {
     const sim::ModelSpec m = sim::parse_model(fuzz::text(data, size), "fuzz-model.yaml");
     (void)m.params(m.seq_len);

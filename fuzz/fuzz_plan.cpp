@@ -4,6 +4,9 @@
 #include "sim/model.hpp"
 #include "sim/plan.hpp"
 
+#include <array>
+#include <memory>
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const sim::ModelSpec model = sim::load_model("tiny");
   static const hardware::ClusterSpec cluster = [] {
@@ -11,12 +14,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     hardware::set_nodes(c, 2, "fuzz");
     return c;
   }();
-  static const auto cost = hardware::make_analytic_cost_model(cluster);
+  static const auto costs = [] {  // one per stack: the plan file may name any
+    std::array<std::unique_ptr<hardware::CostModel>, hardware::kStacks> out;
+    for (hardware::Stack s : hardware::kAllStacks) out[static_cast<int>(s)] = hardware::make_analytic_cost_model(cluster, s);
+    return out;
+  }();
   fuzz::guard([&] {
     const sim::PlanInput in = sim::parse_plan_input(fuzz::text(data, size), "fuzz-plan.yaml");
     const sim::Plan p = sim::resolve_plan(model, cluster, in, "fuzz-plan.yaml");
     (void)sim::plan_to_yaml(p);
-    fuzz::simulate_small(model, cluster, p, *cost, 20000);
+    fuzz::simulate_small(model, cluster, p, *costs[static_cast<int>(p.stack)], 20000);
   });
   return 0;
 }

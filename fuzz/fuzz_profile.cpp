@@ -14,14 +14,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     hardware::Profile prof = hardware::parse_profile(fuzz::text(data, size), "fuzz-profile.yaml");
     (void)hardware::format_profile(prof);
     const hardware::ClusterSpec c = prof.cluster;
-    std::ostringstream notes;  // "outside the measured range" notes: not stderr, thousands of times a second
-    const auto cost = hardware::make_profiled_cost_model(c, std::move(prof), &notes);
     sim::PlanInput in;
     in.tp = c.node.gpus_per_node % 2 == 0 ? 2 : 1;
     in.micro_batch = 2;
     in.strategy = &sim::strategy_domino();
     in.dtype = common::DType::fp32;
     const sim::Plan p = sim::resolve_plan(model, c, in, "fuzz-plan");
+    std::ostringstream notes;  // "outside the measured range" notes: not stderr, thousands of times a second
+    const auto cost = hardware::make_profiled_cost_model(c, std::move(prof), &notes, p.stack);
     fuzz::simulate_small(model, c, p, *cost);
   });
   return 0;

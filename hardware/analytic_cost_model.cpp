@@ -61,20 +61,23 @@ namespace {
 
 class AnalyticCostModel final : public CostModel {
  public:
-  explicit AnalyticCostModel(ClusterSpec c) : cluster_(std::move(c)) {}
+  AnalyticCostModel(ClusterSpec c, Stack s) : cluster_(std::move(c)), stack_(s), spec_(cluster_.host.stack(s)), gpu_(cluster_.gpu) {
+    // the stack's tensor-core kernels (GEMMs, attention) at its fraction of the best-shape speed
+    for (auto& e : gpu_.gemm_efficiency) e *= spec_.gemm_efficiency;
+  }
 
   ComputeCost gemm(const GemmOp& op) const override {
-    const auto e = estimate_gemm(cluster_.gpu, op);
+    const auto e = estimate_gemm(gpu_, op);
     return {common::Duration::from_s(e.seconds), op.bytes()};
   }
 
   ComputeCost attention(const AttentionOp& op) const override {
-    return cluster_.host.attention == AttentionKernel::flash ? flash_attention(op) : unfused_attention(op);
+    return spec_.attention == AttentionKernel::flash ? flash_attention(op) : unfused_attention(op);
   }
 
   // Flash-style attention: compute-bound at a fraction of GEMM efficiency, tiles of 128 queries.
   ComputeCost flash_attention(const AttentionOp& op) const {
-    const auto& g = cluster_.gpu;
+    const auto& g = gpu_;
     const double eff = op.backward ? 0.55 : 0.65;
     const double flops = op.executed_flops();
     const double compute = flops / (g.peak_flops(op.dtype) * g.gemm_eff(op.dtype) * eff);
@@ -88,7 +91,7 @@ class AnalyticCostModel final : public CostModel {
   // a 1-byte mask); O = P' V. Backward: dV = P'^T dO, dP' = dO V^T, dropout backward (read
   // dP', mask; write dP), softmax backward (read P, dP; write dS), dQ = dS K, dK = dS^T Q.
   ComputeCost unfused_attention(const AttentionOp& op) const {
-    const auto& g = cluster_.gpu;
+    const auto& g = gpu_;
     const std::int64_t bh = op.batch * op.heads, sq = op.s_q, sk = op.s_kv, d = op.head_dim;
     auto gemm_s = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
       return estimate_gemm(g, GemmOp{.m = m, .n = n, .k = k, .dtype = op.dtype, .batch = bh}).seconds;
@@ -96,19 +99,22 @@ class AnalyticCostModel final : public CostModel {
     const double elems = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
     const double e = common::dtype_bytes(op.dtype);
     double s = 0, pass_bytes = 0;
+    const bool one_pass = spec_.attention == AttentionKernel::unfused_compiled;  // softmax and dropout in one kernel each way
     if (!op.backward) {
       s = gemm_s(sq, sk, d) + gemm_s(sq, d, sk);
-      pass_bytes = elems * (2 * e) + elems * (2 * e + 1);
+      pass_bytes = one_pass ? elems * (2 * e + 1) : elems * (2 * e) + elems * (2 * e + 1);
     } else {
       s = gemm_s(sk, d, sq) + gemm_s(sq, sk, d) + gemm_s(sq, d, sk) + gemm_s(sk, d, sq);
-      pass_bytes = elems * (2 * e + 1) + elems * (3 * e);
+      pass_bytes = one_pass ? elems * (3 * e + 1) : elems * (2 * e + 1) + elems * (3 * e);
     }
-    const double passes = 2;  // kernels besides the GEMMs
+    const double passes = one_pass ? 1 : 2;  // kernels besides the GEMMs
     s += pass_bytes / (g.hbm_bytes_per_s * g.memory_efficiency) + passes * g.kernel_latency.s();
     return {common::Duration::from_s(s), pass_bytes + op.bytes()};
   }
 
   ComputeCost elementwise(const ElementwiseOp& op) const override {
+    // fused into a neighbouring kernel by this stack: no kernel and no HBM round trip of its own
+    if (spec_.fuses(op.kind)) return {common::Duration::from_ps(0), 0.0};
     const auto& g = cluster_.gpu;
     return {common::Duration::from_s(op.bytes / (g.hbm_bytes_per_s * g.memory_efficiency)) + g.kernel_latency, op.bytes};
   }
@@ -121,16 +127,20 @@ class AnalyticCostModel final : public CostModel {
   CollectiveCost collective(const CollectiveOp& op) const override { return price_collective(cluster_, op); }
 
   const ClusterSpec& cluster() const override { return cluster_; }
+  Stack stack() const override { return stack_; }
   std::string describe() const override { return "analytic"; }
 
  private:
   ClusterSpec cluster_;
+  Stack stack_;
+  StackSpec spec_;
+  GpuSpec gpu_;  // the GPU as this stack's kernels see it
 };
 
 }  // namespace
 
-std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster) {
-  return std::make_unique<AnalyticCostModel>(cluster);
+std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster, Stack stack) {
+  return std::make_unique<AnalyticCostModel>(cluster, stack);
 }
 
 }  // namespace hardware

@@ -23,16 +23,18 @@ std::string_view to_string(Stack s) {
     case Stack::eager: return "eager";
     case Stack::cpp: return "cpp";
     case Stack::cuda_graphs: return "cuda_graphs";
+    case Stack::megatron_core: return "megatron-core";
   }
   return "?";
 }
 
 bool parse_stack(std::string_view s, Stack& out) {
-  if (s == "eager") out = Stack::eager;
-  else if (s == "cpp") out = Stack::cpp;
-  else if (s == "cuda_graphs") out = Stack::cuda_graphs;
-  else return false;
-  return true;
+  for (Stack st : kAllStacks)
+    if (to_string(st) == s) {
+      out = st;
+      return true;
+    }
+  return false;
 }
 
 namespace {
@@ -97,6 +99,7 @@ NetworkSpec read_network(common::ConfigReader r) {
   NetworkSpec n;
   n.nics_per_node = r.int_in("nics_per_node", 1, lim::kMaxNicsPerNode);
   n.nic_bytes_per_s = r.positive("nic_gbit_per_s", lim::kMaxGbPerS) * 1e9 / 8.0;
+  if (r.has("nic_efficiency")) n.nic_efficiency = r.fraction("nic_efficiency");
   n.latency = common::Duration::from_us(r.positive("latency_us", lim::kMaxMicroseconds));
   auto topo = r.choice("topology", {"rail_optimized", "fat_tree"});
   n.topology = topo == "rail_optimized" ? Topology::rail_optimized : Topology::fat_tree;
@@ -107,24 +110,65 @@ NetworkSpec read_network(common::ConfigReader r) {
   return n;
 }
 
+// Element-wise kinds as a stack's `fused` list names them.
+bool parse_elementwise_kind(std::string_view name, ElementwiseKind& out) {
+  for (int k = 0; k <= static_cast<int>(ElementwiseKind::accumulate); ++k)
+    if (to_string(static_cast<ElementwiseKind>(k)) == name) {
+      out = static_cast<ElementwiseKind>(k);
+      return true;
+    }
+  return false;
+}
+
+StackSpec read_stack(common::ConfigReader r) {
+  StackSpec st;
+  st.launch = read_us(r, "launch_us");
+  st.op_overhead = read_us(r, "op_overhead_us");
+  st.gemm_efficiency = r.fraction("gemm_efficiency");
+  const auto att = r.choice("attention", {"flash", "unfused", "unfused_compiled"});
+  st.attention = att == "flash" ? AttentionKernel::flash : att == "unfused" ? AttentionKernel::unfused : AttentionKernel::unfused_compiled;
+  for (const auto& name : r.strings_or_empty("fused")) {
+    ElementwiseKind k;
+    if (!parse_elementwise_kind(name, k))
+      r.fail("fused", fmt::format("'{}' is not an element-wise op (layernorm, rmsnorm, rope, gelu, swiglu, residual, cross_entropy, concat, accumulate, embedding)", name));
+    st.fused |= 1u << static_cast<int>(k);
+  }
+  r.finish();
+  return st;
+}
+
 HostSpec read_host(common::ConfigReader r) {
   HostSpec h;
-  auto launch = r.child("launch_us");
-  for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
-    h.launch[static_cast<int>(s)] = read_us(launch, std::string(to_string(s)));
+  if (r.has("stacks")) {
+    auto stacks = r.child("stacks");
+    for (Stack s : kAllStacks) h.stacks[static_cast<int>(s)] = read_stack(stacks.child(std::string(to_string(s))));
+    stacks.finish();
+    r.finish();
+    return h;
   }
-  launch.finish();
+  // The form before stacks were described by mechanisms (profiles written by slicetune profile
+  // version 1): per-stack launch and op overhead, one attention kernel, kernel_efficiency 1.
+  auto launch = r.child("launch_us");
   auto over = r.child("op_overhead_us");
   for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
-    h.op_overhead[static_cast<int>(s)] = read_us(over, std::string(to_string(s)));
+    const std::string k(to_string(s));
+    h.stacks[static_cast<int>(s)].launch = read_us(launch, k);
+    h.stacks[static_cast<int>(s)].op_overhead = read_us(over, k);
   }
+  launch.finish();
   over.finish();
-  auto eff = r.child("kernel_efficiency");
-  for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
-    h.kernel_efficiency[static_cast<int>(s)] = eff.fraction(std::string(to_string(s)));
+  if (r.has("kernel_efficiency")) {
+    auto eff = r.child("kernel_efficiency");
+    for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
+      const std::string k(to_string(s));
+      if (eff.number(k) != 1.0)
+        eff.fail(k, "kernel_efficiency is retired: describe the stack under host.stacks (launch_us, op_overhead_us, gemm_efficiency, attention, fused; docs/cost-models.md)");
+    }
+    eff.finish();
   }
-  eff.finish();
-  h.attention = r.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash : AttentionKernel::unfused;
+  const auto attention = r.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash : AttentionKernel::unfused;
+  for (auto& st : h.stacks) st.attention = attention;
+  h.stacks[static_cast<int>(Stack::megatron_core)] = h.stacks[static_cast<int>(Stack::cpp)];
   r.finish();
   return h;
 }
@@ -132,7 +176,12 @@ HostSpec read_host(common::ConfigReader r) {
 InterferenceSpec read_interference(common::ConfigReader r) {
   InterferenceSpec i;
   i.sm_contention = r.boolean("sm_contention");
-  i.hbm_amplification = r.number_in("hbm_amplification", 0, lim::kMaxRatio);
+  i.hbm_amplification = r.number("hbm_amplification");
+  if (!(i.hbm_amplification >= 0 && i.hbm_amplification <= 10))
+    r.fail("hbm_amplification", fmt::format("expected HBM bytes per wire byte in [0, 10], got {}", i.hbm_amplification));
+  i.sm_comm_slowdown = r.number_or("sm_comm_slowdown", 0.0);
+  if (!(i.sm_comm_slowdown >= 0 && i.sm_comm_slowdown < 1)) r.fail("sm_comm_slowdown", "expected a fraction in [0, 1)");
+  if (r.has("copy_engine_bandwidth")) i.copy_engine_bandwidth = r.fraction("copy_engine_bandwidth");
   i.comm_slowdown = r.number("comm_slowdown");
   if (!(i.comm_slowdown >= 0 && i.comm_slowdown < 1)) r.fail("comm_slowdown", "expected a fraction in [0, 1)");
   r.finish();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/units.hpp"
+#include "hardware/ops.hpp"
 
 namespace hardware {
 
@@ -44,44 +45,76 @@ enum class Topology : std::uint8_t { rail_optimized, fat_tree };
 /// @brief The fabric between nodes.
 struct NetworkSpec {
   int nics_per_node = 8;
-  double nic_bytes_per_s = 0;   ///< per NIC, one direction
-  common::Duration latency{};           ///< one hop, end to end
+  double nic_bytes_per_s = 0;   ///< per NIC, one direction (line rate)
+  /// Fraction of the line rate a NCCL channel reaches on one NIC (NVIDIA: 46-48 GB/s per 400 Gb/s
+  /// NDR NIC, i.e. 0.92-0.96; fitted per cluster file where measured curves exist).
+  double nic_efficiency = 0.94;
+  /// What one inter-node step of a collective costs, end to end: the RDMA write, its completion and
+  /// NCCL's proxy hand-off (NCCL's tuner assumes 2.7 / 4 / 14 us for LL / LL128 / Simple).
+  common::Duration latency{};
   Topology topology = Topology::rail_optimized;
   double oversubscription = 1.0;  ///< spine oversubscription ratio (1 = non-blocking)
 };
 
-/// @brief How the software stack issues kernels: host time per kernel launch.
-enum class Stack : std::uint8_t { eager, cpp, cuda_graphs };
-std::string_view to_string(Stack s);
+/// @brief The software stack that issues a step's kernels: eager PyTorch as in Megatron-LM /
+/// Megatron-DeepSpeed, a C++ executor (slicetune run), PyTorch with CUDA graphs and torch.compile
+/// (DeepSpeed-Domino's released runs), Megatron-Core with TransformerEngine.
+enum class Stack : std::uint8_t { eager, cpp, cuda_graphs, megatron_core };
+inline constexpr int kStacks = 4;
+inline constexpr Stack kAllStacks[kStacks] = {Stack::eager, Stack::cpp, Stack::cuda_graphs, Stack::megatron_core};
+std::string_view to_string(Stack s);  ///< "eager", "cpp", "cuda_graphs", "megatron-core"
 bool parse_stack(std::string_view s, Stack& out);
 
-/// @brief The attention kernel the modelled framework runs: fused flash attention, or Megatron's
-/// unfused core attention (batched GEMMs + softmax / dropout passes over the score matrix).
-enum class AttentionKernel : std::uint8_t { flash, unfused };
+/// @brief The attention kernel a stack runs: fused flash attention; Megatron's unfused core
+/// attention (batched GEMMs, a fused scale-mask-softmax pass and a dropout pass over the score
+/// matrix, each way); or the same with softmax and dropout compiled into one pass each way
+/// (torch.compile).
+enum class AttentionKernel : std::uint8_t { flash, unfused, unfused_compiled };
 
-struct HostSpec {
-  std::array<common::Duration, 3> launch{};  ///< per Stack: host time to issue one kernel / collective
+/// @brief What a software stack does to a step's kernels, as mechanisms one can check in a profile
+/// of that stack (each cluster file names each value's source; docs/cost-models.md).
+struct StackSpec {
+  common::Duration launch{};       ///< host time to issue one kernel or collective (CUDA graphs: replay, about none)
+  common::Duration op_overhead{};  ///< GPU time each op costs beyond its named kernel(s): the casts, copies,
+                                   ///< bias and gradient-accumulate kernels around it and the gaps between them
+  double gemm_efficiency = 1.0;    ///< the stack's GEMMs as a fraction of the best-shape library speed (gpu.gemm_efficiency)
   AttentionKernel attention = AttentionKernel::flash;
-  /// Per Stack: GPU time each task costs beyond its named kernel(s) - the casts, copies, bias and
-  /// autograd-accumulate kernels an eager framework runs around every op, and the gaps between them.
-  std::array<common::Duration, 3> op_overhead{};
-  /// Per Stack: the fraction of its modelled (isolated-kernel) speed a compute kernel reaches when
-  /// this stack runs a whole training step - what a real framework loses to unfused passes, loss
-  /// scaling, allocator and stream syncs and sustained clocks. Compute tasks take time / efficiency.
-  std::array<double, 3> kernel_efficiency{1.0, 1.0, 1.0};
-  common::Duration op_overhead_for(Stack s) const { return op_overhead[static_cast<int>(s)]; }
-  double kernel_efficiency_for(Stack s) const { return kernel_efficiency[static_cast<int>(s)]; }
-  common::Duration launch_for(Stack s) const { return launch[static_cast<int>(s)]; }
+  std::uint32_t fused = 0;         ///< one bit per ElementwiseKind: ops fused into a neighbouring kernel
+                                   ///< (no kernel of their own, no HBM round trip)
+
+  bool fuses(ElementwiseKind k) const { return (fused >> static_cast<int>(k)) & 1u; }
 };
 
-/// @brief How communication and computation slow each other when they overlap.
+struct HostSpec {
+  std::array<StackSpec, kStacks> stacks{};
+  /// A uniform factor the engine applies to every compute kernel of a stack. No cluster file sets
+  /// it any more (1: the stack's mechanisms are priced by its cost model, make_analytic_cost_model);
+  /// it stays for the engine's own tests until the engine's stack hook replaces stack_compute_ps.
+  std::array<double, kStacks> kernel_efficiency{1.0, 1.0, 1.0, 1.0};
+
+  const StackSpec& stack(Stack s) const { return stacks[static_cast<int>(s)]; }
+  common::Duration op_overhead_for(Stack s) const { return stack(s).op_overhead; }
+  double kernel_efficiency_for(Stack s) const { return kernel_efficiency[static_cast<int>(s)]; }
+  common::Duration launch_for(Stack s) const { return stack(s).launch; }
+};
+
+/// @brief How communication and computation slow each other when they overlap (hardware/interference).
 struct InterferenceSpec {
-  /// Compute slows by (SMs taken by the collective / SM count) ...
+  /// A kernel beside an SM-based collective runs on the SMs its channels leave (one CTA per
+  /// channel, never shared with compute: NVIDIA/nccl#689).
   bool sm_contention = true;
-  /// ... plus hbm_amplification x (collective wire bytes/s) / (HBM bytes/s): NCCL moves each wire byte
-  /// through HBM several times (read, reduce, write).
-  double hbm_amplification = 2.5;
-  /// A collective slows by this fraction while a compute kernel runs beside it.
+  /// HBM bytes a collective moves per wire byte (NVIDIA/nccl#1428: "at least 2x ... 3x" when user
+  /// data is read and written).
+  double hbm_amplification = 3.0;
+  /// Fraction of its bandwidth an SM-based collective loses while a kernel runs on the other SMs
+  /// (fitted: pytorch/pytorch#172714's overlapped GEMM + all-gather).
+  double sm_comm_slowdown = 0.0;
+  /// Bandwidth of a copy-engine transfer as a fraction of NCCL's SM kernels (fitted:
+  /// pytorch/pytorch#182850's all-gather at 1-16 MiB shards).
+  double copy_engine_bandwidth = 1.0;
+  /// The engine's present formula (interference.hpp comm_rate_beside_compute): a collective slows
+  /// by this fraction x the HBM share of the kernel beside it. Replaced when the engine takes
+  /// rates_beside.
   double comm_slowdown = 0.05;
 };
 

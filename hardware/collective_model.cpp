@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "common/config_reader.hpp"
+#include "hardware/nccl_topology.hpp"
 
 namespace hardware {
 
@@ -81,36 +82,29 @@ constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
 constexpr int kBuiltinLinks = 2;  // LinkClass::nvlink, LinkClass::nic
 constexpr double kGB = 1e9;
 
-// ---- NCCL's constants (tuning.cc), GB/s and microseconds -------------------------------------
+// ---- NCCL's constants (tuning.cc, NCCL 2.2x), GB/s and microseconds ----------------------------
 int arch_index(GpuArch a) { return a == GpuArch::ampere ? 0 : a == GpuArch::blackwell ? 2 : 1; }
 int node_index(int nodes) { return nodes <= 1 ? 0 : nodes == 2 ? 1 : 2; }
-// per-NVLink bandwidth NCCL assumes (SM80, SM90, SM100)
-constexpr std::array<double, 3> kLinkBw{20.0, 20.6, 40.1};
-// [arch][1 node, 2 nodes, >= 4 nodes]
-constexpr double kLLMaxBw[3][3] = {{87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+// LL bandwidth ceiling. One node: by GPU generation (SM80, SM90, SM100). Across nodes NCCL looks at
+// the host CPU instead: Intel rows {39, 39, 20.4}, AMD rows {87.7, 22.5, 19.0}; DGX A100 hosts are
+// AMD EPYC, DGX H100/H200 and GB200 hosts are Intel/Grace (NCCL's Intel row).
+constexpr double kLLMaxBw[3][3] = {{87.7, 22.5, 19.0}, {141.0, 39.0, 20.4}, {282.0, 39.0, 20.4}};
 constexpr std::array<double, 3> kPerChMaxRingLL128Bw{20.0, 36.7, 40.0};
 constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
 constexpr double kPerChMaxTreeBw[3][3] = {{24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
 // latencies [proto]
 constexpr std::array<double, 3> kBaseRing{6.6, 14.0, 8.4}, kBaseTree{6.8, 14.0, 8.4}, kBasePat{8.0, 8.0, 8.0};
 constexpr std::array<double, 3> kNvlRing{0.6, 1.9, 3.4}, kNvlTree{0.6, 1.25, 4.0};
-constexpr std::array<double, 3> kNetRing{2.7, 4.0, 14.0}, kNetTree{5.0, 8.5, 14.0};
-constexpr double kNetNvlsTree = 20.9, kNetPat = 14.0;
 constexpr std::array<double, 3> kNetOverhead{1.0, 1.0, 3.0};  // network post overhead (x3 for Simple)
 // Tree bandwidth correction by log2(bytes / 64), 64 B .. 256 MB
 constexpr double kTreeCorrection[3][24] = {
     {1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1, 1},
     {1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1, 1},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
-// Threads per channel and the bytes per thread below which NCCL drops a channel (enqueue.cc).
+// Threads per channel and the bytes per thread below which NCCL drops a channel (enqueue.cc;
+// the ring LL threshold is multiplied by the rank count, tuning.cc).
 constexpr std::array<int, 3> kThreads{512, 640, 512};
 constexpr std::array<int, 3> kThreshold{8, 8, 64};
-
-int max_channels(const ClusterSpec& c, CollectiveAlgo a) {
-  if (a == CollectiveAlgo::nvls || a == CollectiveAlgo::nvls_tree) return c.gpu.arch == GpuArch::blackwell ? 24 : 16;
-  if (a == CollectiveAlgo::p2p) return 8;
-  return c.gpu.arch == GpuArch::blackwell ? 32 : 16;
-}
 
 struct Candidate {
   CollectiveAlgo algo;
@@ -121,14 +115,26 @@ struct Candidate {
   std::array<double, kBuiltinLinks> raw{};  // bytes each GPU puts on each link class (LinkClass order)
 };
 
-/// Bus bandwidth (GB/s) of the links a ring runs over: NVLink inside a node; across nodes the
-/// node's NICs (every channel's ring leaves and enters each node once, so a node's NICs carry
-/// the bus volume together).
-double ring_bus_bw(const ClusterSpec& c, int nodes) {
-  const double intra = std::min(c.node.nvlink_links * kLinkBw[arch_index(c.gpu.arch)], c.node.nvlink_bytes_per_s / kGB);
+/// Bus bandwidth (GB/s) a ring reaches over NVLink: the GPU's links at NCCL's per-link figure
+/// (18 x 20.6 = 370.8 GB/s on H100, NVIDIA's "~370 GB/s effective").
+double nvlink_bus_bw(const ClusterSpec& c) {
+  return std::min(c.node.nvlink_links * nccl_nvlink_link_GBps(c.gpu.arch), c.node.nvlink_bytes_per_s / kGB);
+}
+
+/// Bytes/s (GB/s) the NICs a communicator with `rpn` ranks per node can use, at the fraction of
+/// line rate a NCCL channel reaches on one NIC: each GPU has its share of the node's NICs.
+double net_bw(const ClusterSpec& c, int rpn) {
+  const double per_gpu = c.network.nic_bytes_per_s * c.network.nics_per_node / c.node.gpus_per_node;
+  return per_gpu * rpn * c.network.nic_efficiency / c.network.oversubscription / kGB;
+}
+
+/// Bus bandwidth (GB/s) of the links a ring runs over: NVLink inside a node; across nodes the NICs
+/// of the node's ranks (every channel's ring leaves and enters each node once, so a node's NICs
+/// carry the bus volume together).
+double ring_bus_bw(const ClusterSpec& c, int nodes, int rpn) {
+  const double intra = c.gpu.arch == GpuArch::cpu ? c.node.nvlink_bytes_per_s / kGB : nvlink_bus_bw(c);
   if (nodes <= 1) return intra;
-  const double net = c.network.nics_per_node * c.network.nic_bytes_per_s / c.network.oversubscription / kGB;
-  return std::min(intra, net);
+  return std::min(intra, net_bw(c, rpn));
 }
 
 bool applies(const ClusterSpec& c, const CollectiveOp& op, CollectiveAlgo a, int p) {
@@ -141,30 +147,41 @@ bool applies(const ClusterSpec& c, const CollectiveOp& op, CollectiveAlgo a, int
     case CollectiveAlgo::nvls: return ar && p == kSimple && c.node.nvls && op.nodes == 1 && op.ranks > 2;
     case CollectiveAlgo::nvls_tree: return ar && p == kSimple && c.node.nvls && op.nodes > 1 && rpn > 1;
     case CollectiveAlgo::pat:
-      return (op.kind == CollectiveKind::all_gather || op.kind == CollectiveKind::reduce_scatter) && rpn == 1 && op.nodes > 1;
+      return (op.kind == CollectiveKind::all_gather || op.kind == CollectiveKind::reduce_scatter) && rpn == 1 && op.nodes > 1 &&
+             p == kSimple;
     case CollectiveAlgo::p2p: return p2p_kind && p == kSimple;
   }
   return false;
 }
 
-Candidate price(const ClusterSpec& c, const CollectiveOp& op, CollectiveAlgo a, int p, double overhead_us) {
+Candidate price(const ClusterSpec& c, const NcclTopology& topo, const CollectiveOp& op, CollectiveAlgo a, int p) {
   Candidate k{a, p};
   const int ai = arch_index(c.gpu.arch), ni = node_index(op.nodes);
   const int n = op.ranks, nodes = op.nodes, rpn = op.ranks_per_node();
   const double S = static_cast<double>(op.bytes);
   const double factor = bus_factor(op.kind, n);
-  const int nch = max_channels(c, a);
-  const double bw = ring_bus_bw(c, nodes);
+  const bool nvls_family = a == CollectiveAlgo::nvls || a == CollectiveAlgo::nvls_tree;
+  const int nch = nvls_family ? topo.nvls_channels : a == CollectiveAlgo::p2p ? std::min(8, topo.coll_channels) : topo.coll_channels;
+  const int graph_ch = topo.ring_graph_channels;
+  const double bw = ring_bus_bw(c, nodes, rpn);
   const double nvls_bw = c.node.nvlink_bytes_per_s / kGB * c.nccl.nvls_efficiency;
+  // one inter-node step as measured (network.latency_us), whatever the protocol: NCCL's tuner
+  // assumes 2.7 / 4 / 14 us (LL / LL128 / Simple) and 20.9 us per NVLS-tree level, but on the
+  // 4-node H100 curves every protocol's mid-size time needs about the same step cost
+  const double net_step = c.network.latency.us();
   const int nsteps = op.kind == CollectiveKind::all_reduce ? 2 * (n - 1) : std::max(1, n - 1);
   const int ninter = nodes > 1 ? (op.kind == CollectiveKind::all_reduce ? 2 * (nodes - 1) : nodes - 1) : 0;
+  const double levels = std::log2(static_cast<double>(nodes));
   double bus = 0;  // GB/s
   switch (a) {
     case CollectiveAlgo::ring: {
-      bus = p == kSimple ? bw : p == kLL128 ? std::min(bw * 0.92, nch * kPerChMaxRingLL128Bw[ai]) : std::min(kLLMaxBw[ai][ni], bw * 0.5);
+      bus = p == kSimple    ? bw
+            : p == kLL128   ? std::min(bw * 0.92, graph_ch * kPerChMaxRingLL128Bw[ai])
+                            : std::min(kLLMaxBw[ai][ni], bw * 0.5);
       k.algbw = bus / factor * kGB;
       const double intra_lat = nodes > 1 ? std::max(kNvlRing[p], kNetOverhead[p]) : kNvlRing[p];
-      k.latency_us = kBaseRing[p] + (nsteps - ninter) * intra_lat + ninter * kNetRing[p];
+      k.latency_us = kBaseRing[p] + (nsteps - ninter) * intra_lat + ninter * net_step;
+      // NCCL's "plateau effect of ring" on multi-node Simple all-reduce (tuning.cc: x1.4 on SM80+)
       if (nodes > 1 && p == kSimple && op.kind == CollectiveKind::all_reduce && S / (nch * n) >= 64) k.latency_us *= 1.4;
       const double volume = factor * S;
       k.raw[0] = nodes > 1 ? volume * (1.0 - 1.0 / rpn) : volume;
@@ -172,12 +189,14 @@ Candidate price(const ClusterSpec& c, const CollectiveOp& op, CollectiveAlgo a, 
       break;
     }
     case CollectiveAlgo::tree: {
-      bus = p == kSimple ? std::min(bw * 0.92, nch * kPerChMaxTreeBw[ai][ni])
-            : p == kLL128 ? std::min(bw * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * kPerChMaxTreeLL128Bw[ai][ni])
-                          : std::min(bw / 3.8, kLLMaxBw[ai][ni]);
+      const double tree_bw = nodes <= 2 ? nvlink_bus_bw(c) : bw;
+      bus = p == kSimple ? std::min(tree_bw * 0.92, graph_ch * kPerChMaxTreeBw[ai][ni])
+            : p == kLL128 ? std::min(tree_bw * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), graph_ch * kPerChMaxTreeLL128Bw[ai][ni])
+                          : std::min(tree_bw / 3.8, kLLMaxBw[ai][ni]);
+      if (nodes > 1) bus = std::min(bus, net_bw(c, rpn));
       const int idx = std::clamp(static_cast<int>(std::log2(std::max(S, 64.0) / 64.0)), 0, 23);
       k.algbw = bus * 0.5 * kTreeCorrection[p][idx] * kGB;
-      k.latency_us = kBaseTree[p] + 2.0 * ((rpn - 1) * kNvlTree[p] + std::log2(static_cast<double>(nodes)) * kNetTree[p]);
+      k.latency_us = kBaseTree[p] + 2.0 * ((rpn - 1) * kNvlTree[p] + levels * net_step);
       k.raw[0] = rpn > 1 ? 2.0 * S : 0.0;
       k.raw[1] = nodes > 1 ? 2.0 * S / rpn : 0.0;
       break;
@@ -188,17 +207,21 @@ Candidate price(const ClusterSpec& c, const CollectiveOp& op, CollectiveAlgo a, 
       k.raw[0] = S;
       break;
     case CollectiveAlgo::nvls_tree: {
-      // NVLS inside each node, a tree of nodes across the NICs (a node sends S up and S down)
-      const double net = c.network.nics_per_node * c.network.nic_bytes_per_s / c.network.oversubscription / kGB * 0.92;
+      // NVLS inside each node (each GPU ends with 1/rpn of the node's sum), a tree of nodes across
+      // the NICs on those shares: a NIC sends and receives its share once on two nodes, twice (up
+      // and down a tree level) on more (tuning.cc: bwInter halved beyond two nodes).
+      const double net = net_bw(c, rpn) / (nodes > 2 ? 2.0 : 1.0);
       k.algbw = std::min(nvls_bw, net) * kGB;
-      k.latency_us = c.nccl.nvls_latency_us + 2.0 * std::log2(static_cast<double>(nodes)) * kNetNvlsTree;
+      k.latency_us = c.nccl.nvls_latency_us + 2.0 * levels * net_step;
       k.raw[0] = S;
-      k.raw[1] = 2.0 * S / rpn;
+      k.raw[1] = (nodes > 2 ? 2.0 : 1.0) * S / rpn;
       break;
     }
     case CollectiveAlgo::pat:
-      k.algbw = bw / factor * kGB;
-      k.latency_us = kBasePat[p] + std::log2(static_cast<double>(n)) * kNetPat;
+      // one GPU per node: log-depth exchanges over the NIC (tuning.cc: bus x 0.75; latency
+      // log2(nodes) x interLat / 3.5 + 2.8 us per rank)
+      k.algbw = bw * 0.75 / factor * kGB;
+      k.latency_us = kBasePat[p] + levels * net_step / 3.5 + n * 2.8;
       k.raw[1] = factor * S;
       break;
     case CollectiveAlgo::p2p: {
@@ -207,17 +230,20 @@ Candidate price(const ClusterSpec& c, const CollectiveOp& op, CollectiveAlgo a, 
       const double share_local = op.kind == CollectiveKind::send_recv ? (nodes > 1 ? 0.0 : 1.0) : static_cast<double>(rpn - 1) / n;
       k.raw[0] = share_local * S;
       k.raw[1] = share_remote * S;
-      const double t = std::max(k.raw[0] / (c.node.nvlink_bytes_per_s * 0.8), k.raw[1] / (link_capacity(c, LinkClass::nic) * 0.92));
+      const double t = std::max(k.raw[0] / (c.node.nvlink_bytes_per_s * 0.8), k.raw[1] / (net_bw(c, 1) * kGB));
       k.algbw = t > 0 ? S / t : 1e30;
-      k.latency_us = kBaseRing[p] + (nodes > 1 ? kNetRing[p] : kNvlRing[p]);
+      k.latency_us = kBaseRing[p] + (nodes > 1 ? net_step : kNvlRing[p]);
       break;
     }
   }
-  k.latency_us += overhead_us;
+  k.latency_us += c.nccl.call_overhead_us;
   // Small messages run on fewer channels (one CTA each): NCCL drops channels while
   // bytes < channels x threads x threshold; each channel moves its share of the bandwidth.
   int used = nch;
-  while (used > 1 && S < static_cast<double>(used) * kThreads[p] * kThreshold[p]) --used;
+  if (!nvls_family) {
+    const double threshold = kThreshold[p] * (a == CollectiveAlgo::ring && p == kLL ? n : 1);
+    while (used > 1 && S < static_cast<double>(used) * kThreads[p] * threshold) --used;
+  }
   k.channels = used;
   k.algbw *= static_cast<double>(used) / nch;
   return k;
@@ -232,6 +258,7 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   none.channels = 0;
   none.sms = 0;
   if (op.ranks <= 1 || op.bytes <= 0) return none;
+  const NcclTopology topo = nccl_topology(c, op.nodes);
   std::optional<Candidate> best;
   double best_us = 0;
   for (auto a : {CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls, CollectiveAlgo::nvls_tree, CollectiveAlgo::pat,
@@ -240,7 +267,7 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
     for (int p : {kLL, kLL128, kSimple}) {
       if (options.proto && static_cast<int>(*options.proto) != p) continue;
       if (!applies(c, op, a, p)) continue;
-      const Candidate k = price(c, op, a, p, c.nccl.call_overhead_us);
+      const Candidate k = price(c, topo, op, a, p);
       const double us = k.latency_us + static_cast<double>(op.bytes) / k.algbw * 1e6;
       if (!best || us < best_us) {
         best = k;
@@ -259,6 +286,7 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   cost.latency = common::Duration::from_us(best->latency_us);
   const double transfer_s = static_cast<double>(op.bytes) / best->algbw;
   cost.transfer = common::Duration::from_s(transfer_s);
+  cost.sent_bytes = best->raw[0] + best->raw[1];
   // capacity-equivalent wire bytes: scale so the busiest link is exactly full at solo speed
   double worst = 0;
   for (int l = 0; l < kBuiltinLinks; ++l) worst = std::max(worst, best->raw[l] / link_capacity(c, static_cast<LinkClass>(l)));

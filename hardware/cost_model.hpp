@@ -34,6 +34,9 @@ struct CollectiveCost {
   /// Bytes this GPU sends over each link class (indexed as CostModel::links()) during `transfer`
   /// (flow-level link sharing); empty when nothing moves.
   std::vector<double> wire_bytes;
+  /// Bytes this GPU really sends over all its links (nccl-tests' bus volume: busbw x time), which
+  /// its HBM traffic is a multiple of (interference); wire_bytes are scaled for link sharing instead.
+  double sent_bytes = 0;
   std::string algo = "ring";    ///< ring | tree | nvls | nvls_tree | pat | hierarchical ...
   std::string proto = "simple"; ///< ll | ll128 | simple
   int channels = 1;
@@ -53,6 +56,9 @@ class CostModel {
   virtual ComputeCost optimizer(const OptimizerOp& op) const = 0;
   virtual CollectiveCost collective(const CollectiveOp& op) const = 0;
   virtual const ClusterSpec& cluster() const = 0;
+  /// The software stack whose kernels it prices (its fused ops, attention kernel, GEMM speed): a
+  /// plan must be simulated with the cost model of its own stack.
+  virtual Stack stack() const = 0;
   /// Short description for reports ("analytic", "profiled: p.yaml").
   virtual std::string describe() const = 0;
   /// The link classes CollectiveCost::wire_bytes indexes: by default NVLink and the NIC share
@@ -63,7 +69,9 @@ class CostModel {
 };
 
 /// @brief The built-in analytic model: roofline GEMMs with tile and wave quantization, bandwidth-bound
-/// element-wise kernels, flash-style attention, NCCL-priced collectives. Never returns null.
-std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster);
+/// element-wise kernels, flash or unfused attention, NCCL-priced collectives — as `stack` runs them
+/// (host.stacks: its GEMMs at stack gemm_efficiency of the best-shape speed, its attention kernel,
+/// its fused element-wise ops at no cost of their own). Never returns null.
+std::unique_ptr<CostModel> make_analytic_cost_model(const ClusterSpec& cluster, Stack stack);
 
 }  // namespace hardware

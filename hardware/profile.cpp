@@ -46,8 +46,9 @@ std::string scalar(const std::string& s) { return plain_safe(s) ? s : quoted(s);
 /// Shortest text that reads back as the same double (fmt's default), so load -> save is exact.
 std::string num(double v) { return fmt::format("{}", v); }
 
-/// Writes a configs/clusters/-style mapping (nested mappings of scalars) as YAML. Anything else
-/// (a list, a null) is refused, naming `source` and the key path: it would not read back the same.
+/// Writes a configs/clusters/-style mapping (nested mappings of scalars, lists of scalars such as a
+/// stack's `fused`) as YAML. Anything else (a list of lists or mappings, a null) is refused, naming
+/// `source` and the key path: it would not read back the same.
 void emit_node(std::string& out, const YAML::Node& n, int indent, const std::string& source, const std::string& path) {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
   for (auto it = n.begin(); it != n.end(); ++it) {
@@ -60,6 +61,14 @@ void emit_node(std::string& out, const YAML::Node& n, int indent, const std::str
       emit_node(out, v, indent + 2, source, at);
     } else if (v.IsScalar()) {
       out += pad + scalar(key) + ": " + scalar(v.Scalar()) + "\n";
+    } else if (v.IsSequence()) {
+      // a flow list of double-quoted scalars (quoted: a comma or bracket in an item must not split it)
+      std::string items;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].IsScalar()) throw common::ConfigError(source, fmt::format("{}[{}]", at, i), "expected a value");
+        items += (i ? ", " : "") + quoted(v[i].Scalar());
+      }
+      out += pad + scalar(key) + ": [" + items + "]\n";
     } else {
       throw common::ConfigError(source, at, "expected a value or a mapping");
     }

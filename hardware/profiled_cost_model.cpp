@@ -63,8 +63,8 @@ constexpr std::array<const char*, 5> kFallbackNames{"GEMM", "attention", "elemen
 
 class ProfiledCostModel final : public CostModel {
  public:
-  ProfiledCostModel(const ClusterSpec& cluster, Profile p, std::ostream* notes)
-      : cluster_(apply_profile_overrides(cluster, p)), analytic_(make_analytic_cost_model(cluster_)), profile_(std::move(p)),
+  ProfiledCostModel(const ClusterSpec& cluster, Profile p, std::ostream* notes, Stack stack)
+      : cluster_(apply_profile_overrides(cluster, p)), analytic_(make_analytic_cost_model(cluster_, stack)), profile_(std::move(p)),
         notes_(notes ? notes : &std::cerr) {
     if (profile_.host && profile_.host->collective_handoff_us) handoff_ = common::Duration::from_us(*profile_.host->collective_handoff_us);
     for (const auto& g : profile_.gemm) gemm_exact_[{g.dtype, g.m, g.n, g.k}] = g.us;
@@ -170,6 +170,7 @@ class ProfiledCostModel final : public CostModel {
   }
 
   const ClusterSpec& cluster() const override { return cluster_; }
+  Stack stack() const override { return analytic_->stack(); }
   std::string describe() const override { return "profiled: " + (profile_.source.empty() ? std::string("(in memory)") : profile_.source); }
 
  private:
@@ -240,8 +241,9 @@ ClusterSpec apply_profile_overrides(ClusterSpec c, const Profile& p) {
   const bool cpu = p.info.backend == "cpu";
   if (p.host) {
     const common::Duration launch = common::Duration::from_us(p.host->launch_us);
-    if (cpu) c.host.launch.fill(launch);
-    else c.host.launch[static_cast<int>(Stack::cpp)] = launch;
+    if (cpu)
+      for (auto& st : c.host.stacks) st.launch = launch;
+    else c.host.stacks[static_cast<int>(Stack::cpp)].launch = launch;
   }
   if (p.interference) {
     const auto& m = *p.interference;
@@ -253,7 +255,7 @@ ClusterSpec apply_profile_overrides(ClusterSpec c, const Profile& p) {
     if (cpu) c.interference.sm_contention = m.compute_slowdown() > 0.5;
     // Engine: compute slows by u x amp x (wire bytes/s) / (HBM bytes/s), u = the GEMM's HBM utilisation.
     // Solve amp for the measured pair so the engine reproduces the measured slowdown.
-    const auto base = make_analytic_cost_model(c);
+    const auto base = make_analytic_cost_model(c, Stack::cpp);
     GemmOp g{.m = m.gemm.m, .n = m.gemm.n, .k = m.gemm.k, .dtype = m.gemm.dtype};
     CollectiveOp co{.kind = m.collective.kind, .bytes = m.collective.bytes, .ranks = m.collective.ranks, .nodes = m.collective.nodes};
     const auto cc = base->collective(co);
@@ -267,13 +269,13 @@ ClusterSpec apply_profile_overrides(ClusterSpec c, const Profile& p) {
   return c;
 }
 
-std::unique_ptr<CostModel> make_profiled_cost_model(const ClusterSpec& cluster, Profile profile, std::ostream* notes) {
-  return std::make_unique<ProfiledCostModel>(cluster, std::move(profile), notes);
+std::unique_ptr<CostModel> make_profiled_cost_model(const ClusterSpec& cluster, Profile profile, std::ostream* notes, Stack stack) {
+  return std::make_unique<ProfiledCostModel>(cluster, std::move(profile), notes, stack);
 }
 
-std::unique_ptr<CostModel> make_cost_model(const ClusterSpec& cluster, const std::string& profile_path) {
-  if (profile_path.empty()) return make_analytic_cost_model(cluster);
-  return make_profiled_cost_model(cluster, load_profile(profile_path));
+std::unique_ptr<CostModel> make_cost_model(const ClusterSpec& cluster, const std::string& profile_path, Stack stack) {
+  if (profile_path.empty()) return make_analytic_cost_model(cluster, stack);
+  return make_profiled_cost_model(cluster, load_profile(profile_path), nullptr, stack);
 }
 
 }  // namespace hardware

@@ -22,10 +22,12 @@ ClusterSpec apply_profile_overrides(ClusterSpec cluster, const Profile& profile)
 /// model of the same cluster outside the measured range. Each kind of fallback (GEMM, attention,
 /// element-wise, optimizer, collective) is reported once on `notes` (stderr by default).
 /// Never returns null. Thread-safe for concurrent const calls.
-std::unique_ptr<CostModel> make_profiled_cost_model(const ClusterSpec& cluster, Profile profile, std::ostream* notes = nullptr);
+/// Measured kernels are priced as measured whatever the stack; the analytic fallback prices as `stack` runs them.
+std::unique_ptr<CostModel> make_profiled_cost_model(const ClusterSpec& cluster, Profile profile, std::ostream* notes = nullptr,
+                                                    Stack stack = Stack::cpp);
 
 /// @brief The factory commands use: analytic when `profile_path` is empty, else the profiled model
 /// over load_profile(profile_path) (with the profile's overrides applied to `cluster`).
-std::unique_ptr<CostModel> make_cost_model(const ClusterSpec& cluster, const std::string& profile_path);
+std::unique_ptr<CostModel> make_cost_model(const ClusterSpec& cluster, const std::string& profile_path, Stack stack);
 
 }  // namespace hardware

@@ -33,7 +33,12 @@ void add_stream_times(nlohmann::json& j, const StepReport& r) {
     if (s.kind == StreamKind::comm) j[s.name + "_ms"] = s.busy.ms();
 }
 
-nlohmann::json report_json(const Target& t, const StepReport& r, const std::string& cost_model) {
+std::optional<PredictionRange> range_for(const Plan& plan, const hardware::ClusterSpec& cluster, const std::string& cost_model, common::Duration step) {
+  if (cost_model != "analytic" || cluster.gpu.arch == hardware::GpuArch::cpu) return std::nullopt;
+  return prediction_range(plan, cluster, step);
+}
+
+nlohmann::json report_json(const Target& t, const StepReport& r, const std::string& cost_model, const std::optional<PredictionRange>& range) {
   nlohmann::json j = {{"model", t.model.name},
           {"cluster", t.cluster.name},
           {"nodes", t.cluster.nodes},
@@ -57,15 +62,23 @@ nlohmann::json report_json(const Target& t, const StepReport& r, const std::stri
             {"capacity_gb", t.cluster.gpu.hbm_capacity_bytes / 1e9}}},
           {"tasks", r.tasks}};
   add_stream_times(j, r);
+  if (range) {
+    j["step_time_range_ms"] = {range->low.ms(), range->high.ms()};
+    j["step_time_range_basis"] = fmt::format("out-of-sample step error of {} plans, {:+.1f} .. {:+.1f} % (docs/accuracy.md)", range->band->kind,
+                                             100 * range->band->low, 100 * range->band->high);
+  }
   return j;
 }
 
-std::string report_table(const Target& t, const StepReport& r) {
+std::string report_table(const Target& t, const StepReport& r, const std::optional<PredictionRange>& range) {
   common::Table tab({"quantity", "value", "unit"}, {});
   auto ms = [](common::Duration d) { return fmt::format("{:.3f}", d.ms()); };
   const double step = r.step_time.ms();
   auto pct = [step](common::Duration d) { return step > 0 ? fmt::format("{:.1f}", 100.0 * d.ms() / step) : std::string("0"); };
   tab.row({"step time", ms(r.step_time), "ms"});
+  if (range)
+    tab.row({fmt::format("  range ({} error {:+.0f} .. {:+.0f} %)", range->band->kind, 100 * range->band->low, 100 * range->band->high),
+             fmt::format("{:.1f} .. {:.1f}", range->low.ms(), range->high.ms()), "ms"});
   tab.row({"micro-batch time", ms(r.micro_batch_time), "ms"});
   tab.row({"compute (busy)", ms(r.compute), "ms"});
   for (const auto& s : r.streams)

@@ -4,7 +4,7 @@
 
 namespace sim {
 
-Target resolve_target(const TargetInput& in) {
+Target resolve_target(const TargetInput& in, bool check) {
   Target t;
   t.model = load_model(in.model);
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
@@ -16,7 +16,7 @@ Target resolve_target(const TargetInput& in) {
     t.plan_source = in.plan_file;
   }
   pi.merge(in.flags);
-  t.plan = resolve_plan(t.model, t.cluster, pi, t.plan_source);
+  t.plan = check ? resolve_plan(t.model, t.cluster, pi, t.plan_source) : fill_plan(t.model, t.cluster, pi, t.plan_source);
   return t;
 }
 

@@ -28,7 +28,9 @@ struct Target {
 };
 
 /// @brief Loads model and cluster, sets the node count, reads the plan file, applies the flags and
-/// resolves the plan. Throws common::ConfigError (file, key, reason) on any problem.
-Target resolve_target(const TargetInput& in);
+/// resolves the plan (check = false: fill_plan, the defaults without resolve_plan's feasibility
+/// checks, for commands that report on plans that may not run). Throws common::ConfigError (file,
+/// key, reason) on any problem.
+Target resolve_target(const TargetInput& in, bool check = true);
 
 }  // namespace sim

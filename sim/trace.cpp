@@ -70,7 +70,11 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
 }
 
 ChromeTrace& ChromeTrace::add(const std::string& prefix, const StepReport& report) {
-  for (const auto& tl : report.timelines) add(fmt::format("{} rank {}", prefix, tl.graph->rank), *tl.graph, tl.timing);
+  // one process per distinct rank graph; one that stands for others identical by symmetry says how many
+  for (const auto& tl : report.timelines)
+    add(tl.graph->represents > 1 ? fmt::format("{} rank {} (stands for {} ranks, identical by symmetry)", prefix, tl.graph->rank, tl.graph->represents)
+                                 : fmt::format("{} rank {}", prefix, tl.graph->rank),
+        *tl.graph, tl.timing);
   return *this;
 }
 

@@ -19,7 +19,8 @@ class ChromeTrace {
   explicit ChromeTrace(const hardware::CostModel* cost = nullptr) : cost_(cost) {}
   /// Adds one rank's timeline under process `label`; times in the trace are microseconds.
   ChromeTrace& add(const std::string& label, const StepGraph& graph, const std::vector<TaskTiming>& timing);
-  /// Adds every timeline of a report ("<prefix> rank N").
+  /// Adds every timeline of a report: one process per distinct rank graph, "<prefix> rank N", with
+  /// "(stands for K ranks, identical by symmetry)" when the graph represents K > 1 ranks.
   ChromeTrace& add(const std::string& prefix, const StepReport& report);
   std::string json() const;
   /// Writes atomically.

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
+#include "sim/prediction_range.hpp"
 #include "sim/report_json.hpp"
 #include "common/table.hpp"
 
@@ -16,6 +19,8 @@ std::string plan_label(const sim::Plan& p) {
 namespace {
 
 std::string ms(Duration d) { return fmt::format("{:.2f}", d.ms()); }
+
+sim::PredictionRange range_of(const RankedPlan& p, const hardware::ClusterSpec& c) { return sim::prediction_range(p.plan, c, p.report.step_time); }
 
 nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
   const auto& r = p.report;
@@ -38,20 +43,41 @@ nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
 
 }  // namespace
 
-std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c) {
-  common::Table t({"rank", "plan", "step time", "tokens/s", "MFU", "exposed comm", "memory", "speedup"},
-               {"", "", "ms", "", "%", "ms", "GB", "x baseline"});
+std::string ranking_table(const SearchResult& r, const hardware::ClusterSpec& c, bool ranges) {
+  std::vector<std::string> header{"rank", "plan", "step time"}, units{"", "", "ms"};
+  if (ranges) {
+    header.push_back("range");
+    units.push_back("ms");
+  }
+  for (const char* h : {"tokens/s", "MFU", "exposed comm", "memory", "speedup"}) header.emplace_back(h);
+  for (const char* u : {"", "%", "ms", "GB", "x baseline"}) units.emplace_back(u);
+  common::Table t(header, units);
   const RankedPlan* base = r.baseline ? &*r.baseline : nullptr;
   auto row = [&](const std::string& rank, const RankedPlan& p) {
     const auto& s = p.report;
-    t.row({rank, plan_label(p.plan), ms(s.step_time), fmt::format("{:.0f}", s.tokens_per_s), fmt::format("{:.1f}", 100 * s.mfu),
-           ms(s.exposed_comm), fmt::format("{:.1f}", s.memory.total() / 1e9),
-           base ? fmt::format("{:.3f}", base->report.step_time.s() / s.step_time.s()) : "-"});
+    std::vector<std::string> cells{rank, plan_label(p.plan), ms(s.step_time)};
+    if (ranges) {
+      const auto g = range_of(p, c);
+      cells.push_back(fmt::format("{:.0f} .. {:.0f}", g.low.ms(), g.high.ms()));
+    }
+    for (auto& x : {fmt::format("{:.0f}", s.tokens_per_s), fmt::format("{:.1f}", 100 * s.mfu), ms(s.exposed_comm),
+                    fmt::format("{:.1f}", s.memory.total() / 1e9), base ? fmt::format("{:.3f}", base->report.step_time.s() / s.step_time.s()) : std::string("-")})
+      cells.push_back(x);
+    t.row(cells);
   };
   for (std::size_t i = 0; i < r.top.size(); ++i) row(fmt::format("{}", i + 1), r.top[i]);
   if (base) row("baseline", *base);
-  (void)c;
   return t.str();
+}
+
+std::vector<const RankedPlan*> indistinguishable_from_best(const SearchResult& r, const hardware::ClusterSpec& c) {
+  std::vector<const RankedPlan*> out;
+  if (r.top.empty()) return out;
+  const auto best = range_of(r.top.front(), c);
+  for (std::size_t i = 1; i < r.top.size(); ++i)
+    if (sim::overlaps(best, range_of(r.top[i], c))) out.push_back(&r.top[i]);
+  if (r.baseline && r.baseline->index != r.top.front().index && sim::overlaps(best, range_of(*r.baseline, c))) out.push_back(&*r.baseline);
+  return out;
 }
 
 std::string refusal_table(const SearchResult& r) {
@@ -88,15 +114,24 @@ std::string explain_table(const std::vector<std::pair<std::string, LayerBreakdow
   return t.str();
 }
 
-nlohmann::json search_json(const SearchResult& r, const hardware::ClusterSpec& c) {
+nlohmann::json search_json(const SearchResult& r, const hardware::ClusterSpec& c, bool ranges) {
   const RankedPlan* base = r.baseline ? &*r.baseline : nullptr;
   nlohmann::json j;
   j["cluster"] = c.name;
   j["nodes"] = c.nodes;
   j["gpus"] = c.total_gpus();
   j["top"] = nlohmann::json::array();
-  for (const auto& p : r.top) j["top"].push_back(ranked_json(p, base));
-  j["baseline"] = base ? ranked_json(*base, base) : nlohmann::json(nullptr);
+  std::optional<sim::PredictionRange> best;
+  if (ranges && !r.top.empty()) best = range_of(r.top.front(), c);
+  auto with_range = [&](nlohmann::json x, const RankedPlan& p) {
+    if (!best) return x;
+    const auto g = range_of(p, c);
+    x["step_time_range_ms"] = {g.low.ms(), g.high.ms()};
+    x["within_best_range"] = sim::overlaps(*best, g);
+    return x;
+  };
+  for (const auto& p : r.top) j["top"].push_back(with_range(ranked_json(p, base), p));
+  j["baseline"] = base ? with_range(ranked_json(*base, base), *base) : nlohmann::json(nullptr);
   j["speedup"] = base && !r.top.empty() ? base->report.step_time.s() / r.top[0].report.step_time.s() : 0.0;
   nlohmann::json refused = nlohmann::json::array();
   for (const auto& f : r.refusals)

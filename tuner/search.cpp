@@ -9,6 +9,7 @@
 #include <string_view>
 #include <type_traits>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -110,6 +111,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                     const SearchSpace& space, const SearchOptions& opt) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  // the cost model prices the kernels of one software stack (its fused ops, attention, GEMM speed)
+  if (cost.stack() != space.stack)
+    throw std::invalid_argument(fmt::format("tuner::search: the cost model prices stack {}, the search space asks for {}", hardware::to_string(cost.stack()),
+                                            hardware::to_string(space.stack)));
   SearchResult res;
   res.threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const Evaluator ev(model, cluster, cost);

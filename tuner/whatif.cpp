@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 #include "hardware/cost_model.hpp"
+#include "sim/prediction_range.hpp"
 #include "common/table.hpp"
 #include "tuner/report.hpp"
 
@@ -128,8 +130,9 @@ std::vector<WhatIfPoint> whatif(const sim::ModelSpec& model, const hardware::Clu
       pt.settings.emplace_back(axes[a].key, axes[a].values[idx[a]]);
       if (axes[a].key != "cluster") apply_setting(c, s, axes[a].key, axes[a].values[idx[a]]);
     }
-    auto cost = hardware::make_analytic_cost_model(c);
+    auto cost = hardware::make_analytic_cost_model(c, s.stack);
     pt.result = search(model, c, *cost, s, options);
+    pt.gpus_per_node = c.gpu.arch == hardware::GpuArch::cpu ? 0 : c.node.gpus_per_node;
     out.push_back(std::move(pt));
   }
   return out;
@@ -139,11 +142,13 @@ namespace {
 
 struct Row {
   std::string base_ms, base_tps, best_ms, best_tps, best_mfu, speedup, plan, base_plan;
-  std::string best_mfu_fraction;  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_mfu_fraction = "-";  ///< CSV and JSON carry MFU as a fraction (0..1); tables show it in %
+  std::string best_range = "-", distinct = "-";
 };
 
-Row row_of(const SearchResult& r) {
-  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-", "-"};
+Row row_of(const WhatIfPoint& p) {
+  const SearchResult& r = p.result;
+  Row w{"-", "-", "-", "-", "-", "-", "no feasible plan", "-"};
   if (r.baseline) {
     w.base_ms = fmt::format("{:.2f}", r.baseline->report.step_time.ms());
     w.base_tps = fmt::format("{:.0f}", r.baseline->report.tokens_per_s);
@@ -157,6 +162,15 @@ Row row_of(const SearchResult& r) {
     w.best_mfu_fraction = fmt::format("{:.4f}", b.mfu);
     w.plan = plan_label(r.top.front().plan);
     if (r.baseline) w.speedup = fmt::format("{:.3f}", r.baseline->report.step_time.s() / b.step_time.s());
+    if (p.gpus_per_node > 0) {
+      // the out-of-sample bands are of analytic predictions on GPUs (sim::prediction_range)
+      hardware::ClusterSpec c;
+      c.node.gpus_per_node = p.gpus_per_node;
+      const auto g = sim::prediction_range(r.top.front().plan, c, b.step_time);
+      w.best_range = fmt::format("{:.0f} .. {:.0f}", g.low.ms(), g.high.ms());
+      if (r.baseline && r.baseline->index != r.top.front().index)
+        w.distinct = sim::overlaps(g, sim::prediction_range(r.baseline->plan, c, r.baseline->report.step_time)) ? "within error" : "beyond error";
+    }
   }
   return w;
 }
@@ -173,9 +187,11 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
   for (auto [h, u] : std::vector<std::pair<const char*, const char*>>{{"baseline step", "ms"},
                                                                        {"baseline", "tokens/s"},
                                                                        {"tuned step", "ms"},
+                                                                       {"tuned range", "ms"},
                                                                        {"tuned", "tokens/s"},
                                                                        {"tuned MFU", "%"},
                                                                        {"speedup", "x"},
+                                                                       {"vs baseline", ""},
                                                                        {"tuned plan", ""},
                                                                        {"baseline plan", ""}}) {
     header.push_back(h);
@@ -185,8 +201,9 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points) {
   for (const auto& p : points) {
     std::vector<std::string> cells;
     for (const auto& [k, v] : p.settings) cells.push_back(v);
-    const Row w = row_of(p.result);
-    for (const auto& c : {w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu, w.speedup, w.plan, w.base_plan}) cells.push_back(c);
+    const Row w = row_of(p);
+    for (const auto& c : {w.base_ms, w.base_tps, w.best_ms, w.best_range, w.best_tps, w.best_mfu, w.speedup, w.distinct, w.plan, w.base_plan})
+      cells.push_back(c);
     t.row(cells);
   }
   return t.str();
@@ -196,14 +213,14 @@ std::string whatif_csv(const std::vector<WhatIfPoint>& points) {
   std::string out;
   if (!points.empty())
     for (const auto& [k, v] : points.front().settings) out += k + ",";
-  out += "baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_tokens_per_s,tuned_mfu,speedup,tuned_plan,baseline_plan,"
-         "plans,infeasible,pruned,screened,search_s\n";
+  out += "baseline_step_ms,baseline_tokens_per_s,tuned_step_ms,tuned_range_ms,tuned_tokens_per_s,tuned_mfu,speedup,vs_baseline,tuned_plan,"
+         "baseline_plan,plans,infeasible,pruned,screened,search_s\n";
   for (const auto& p : points) {
     for (const auto& [k, v] : p.settings) out += v + ",";
-    const Row w = row_of(p.result);
+    const Row w = row_of(p);
     const auto& r = p.result;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_tps, w.best_mfu_fraction, w.speedup,
-                       w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f}\n", w.base_ms, w.base_tps, w.best_ms, w.best_range, w.best_tps,
+                       w.best_mfu_fraction, w.speedup, w.distinct, w.plan, w.base_plan, r.considered, r.infeasible, r.pruned, r.screened, r.seconds);
   }
   return out;
 }
@@ -213,8 +230,9 @@ nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points) {
   for (const auto& p : points) {
     nlohmann::json s = nlohmann::json::object();
     for (const auto& [k, v] : p.settings) s[k] = v;
-    hardware::ClusterSpec dummy;
-    auto r = search_json(p.result, dummy);
+    hardware::ClusterSpec c;
+    c.node.gpus_per_node = std::max(1, p.gpus_per_node);
+    auto r = search_json(p.result, c, p.gpus_per_node > 0);
     r.erase("cluster");
     r.erase("nodes");
     r.erase("gpus");
@@ -224,28 +242,6 @@ nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points) {
 }
 
 namespace {
-
-/// The gnuplot script: fixed text. Everything that varies reaches it as a string argument of
-/// `gnuplot -c SCRIPT ARG1 ... ARG8` (never parsed as gnuplot commands) or as a column of the data
-/// file: ARG1 output file, ARG2 png | svg, ARG3 title, ARG4 x label, ARG5 data file,
-/// ARG6 "1" for a numeric x axis, ARG7 "1" for a log2 x axis, ARG8 / ARG9 the x range.
-constexpr const char* kPlotScript = R"(# slicetune whatif chart (fixed template; see tuner/whatif.cpp)
-if (ARG2 eq "png") { set terminal pngcairo size 1000,620 enhanced font 'Sans,11' } else { set terminal svg size 1000,620 enhanced font 'Sans,11' background rgb 'white' }
-set output ARG1
-set title ARG3 noenhanced
-set xlabel ARG4 noenhanced
-set ylabel 'throughput (thousand tokens/s, whole cluster)'
-set grid
-set key bottom right box opaque
-set yrange [0:*]
-set datafile separator "\t"
-set datafile missing "NaN"
-if (ARG6 eq "1") { set xtics noenhanced } else { set xtics noenhanced rotate by -30 }
-if (ARG7 eq "1") { set logscale x 2 }
-set xrange [0 + ARG8 : 0 + ARG9]
-plot ARG5 using 1:2:xtic(4) with linespoints lw 2 pt 7 title 'baseline: best Megatron plan (no overlap)', \
-     ARG5 using 1:3 with linespoints lw 2 pt 5 title 'tuned: best plan (slicetune tune)'
-)";
 
 /// Text gnuplot shows as-is: control characters (tabs and newlines would split the data file's
 /// columns and rows) become spaces; in a data column a double quote would start a quoted field,
@@ -281,7 +277,111 @@ int run_program(const std::vector<std::string>& argv, const std::string& err_pat
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// `s` as a gnuplot single-quoted string: gnuplot interprets nothing inside one (no backquote
+/// command substitution, no macros, no escapes) except '' for a quote; control characters, which
+/// could end the line and the string with it, become spaces (printable).
+std::string gp_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : printable(s, false)) {
+    o += c;
+    if (c == '\'') o += '\'';
+  }
+  return o + "'";
+}
+
+/// A finite number as strtod reads it (not "inf", "nan" or "nan(...)"), so that x can be placed by value.
+bool is_number(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == '\0' && std::isfinite(v);
+}
+
 }  // namespace
+
+WhatIfChart whatif_chart(const std::vector<WhatIfPoint>& points, const std::string& title, const std::string& output,
+                         const std::string& data_path) {
+  if (points.empty() || points.front().settings.empty()) throw common::ConfigError("--plot", "", "nothing to plot: no sweep");
+  const auto& first = points.front().settings;
+  for (const auto& p : points)
+    if (p.settings.size() != first.size()) throw common::ConfigError("--plot", "", "the sweep points have different keys");
+  WhatIfChart c;
+  const std::string key = first.front().first;
+  // x: the first key's values (numeric: placed by value; otherwise one tick per distinct value)
+  std::vector<std::string> xs;
+  bool numeric = true;
+  for (const auto& p : points) {
+    const std::string& v = p.settings.front().second;
+    if (std::find(xs.begin(), xs.end(), v) == xs.end()) xs.push_back(v);
+    numeric &= is_number(v);
+  }
+  // numeric x is written as the number strtod read (never the user's text), categorical x as its tick index
+  auto x_of = [&](const std::string& v) {
+    return numeric ? fmt::format("{}", std::strtod(v.c_str(), nullptr)) : std::to_string(std::find(xs.begin(), xs.end(), v) - xs.begin());
+  };
+  // one series per combination of the other keys' values, in sweep order
+  for (const auto& p : points) {
+    std::string label;
+    for (std::size_t k = 1; k < p.settings.size(); ++k) label += (label.empty() ? "" : " ") + p.settings[k].first + "=" + p.settings[k].second;
+    if (std::find(c.series.begin(), c.series.end(), label) == c.series.end()) c.series.push_back(label);
+  }
+  // data: one gnuplot index (block) per series, rows "x baseline tuned" in thousand tokens/s
+  auto tps = [](const RankedPlan* p) { return p ? fmt::format("{:.6g}", p->report.tokens_per_s / 1e3) : std::string("NaN"); };
+  for (std::size_t si = 0; si < c.series.size(); ++si) {
+    if (si) c.data += "\n\n";
+    c.data += fmt::format("# series {}: {}\n", si, printable(c.series[si].empty() ? key : c.series[si], false));
+    for (const auto& p : points) {
+      std::string label;
+      for (std::size_t k = 1; k < p.settings.size(); ++k) label += (label.empty() ? "" : " ") + p.settings[k].first + "=" + p.settings[k].second;
+      if (label != c.series[si]) continue;
+      const auto& r = p.result;
+      c.data += fmt::format("{} {} {}\n", x_of(p.settings.front().second), tps(r.baseline ? &*r.baseline : nullptr),
+                            tps(r.top.empty() ? nullptr : &r.top.front()));
+    }
+  }
+  std::string xlabel = key;
+  for (const auto& [k, what] : sweep_keys())
+    if (k == key) xlabel = what;
+  std::size_t longest = 0;
+  for (const auto& x : xs) longest = std::max(longest, x.size());
+  const bool rotate = !numeric && longest > 10;
+  std::string& s = c.script;
+  s += "set output " + gp_quote(output) + "\n";
+  s += "set title " + gp_quote(title) + " noenhanced\n";
+  s += "set xlabel " + gp_quote(xlabel) + " noenhanced\n";
+  s += "set ylabel 'throughput (thousand tokens/s, whole cluster)'\n";
+  s += "set grid\nset yrange [0:*]\n";
+  // several series: the legend right of the plot (short titles; the chart's title says what tuned and baseline are), so it
+  // hides no point; one series: inside, with a right margin so that no tick label is cut off
+  const bool grid = c.series.size() > 1;
+  s += grid ? "set key outside right top box noenhanced\n" : "set key bottom right box opaque noenhanced\nset rmargin 6\n";
+  if (rotate) s += "set bmargin 6\n";
+  s += std::string("set xtics noenhanced") + (rotate ? " rotate by -30" : "") + " (";
+  for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + gp_quote(xs[i]) + " " + x_of(xs[i]);
+  s += ")\n";
+  if (numeric) {  // doublings (100, 200, 400, 800) read best on a log2 axis; a margin either side keeps end labels inside
+    double lo = 1e300, hi = 0;
+    for (const auto& x : xs) {
+      const double v = std::strtod(x.c_str(), nullptr);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (lo > 0 && hi >= 8 * lo) s += fmt::format("set logscale x 2\nset xrange [{:.6g}:{:.6g}]\n", lo / 1.15, hi * 1.15);
+    else if (hi > lo) s += fmt::format("set xrange [{:.6g}:{:.6g}]\n", lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05);
+  } else {
+    s += fmt::format("set xrange [-0.5:{}]\n", xs.size() - 0.5);
+  }
+  // per series: tuned solid, baseline dashed, same colour
+  s += "plot ";
+  for (std::size_t si = 0; si < c.series.size(); ++si) {
+    const std::string tuned = grid ? "tuned, " + c.series[si] : "tuned: best plan (slicetune tune)";
+    const std::string base = grid ? "baseline, " + c.series[si] : "baseline: best Megatron plan (no overlap)";
+    s += fmt::format("{}{} index {} using 1:3 with linespoints lw 2 pt 5 lc {} title {}, \\\n", si ? "     " : "", gp_quote(data_path), si,
+                     si + 1, gp_quote(tuned));
+    s += fmt::format("     {} index {} using 1:2 with linespoints lw 2 dt 2 pt 7 lc {} title {}{}\n", gp_quote(data_path), si, si + 1,
+                     gp_quote(base), si + 1 < c.series.size() ? ", \\" : "");
+  }
+  return c;
+}
 
 void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& title, const std::string& path) {
 #ifndef SLICETUNE_GNUPLOT
@@ -291,43 +391,17 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
 #else
   namespace fs = std::filesystem;
   const std::string ext = fs::path(path).extension().string();
-  if (ext != ".png" && ext != ".svg") throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
-  if (points.empty() || points.front().settings.empty()) throw common::ConfigError("--plot", "", "nothing to plot: no sweep");
-  // x axis: the value of a single numeric key; otherwise one tick per point labelled key=value
-  bool numeric = points.front().settings.size() == 1;
-  std::vector<double> xs;
-  for (const auto& p : points) {
-    char* end = nullptr;
-    const double v = std::strtod(p.settings[0].second.c_str(), &end);
-    numeric &= end && *end == '\0' && std::isfinite(v);
-    xs.push_back(v);
-  }
-  const std::string key = points.front().settings.front().first;
-  std::string xlabel = "sweep point";
-  for (const auto& [k, what] : sweep_keys())
-    if (k == key && numeric) xlabel = what;
-  std::string data;
-  double lo = 1e300, hi = -1e300;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto& r = points[i].result;
-    std::string label;
-    for (const auto& [k, v] : points[i].settings) label += (label.empty() ? "" : " ") + (numeric ? v : k + "=" + v);
-    const double x = numeric ? xs[i] : static_cast<double>(i);
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
-    auto tps = [](const RankedPlan* p) { return p ? fmt::format("{:.6g}", p->report.tokens_per_s / 1e3) : std::string("NaN"); };
-    data += fmt::format("{}\t{}\t{}\t\"{}\"\n", x, tps(r.baseline ? &*r.baseline : nullptr), tps(r.top.empty() ? nullptr : &r.top.front()),
-                        printable(label, true));
-  }
+  std::string terminal;
+  if (ext == ".png") terminal = "pngcairo size 1100,620 noenhanced font 'Sans,11'";
+  else if (ext == ".svg") terminal = "svg size 1100,620 noenhanced font 'Sans,11' background rgb 'white'";
+  else throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
   bool any = false;
   for (const auto& p : points) any |= p.result.baseline.has_value() || !p.result.top.empty();
-  if (!any) throw common::ConfigError("--plot", "", fmt::format("nothing to draw in {}: no point of the sweep has a feasible plan", path));
-  // doublings (100, 200, 400, 800) read best on a log2 axis
-  const bool log2 = numeric && lo > 0 && hi >= 8 * lo;
-  const double x0 = !numeric ? -0.5 : log2 ? lo / 1.15 : lo - 0.05 * std::max(hi - lo, 1.0);
-  const double x1 = !numeric ? static_cast<double>(points.size()) - 0.5 : log2 ? hi * 1.15 : hi + 0.05 * std::max(hi - lo, 1.0);
+  if (!points.empty() && !any)
+    throw common::ConfigError("--plot", "", fmt::format("nothing to draw in {}: no point of the sweep has a feasible plan", path));
 
-  // a private folder (mkdtemp: mode 0700, unpredictable name) for the script, data, output and errors
+  // a private folder (mkdtemp: mode 0700, unpredictable name) for the script, data, output and errors;
+  // the user's path never reaches gnuplot: the chart is drawn there and copied to `path` atomically
   std::string dir_template = (fs::temp_directory_path() / "slicetune-plot-XXXXXX").string();
   if (!::mkdtemp(dir_template.data())) throw common::ConfigError("--plot", "", fmt::format("cannot create a temporary folder: {}", std::strerror(errno)));
   const fs::path dir = dir_template;
@@ -340,11 +414,12 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
   } cleanup{dir};
   const std::string dat = (dir / "whatif.dat").string(), gp = (dir / "whatif.gp").string(), out = (dir / ("chart" + ext)).string(),
                     err_path = (dir / "err.txt").string();
-  std::ofstream(dat, std::ios::binary) << data;
-  std::ofstream(gp, std::ios::binary) << kPlotScript;
-  const int rc = run_program({SLICETUNE_GNUPLOT, "-c", gp, out, ext.substr(1), printable(title, false), xlabel, dat, numeric ? "1" : "0",
-                              log2 ? "1" : "0", fmt::format("{}", x0), fmt::format("{}", x1)},
-                             err_path);
+  const WhatIfChart chart = whatif_chart(points, title, out, dat);
+  std::ofstream(dat, std::ios::binary) << chart.data;
+  std::ofstream(gp, std::ios::binary) << "set terminal " << terminal << "\n" << chart.script;
+  // no shell: gnuplot is started directly with the script's path; user strings are in the script only
+  // inside gnuplot single quotes (gp_quote)
+  const int rc = run_program({SLICETUNE_GNUPLOT, gp}, err_path);
   std::string err;
   {
     std::ifstream e(err_path);

@@ -1,5 +1,5 @@
 // defines: tuner::SweepAxis, parse_sweep, apply_setting, whatif (re-tune at every point of a sweep),
-//          WhatIfPoint, whatif_table, whatif_csv, whatif_json, plot_whatif
+//          WhatIfPoint, whatif_table, whatif_csv, whatif_json, WhatIfChart, whatif_chart, plot_whatif
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -36,6 +36,7 @@ void apply_setting(hardware::ClusterSpec& c, SearchSpace& s, const std::string& 
 struct WhatIfPoint {
   std::vector<std::pair<std::string, std::string>> settings;  ///< key, value as given
   SearchResult result;
+  int gpus_per_node = 0;  ///< of the point's cluster: which prediction range applies (sim::prediction_range)
 };
 
 /// @brief Every combination of the axes (the first axis varies slowest), each re-tuned from scratch.
@@ -49,6 +50,18 @@ std::string whatif_table(const std::vector<WhatIfPoint>& points);
 /// speedup, plans.
 std::string whatif_csv(const std::vector<WhatIfPoint>& points);
 nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points);
+/// @brief A gnuplot chart of a sweep: x is the first swept key (placed by value when every value is a
+/// number, else one tick per value); one pair of lines (tuned solid, baseline dashed, one colour) per
+/// combination of the other keys' values (`series`, "" for a single key), the legend outside the plot.
+struct WhatIfChart {
+  std::vector<std::string> series;  ///< "seq_len=4096", one per pair of lines, in sweep order
+  std::string data;                 ///< gnuplot data: one block (index) per series, rows "x baseline tuned" (thousand tokens/s)
+  std::string script;               ///< everything after `set terminal`; user strings in gnuplot single quotes
+};
+/// @brief The chart of `points` drawn to `output` from data file `data_path`; throws
+/// common::ConfigError when there is no sweep or the points have different keys.
+WhatIfChart whatif_chart(const std::vector<WhatIfPoint>& points, const std::string& title, const std::string& output,
+                         const std::string& data_path);
 /// @brief Draws tokens/s of the baseline and of the tuned plan against the sweep with gnuplot
 /// (PNG or SVG by the extension of `path`), written atomically. Throws ConfigError when gnuplot
 /// is missing or fails.

@@ -4,17 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
-#include "hardware/collective_sweep.hpp"
 #include "common/config_reader.hpp"
+#include "hardware/collective_sweep.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/gemm_model.hpp"
 #include "hardware/interference.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
+#include "validate/calibration.hpp"
+#include "validate/interference_rows.hpp"
+#include "validate/step_rows.hpp"
 #include "sim/strategy.hpp"
 
 namespace validate {
@@ -24,209 +25,216 @@ using sim::Plan;
 using sim::PlanInput;
 using sim::StepReport;
 
-double AccuracySection::mean_abs_error() const {
+double AccuracySection::abs_error(const AccuracyRow& r) const { return std::abs(absolute ? r.predicted - r.measured : r.error()); }
+
+double AccuracySection::mean_abs_error(RowRole role, bool bar_only) const {
   double s = 0;
   int n = 0;
   for (const auto& r : rows)
-    if (r.scored) {
-      s += std::abs(absolute ? r.predicted - r.measured : r.error());
+    if (r.role == role && (!bar_only || r.in_bar)) {
+      s += abs_error(r);
       ++n;
     }
   return n ? s / n : 0.0;
 }
 
-const AccuracyRow* AccuracySection::worst() const {
+const AccuracyRow* AccuracySection::worst(RowRole role, bool bar_only) const {
   const AccuracyRow* w = nullptr;
-  auto e = [&](const AccuracyRow& r) { return std::abs(absolute ? r.predicted - r.measured : r.error()); };
   for (const auto& r : rows)
-    if (r.scored && (!w || e(r) > e(*w))) w = &r;
+    if (r.role == role && (!bar_only || r.in_bar) && (!w || abs_error(r) > abs_error(*w))) w = &r;
   return w;
 }
 
-double AccuracySection::max_abs_error() const {
-  const auto* w = worst();
-  return w ? std::abs(absolute ? w->predicted - w->measured : w->error()) : 0.0;
+int AccuracySection::count(RowRole role, bool bar_only) const {
+  int n = 0;
+  for (const auto& r : rows) n += r.role == role && (!bar_only || r.in_bar);
+  return n;
+}
+
+bool AccuracySection::bar_met() const {
+  if (bar.empty()) return true;
+  if (mean_bar > 0) {
+    double s = 0;
+    int n = 0;
+    for (const auto& r : rows)
+      if (r.scored()) {
+        s += abs_error(r);
+        ++n;
+      }
+    return n == 0 || s / n <= mean_bar;
+  }
+  for (const auto& r : rows)
+    if (r.scored() && abs_error(r) > bar_limit + 1e-12) return false;
+  return true;
 }
 
 namespace {
 
 using common::ConfigError;
 
-/// CSV rows (comment lines '#' and the header skipped) as string cells, with the header.
-struct Csv {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-  std::string path;
-  int col(const std::string& name) const {
-    for (std::size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return static_cast<int>(i);
-    throw ConfigError(path, name, "column missing from the header");
-  }
-};
+const char* kNvls = "nccl.nvls_efficiency, nccl.nvls_latency_us";
+const char* kCall = "nccl.call_overhead_us";
+const char* kNet = "network.nic_efficiency, network.latency_us";
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(cell);
-  return out;
+// ---- collectives ------------------------------------------------------------------------------
+AccuracyRow nccl_row(const NcclMeasurement& m) {
+  const auto pred = predict_nccl(hardware::load_cluster(m.cluster), m);
+  return {.label = m.label, .measured = m.busbw_GBps, .predicted = pred.busbw_GBps, .unit = "GB/s",
+          .note = fmt::format("{}/{} {} ch", pred.algo, pred.proto, pred.channels)};
 }
 
-Csv read_csv(const std::string& path) {
-  Csv csv;
-  csv.path = path;
-  std::istringstream in(common::read_text_file(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (csv.header.empty()) csv.header = split(line);
-    else csv.rows.push_back(split(line));
+void nccl_sections(const std::string& dir, AccuracyReport& r) {
+  r.nccl = {.title = "NCCL all-reduce bus bandwidth, one node (NVLS curve, ring at 8 GB)", .source = "data/calibration/nccl-allreduce-busbw.csv",
+            .bar = "within 10 % for sizes >= 64 MB, within 25 % below", .bar_limit = 0.25};
+  r.nccl_ring = {.title = "NCCL ring all-reduce / all-gather / reduce-scatter, one DGX-H100", .source = "data/calibration/nccl-h100-busbw-1and4node.csv [TOG]",
+                 .bar = "within 10 % for sizes >= 64 MB", .bar_limit = 0.10};
+  r.nccl_multi = {.title = "NCCL all-reduce / all-gather across 4 DGX-H100 (32 GPUs, 8x 400 Gb/s IB per node)",
+                  .source = "data/calibration/nccl-h100-busbw-1and4node.csv [VP]", .bar = "within 15 % for sizes >= 16 MB", .bar_limit = 0.15};
+  for (const auto& m : read_nccl_measurements(dir)) {
+    AccuracyRow row = nccl_row(m);
+    const bool large = m.bytes >= (std::int64_t{64} << 20);
+    switch (m.set) {
+      case NcclSet::nvls_one_node:
+        if (m.bytes <= 1024) {
+          row.role = RowRole::fitted;
+          row.fit_of = kCall;
+        } else if (m.cluster == "dgx-h100" && m.gpus == 8 && !m.forced && large) {
+          row.role = RowRole::fitted;
+          row.fit_of = kNvls;
+        }
+        if (large && std::abs(row.error()) > 0.10) row.note += "; outside the 10 % bar for >= 64 MB";
+        r.nccl.rows.push_back(row);
+        break;
+      case NcclSet::ring_one_node:
+        row.in_bar = large;
+        if (!large) row.note += "; the testbed's small-message floor is ~35 us (its 8 B .. 256 KB rows), not the 10.5 us fitted on Azure's";
+        r.nccl_ring.rows.push_back(row);
+        break;
+      case NcclSet::four_node:
+        if (m.bytes >= (std::int64_t{16} << 20)) {
+          row.role = RowRole::fitted;
+          row.fit_of = kNet;
+        } else {
+          row.in_bar = false;
+          row.note += "; LL / LL128 across nodes";
+        }
+        if (m.kind == hardware::CollectiveKind::all_reduce && m.bytes == (std::int64_t{256} << 20))
+          row.note += "; the source marks this row a dip (NCCL switching algorithm or protocol); the model's choice is smooth";
+        r.nccl_multi.rows.push_back(row);
+        break;
+    }
   }
-  return csv;
-}
-
-double num(const Csv& csv, const std::vector<std::string>& row, const std::string& col) {
-  const auto& cell = row.at(static_cast<std::size_t>(csv.col(col)));
-  try {
-    return std::stod(cell);
-  } catch (const std::exception&) {
-    throw ConfigError(csv.path, col, fmt::format("'{}' is not a number", cell));
+  // Reduce-scatter from 4 to 128 nodes: the message size is not stated; the decline relative to
+  // 4 nodes is what the ring's per-step latency predicts at 8 GB (the largest size nccl-tests runs
+  // by default), so the rows compare the decline, not the level (another cluster's NICs).
+  r.nccl_scaling = {.title = "NCCL reduce-scatter bus bandwidth from 4 to 128 DGX-H100 nodes, relative to 4 nodes",
+                    .source = "data/calibration/nccl-notes.md row 11 (approximate; message size not stated, 8 GB assumed)"};
+  const auto sc = read_rs_node_scaling(dir);
+  auto h100 = hardware::load_cluster("dgx-h100");
+  auto rs = [&](int nodes) {
+    NcclMeasurement m{.set = NcclSet::four_node, .cluster = "dgx-h100", .kind = hardware::CollectiveKind::reduce_scatter, .gpus = 8 * nodes,
+                      .nodes = nodes, .bytes = std::int64_t{8} << 30};
+    return predict_nccl(h100, m);
+  };
+  const double base = rs(sc.nodes.front()).busbw_GBps;
+  for (std::size_t i = 0; i < sc.nodes.size(); ++i) {
+    const auto p = rs(sc.nodes[i]);
+    r.nccl_scaling.rows.push_back({.label = fmt::format("{} nodes ({} GPUs)", sc.nodes[i], 8 * sc.nodes[i]),
+                                   .measured = sc.busbw_GBps[i] / sc.busbw_GBps.front(), .predicted = p.busbw_GBps / base, .unit = "x",
+                                   .note = fmt::format("published {:g} GB/s; predicted {:.0f} GB/s ({}/{})", sc.busbw_GBps[i], p.busbw_GBps, p.algo, p.proto),
+                                   .in_bar = false});
   }
-}
-
-// ---- all-reduce bus bandwidth -----------------------------------------------------------------
-AccuracySection nccl_section(const std::string& dir) {
-  AccuracySection s{.title = "NCCL all-reduce bus bandwidth (one node)", .source = "data/calibration/nccl-allreduce-busbw.csv",
-                    .bar = "within 10 % for sizes >= 64 MB, within 25 % below"};
-  const Csv csv = read_csv(dir + "/nccl-allreduce-busbw.csv");
-  for (const auto& row : csv.rows) {
-    const std::string system = row.at(static_cast<std::size_t>(csv.col("system")));
-    const std::string algo = row.at(static_cast<std::size_t>(csv.col("algo")));
-    const int gpus = static_cast<int>(num(csv, row, "gpus"));
-    const auto bytes = static_cast<std::int64_t>(num(csv, row, "bytes"));
-    auto cluster = hardware::load_cluster(system);
-    hardware::CollectiveOptions opt;
-    if (algo == "ring") opt.algo = hardware::CollectiveAlgo::ring;  // measured with NCCL_ALGO=Ring
-    const hardware::CollectiveOp op{.kind = hardware::CollectiveKind::all_reduce, .bytes = bytes, .ranks = gpus, .nodes = 1,
-                                    .dtype = common::DType::fp32};
-    const auto pred = hardware::collective_row(cluster, op, opt);
-    s.rows.push_back({.label = fmt::format("{} {} GPUs {} B ({})", system, gpus, bytes, algo == "ring" ? "NCCL_ALGO=Ring" : "NVLS enabled"),
-                      .measured = num(csv, row, "busbw_GBps"), .predicted = pred.busbw_GBps, .unit = "GB/s",
-                      .note = fmt::format("{}/{} {} ch", pred.algo, pred.proto, pred.channels)});
-  }
-  return s;
 }
 
 // ---- GEMM ---------------------------------------------------------------------------------------
 AccuracySection gemm_section(const std::string& dir) {
   AccuracySection s{.title = "GEMM throughput, one H100 SXM", .source = "data/calibration/gemm-h100.csv",
-                    .bar = "within 10 % for square shapes >= 2048"};
+                    .bar = "within 10 % for square shapes >= 2048", .bar_limit = 0.10};
   const Csv csv = read_csv(dir + "/gemm-h100.csv");
   const auto cluster = hardware::load_cluster("dgx-h100");
   for (const auto& row : csv.rows) {
-    const std::string dt = row.at(static_cast<std::size_t>(csv.col("dtype")));
+    const std::string& dt = csv.cell(row, "dtype");
     common::DType dtype;
     if (!common::parse_dtype(dt, dtype)) throw ConfigError(csv.path, "dtype", fmt::format("'{}' is not a dtype", dt));
-    const auto m = static_cast<std::int64_t>(num(csv, row, "m")), n = static_cast<std::int64_t>(num(csv, row, "n")),
-               k = static_cast<std::int64_t>(num(csv, row, "k"));
-    const std::string note = row.size() > static_cast<std::size_t>(csv.col("note")) ? row[static_cast<std::size_t>(csv.col("note"))] : "";
+    const auto m = static_cast<std::int64_t>(csv_number(csv, row, "m")), n = static_cast<std::int64_t>(csv_number(csv, row, "n")),
+               k = static_cast<std::int64_t>(csv_number(csv, row, "k"));
+    const std::string note = csv.cell(row, "note");
     if (m == 0) {
-      // the best shape a search found: the input gemm_efficiency[dtype] was fitted to, not a prediction
-      s.rows.push_back({.label = fmt::format("{} best shape (MAMF)", dt), .measured = num(csv, row, "tflops"),
+      // the best shape a search found: gemm_efficiency[dtype] is this figure / peak
+      s.rows.push_back({.label = fmt::format("{} best shape (MAMF)", dt), .measured = csv_number(csv, row, "tflops"),
                         .predicted = cluster.gpu.peak_flops(dtype) * cluster.gpu.gemm_eff(dtype) / 1e12, .unit = "TFLOP/s",
-                        .note = "fit input (gemm_efficiency), not scored", .scored = false});
+                        .note = "gpu.gemm_efficiency is this figure / peak", .role = RowRole::fitted, .in_bar = false,
+                        .fit_of = fmt::format("gpu.gemm_efficiency.{}", dt)});
       continue;
     }
     const auto e = hardware::estimate_gemm(cluster.gpu, hardware::GemmOp{.m = m, .n = n, .k = k, .dtype = dtype});
-    const bool square = m == n && n == k;
-    s.rows.push_back({.label = fmt::format("{} {}x{}x{} ({})", dt, m, n, k, note), .measured = num(csv, row, "tflops"),
+    const bool square = m == n && n == k && m >= 2048;
+    s.rows.push_back({.label = fmt::format("{} {}x{}x{} ({})", dt, m, n, k, note), .measured = csv_number(csv, row, "tflops"),
                       .predicted = e.tflops(), .unit = "TFLOP/s",
                       .note = fmt::format("tile {}x{}, {} waves{}{}", e.tile_m, e.tile_n, e.waves, e.memory_bound ? ", memory-bound" : "",
-                                          square && m >= 2048 ? "" : "; outside the bar"),
-                      .scored = square && m >= 2048});
+                                          ""),
+                      .role = square ? RowRole::fitted : RowRole::predicted, .in_bar = square,
+                      .fit_of = square ? "gpu.gemm_tile_overhead_us" : ""});
   }
   return s;
 }
 
+// ---- interference -------------------------------------------------------------------------------
+AccuracySection interference_section(const std::string& dir) {
+  AccuracySection s{.title = "Compute and communication on one GPU (interference), kernel level", .source = "data/calibration/interference-nvidia.md",
+                    .bar = "within 10 % for rows 8 and 1", .bar_limit = 0.10};
+  const auto f = read_interference_figures(dir);
+  const auto h100 = hardware::load_cluster("dgx-h100"), a100 = hardware::load_cluster("dgx-a100");
+  const auto p = predict_row8(h100);
+  const std::string setup = fmt::format("GEMM {:.3f} ms, all-gather {:.3f} ms on {} SMs", p.gemm_ms, p.all_gather_ms, p.comm_sms);
+  s.rows.push_back({.label = "row 8: 8x H100, 8192^3 fp16 GEMM and a 64 MiB all-gather, back to back", .measured = f.sequential_ms,
+                    .predicted = p.sequential_ms, .unit = "ms", .note = setup});
+  s.rows.push_back({.label = "row 8: overlapped, NCCL's SM kernels", .measured = f.overlap_sm_ms, .predicted = p.overlap_sm_ms, .unit = "ms",
+                    .note = "the GEMM on the SMs left (wave quantization), the collective slowed beside it", .role = RowRole::fitted,
+                    .fit_of = "interference.sm_comm_slowdown"});
+  s.rows.push_back({.label = "row 8: overlapped, copy-engine transfers", .measured = f.overlap_ce_ms, .predicted = p.overlap_ce_ms, .unit = "ms",
+                    .note = "no SMs taken; the transfer at copy_engine_bandwidth of NCCL's", .role = RowRole::fitted,
+                    .fit_of = "interference.copy_engine_bandwidth"});
+  s.rows.push_back({.label = "row 1: A100 GEMM beside an all-gather, slowdown", .measured = f.a100_gemm_beside_ms / f.a100_gemm_alone_ms,
+                    .predicted = predict_row1(a100), .unit = "x",
+                    .note = "a kernel streaming HBM (the maintainer's reading) beside a ring all-gather moving 3x its wire bytes through HBM"});
+  for (std::size_t i = 0; i < f.ce_ratio.size(); ++i)
+    s.rows.push_back({.label = fmt::format("row 10: copy-engine / NCCL all-gather bandwidth alone, {:g} MiB shards", f.ce_shard_mib[i]),
+                      .measured = f.ce_ratio[i], .predicted = predict_ce_ratio(h100, f.ce_shard_mib[i]), .unit = "x",
+                      .note = "PyTorch's own copy-engine all-gather, not NCCL's (row 8)", .in_bar = false});
+  const auto agg = predict_aggregate();
+  s.rows.push_back({.label = fmt::format("2507.03114: overlapped compute slower than alone, mean ({} workloads, kernel level)", agg.workloads),
+                    .measured = f.aggregate_mean_pct, .predicted = 100 * agg.mean, .unit = "%",
+                    .note = "each Domino layer's kernels beside its TP all-reduce, TP 4 on 4 A100 / 4 H100; the paper's workloads are not"
+                            " stated (and include AMD GPUs)",
+                    .in_bar = false});
+  s.rows.push_back({.label = "2507.03114: overlapped compute slower than alone, max", .measured = f.aggregate_max_pct, .predicted = 100 * agg.max,
+                    .unit = "%", .note = "worst workload: " + agg.worst, .in_bar = false});
+  return s;
+}
+
 // ---- step-level -------------------------------------------------------------------------------
-StepReport simulate_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in) {
-  const Plan p = sim::resolve_plan(m, c, in, "accuracy");
-  auto cost = hardware::make_analytic_cost_model(c);
-  sim::Engine engine(*cost);
-  return engine.simulate(sim::build_step_graph(m, c, p));
-}
-
-PlanInput megatron(int tp, int mb, std::int64_t seq) {
-  PlanInput in;
-  in.tp = tp;
-  in.dp = 1;
-  in.micro_batch = mb;
-  in.global_batch = mb;
-  in.seq_len = seq;
-  in.dtype = common::DType::fp16;
-  in.strategy = &sim::strategy_none();
-  in.stack = hardware::Stack::eager;
-  return in;
-}
-
-// GPT-3 13B as DeepSpeed-Domino's released example runs it (DeepSpeedExamples
-// training/DeepSpeed-Domino/pretrain_gpt3_13b.sh: 40 layers, hidden 5120, 64 attention heads,
-// seq 1024, micro-batch 16 = global batch 16, fp16, TP = 8): 64 heads of 80, not GPT-3's 40 of 128
-// (same FLOPs in the GEMMs; the unfused attention's score matrix is 64/40 larger). 64 also divides
-// the TP sizes 16 and 32 of the share rows.
-ModelSpec domino_13b() {
-  ModelSpec m = sim::load_model("gpt3-13b");
-  m.heads = m.kv_heads = 64;
-  return m;
-}
+PlanInput megatron(int tp, int mb, std::int64_t seq) { return megatron_plan(tp, mb, seq); }
+PlanInput domino(PlanInput in) { return domino_plan(std::move(in)); }
 
 AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
   AccuracySection& share = report.tp_share;
   AccuracySection s{.title = fmt::format("Domino speedup over Megatron-LM, 8x H100, TP=8 (micro-batch {}, 2 row slices; Megatron eager, Domino cuda_graphs)",
                                          kDominoMicroBatch),
-                    .source = "data/calibration/domino-h100.md", .bar = "within +-0.05", .absolute = true};
+                    .source = "data/calibration/domino-h100.md", .bar = "within +-0.05", .absolute = true, .bar_limit = 0.05};
   share = AccuracySection{.title = fmt::format("GPT-3 13B Megatron-LM TP-communication share of the step (micro-batch {}, seq 1024, eager)", kDominoMicroBatch),
-                          .source = "data/calibration/domino-h100.md", .bar = "within +-5 points", .absolute = true};
-  const std::string path = dir + "/domino-h100.md";
-  const std::string text = common::read_text_file(path);
-  const std::regex speed_row(R"(\|\s*GPT-3 ([0-9.]+B)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|)");
+                          .source = "data/calibration/domino-h100.md", .bar = "within +-5 points", .absolute = true, .bar_limit = 5.0};
+  const DominoFigures d = read_domino_figures(dir);
   const auto h100 = hardware::load_cluster("dgx-h100");
-  // Megatron-LM runs eagerly; DeepSpeed-Domino's published runs use CUDA graphs and torch.compile
-  // (its blog, "Implementation and Optimization"): the cuda_graphs stack.
-  auto domino = [](PlanInput in) {
-    in.strategy = &sim::strategy_domino();
-    in.row_slices = 2;
-    in.stack = hardware::Stack::cuda_graphs;
-    return in;
-  };
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), speed_row); it != std::sregex_iterator(); ++it) {
-    const std::string size = (*it)[1];
-    std::string name = "gpt3-" + size;
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    const ModelSpec m = name == "gpt3-13b" ? domino_13b() : sim::load_model(name);
-    for (int col = 0; col < 2; ++col) {
-      const std::int64_t seq = col == 0 ? 512 : 1024;
-      const PlanInput base = megatron(8, kDominoMicroBatch, seq);
-      const double tm = simulate_plan(m, h100, base).step_time.ms();
-      const double td = simulate_plan(m, h100, domino(base)).step_time.ms();
-      s.rows.push_back({.label = fmt::format("GPT-3 {} seq {}", size, seq), .measured = std::stod((*it)[2 + col]), .predicted = tm / td,
-                        .unit = "x", .note = fmt::format("Megatron {:.1f} ms, Domino {:.1f} ms", tm, td)});
-    }
+  for (const auto& row : d.speedups) {
+    const auto p = domino_speedup(h100, row);
+    s.rows.push_back({.label = fmt::format("GPT-3 {} seq {}", row.size, row.seq), .measured = row.measured, .predicted = p.speedup, .unit = "x",
+                      .note = fmt::format("Megatron {:.1f} ms, Domino {:.1f} ms", p.megatron_ms, p.domino_ms), .role = RowRole::fitted,
+                      .fit_of = "host.stacks.eager.op_overhead_us"});
   }
-  if (s.rows.size() != 4) throw ConfigError(path, "speedup table", fmt::format("expected 4 speedups, found {}", s.rows.size()));
-  // The released example's own iteration time: the fit input of host.kernel_efficiency.cuda_graphs.
-  const std::regex example(R"(about\s+([0-9.]+)-([0-9.]+)\s+ms\s+per\s+iteration)");
-  std::smatch em;
-  if (!std::regex_search(text, em, example)) throw ConfigError(path, "example iteration time", "line 'about N-N ms per iteration' not found");
-  {
-    const double lo = std::stod(em[1]), hi = std::stod(em[2]);
-    const double td = simulate_plan(domino_13b(), h100, domino(megatron(8, kDominoMicroBatch, 1024))).step_time.ms();
-    s.rows.push_back({.label = "released example, GPT-3 13B seq 1024, Domino iteration time", .measured = (lo + hi) / 2, .predicted = td,
-                      .unit = "ms", .note = fmt::format("published {:g}-{:g} ms; fit input (kernel_efficiency.cuda_graphs)", lo, hi), .scored = false});
-  }
-  const std::regex share_line(R"(GPT-3 13B: 1 node ([0-9.]+) %, 2 nodes ([0-9.]+) %, 4 nodes ([0-9.]+) %)");
-  std::smatch sm;
-  if (!std::regex_search(text, sm, share_line)) throw ConfigError(path, "TP share", "line 'GPT-3 13B: 1 node N %, 2 nodes N %, 4 nodes N %' not found");
+  s.rows.push_back({.label = "released example, GPT-3 13B seq 1024, Domino iteration time", .measured = d.example_ms, .predicted = domino_example_ms(h100),
+                    .unit = "ms", .note = fmt::format("published {:g}-{:g} ms", d.example_lo_ms, d.example_hi_ms), .role = RowRole::fitted,
+                    .in_bar = false, .fit_of = "host.stacks.eager/cuda_graphs.gemm_efficiency"});
   const ModelSpec m13 = domino_13b();
   for (int i = 0; i < 3; ++i) {
     const int nodes = 1 << i;
@@ -237,64 +245,192 @@ AccuracySection domino_section(const std::string& dir, AccuracyReport& report) {
       report.tp_share_1node_comm_ms = r.busy("tp_comm").ms();
       report.tp_share_1node_mfu = r.mfu;
     }
-    share.rows.push_back({.label = fmt::format("{} node{} (TP={})", nodes, nodes > 1 ? "s" : "", 8 * nodes), .measured = std::stod(sm[1 + i]),
+    share.rows.push_back({.label = fmt::format("{} node{} (TP={})", nodes, nodes > 1 ? "s" : "", 8 * nodes), .measured = d.tp_share_pct[i],
                           .predicted = 100.0 * r.busy("tp_comm").ms() / r.step_time.ms(), .unit = "%",
                           .note = fmt::format("step {:.1f} ms, TP comm {:.1f} ms", r.step_time.ms(), r.busy("tp_comm").ms())});
   }
   return s;
 }
 
+// Share of TP communication Domino hides behind compute. Published: Domino in nanotron, one node,
+// profiled, about 62 % (75 % forward, 50 % backward). Model and batch are not stated: the rows use
+// the Domino example's configuration as a proxy, so they inform (no bar).
+AccuracySection tp_hidden_section(const std::string& dir) {
+  AccuracySection s{.title = "Share of TP communication Domino hides behind compute, one node",
+                    .source = "data/calibration/tp-overlap-measured.csv (NANO-284; approximate, model and batch not stated)", .absolute = true};
+  const Csv csv = read_csv(dir + "/tp-overlap-measured.csv");
+  double hidden = -1;
+  for (const auto& row : csv.rows)
+    if (csv.cell(row, "source") == "NANO-284") {
+      std::smatch m;
+      const std::string& v = csv.cell(row, "overlap_value");
+      if (std::regex_search(v, m, std::regex(R"(([0-9.]+)%)"))) hidden = std::stod(m[1]);
+    }
+  if (hidden < 0) throw ConfigError(csv.path, "NANO-284", "row with the share of TP communication hidden (N%) not found");
+  const auto h100 = hardware::load_cluster("dgx-h100");
+  const auto r = simulate_plan(domino_13b(), h100, domino(megatron(8, kDominoMicroBatch, 1024)));
+  const double pred = 100.0 * (1.0 - r.exposed_comm.ms() / r.busy("tp_comm").ms());
+  s.rows.push_back({.label = "Domino, 8x H100, TP=8 (proxy: GPT-3 13B, the Domino example's plan)", .measured = hidden, .predicted = pred,
+                    .unit = "%", .note = fmt::format("TP comm {:.1f} ms, exposed {:.1f} ms", r.busy("tp_comm").ms(), r.exposed_comm.ms()),
+                    .in_bar = false});
+  return s;
+}
+
 AccuracySection a100_section(const std::string& dir) {
   AccuracySection s{.title = "Megatron-DeepSpeed iteration time, A100-SXM4-80GB, one node", .source = "data/calibration/a100-megatron-1node-2and4gpu.csv",
-                    .bar = "mean absolute error <= 8 % over the rows with pp = 1"};
-  const Csv csv = read_csv(dir + "/a100-megatron-1node-2and4gpu.csv");
+                    .bar = "mean absolute error <= 8 % over the rows with pp = 1", .mean_bar = 0.08};
   const auto a100 = hardware::load_cluster("dgx-a100");
-  for (const auto& row : csv.rows) {
-    const int gpus = static_cast<int>(num(csv, row, "gpus")), gb = static_cast<int>(num(csv, row, "global_batch")),
-              mb = static_cast<int>(num(csv, row, "micro_batch")), heads = static_cast<int>(num(csv, row, "heads")),
-              layers = static_cast<int>(num(csv, row, "layers")), tp = static_cast<int>(num(csv, row, "tp")),
-              dp = static_cast<int>(num(csv, row, "dp")), pp = static_cast<int>(num(csv, row, "pp"));
-    const auto hidden = static_cast<std::int64_t>(num(csv, row, "hidden")), seq = static_cast<std::int64_t>(num(csv, row, "seq_len"));
-    AccuracyRow out{.label = fmt::format("{} GPUs h{} L{} gb{} mb{} tp{} dp{} pp{}", gpus, hidden, layers, gb, mb, tp, dp, pp),
-                    .measured = num(csv, row, "iter_ms"), .unit = "ms"};
-    if (pp != 1) {
-      out.scored = false;
-      out.note = "pp > 1: not modelled yet (pipeline parallelism)";
+  for (const auto& row : read_a100_rows(dir)) {
+    AccuracyRow out{.label = row.label, .measured = row.measured_ms, .unit = "ms"};
+    if (row.pp != 1) {
+      out.role = RowRole::listed;
+      out.in_bar = false;
+      out.note = "pp > 1: pipeline parallelism is not modelled yet";
       s.rows.push_back(out);
       continue;
     }
-    ModelSpec m{.name = fmt::format("gpt-h{}-L{}", hidden, layers), .source = "calibration row", .layers = layers, .hidden = hidden,
-                .heads = heads, .kv_heads = heads, .ffn_hidden = 4 * hidden, .vocab = 51200, .seq_len = seq};
-    auto c = a100;
-    c.node.gpus_per_node = gpus;  // the GPUs used, inside one DGX node
-    PlanInput in = megatron(tp, mb, seq);
-    in.dp = dp;
-    in.global_batch = gb;
-    const auto r = simulate_plan(m, c, in);
+    const auto r = predict_a100(a100, row);
     out.predicted = r.step_time.ms();
-    out.note = fmt::format("{} micro-batches, MFU {:.0f} %", gb / (mb * dp), 100 * r.mfu);
+    out.note = fmt::format("{} micro-batches, MFU {:.0f} %", row.global_batch / (row.micro_batch * row.dp), 100 * r.mfu);
+    out.role = RowRole::fitted;
+    out.fit_of = "gpu.gemm_efficiency, host.stacks.eager.launch_us, host.stacks.eager.op_overhead_us (dgx-a100)";
     s.rows.push_back(out);
   }
   return s;
 }
 
-std::string pct(double e) { return fmt::format("{:+.1f} %", 100 * e); }
+// Megatron-Core + TransformerEngine throughput (NeMo / Megatron-Bridge): every row needs something
+// the simulator does not model yet; each is listed with what it waits for.
+AccuracySection megatron_core_section(const std::string& dir) {
+  AccuracySection s{.title = "Megatron-Core + TransformerEngine on DGX-H100 (stack megatron-core), model TFLOP/s per GPU",
+                    .source = "data/calibration/h100-megatron-bridge-throughput.csv"};
+  const Csv csv = read_csv(dir + "/h100-megatron-bridge-throughput.csv");
+  auto num_or = [&](const std::vector<std::string>& row, const std::string& col, double fallback) {
+    const std::string& c = csv.cell(row, col);
+    if (c.empty() || c == "n/a" || c == "?") return fallback;
+    try {
+      return std::stod(c);
+    } catch (const std::exception&) {
+      return fallback;
+    }
+  };
+  for (const auto& row : csv.rows) {
+    const std::string model = csv.cell(row, "model");
+    const double pp = num_or(row, "pp", 1), ep = num_or(row, "ep", 1), cp = num_or(row, "cp", 1), fsdp = num_or(row, "fsdp", 0);
+    std::vector<std::string> needs;
+    if (pp > 1) needs.push_back(fmt::format("pipeline parallelism (pp {:g})", pp));
+    if (fsdp > 0) needs.push_back(fmt::format("Megatron-FSDP / ZeRO-3 (sharding over {:g})", fsdp));
+    else needs.push_back("the distributed optimizer (ZeRO-1)");
+    if (ep > 1 || model.find("Qwen3") != std::string::npos || model.find("DeepSeek") != std::string::npos || model.find("OSS") != std::string::npos)
+      needs.push_back("mixture of experts");
+    if (cp > 1) needs.push_back(fmt::format("context parallelism (cp {:g})", cp));
+    std::string need = needs.front();
+    for (std::size_t i = 1; i < needs.size(); ++i) need += ", " + needs[i];
+    const std::string tflops = csv.cell(row, "model_tflops_per_gpu");
+    double measured = 0;
+    try {
+      measured = std::stod(tflops);
+    } catch (const std::exception&) {
+      throw ConfigError(csv.path, "model_tflops_per_gpu", fmt::format("'{}' is not a number", tflops));
+    }
+    s.rows.push_back({.label = fmt::format("{} {} GPUs {} gbs {} seq {} (NeMo {})", model, csv.cell(row, "gpus"), csv.cell(row, "precision"),
+                                           csv.cell(row, "gbs"), csv.cell(row, "seq_len"), csv.cell(row, "container")),
+                      .measured = measured, .unit = "TFLOP/s", .note = "needs " + need, .role = RowRole::listed, .in_bar = false});
+  }
+  return s;
+}
+
+std::string fmt_error(const AccuracySection& s, double e) {
+  if (!s.absolute) return fmt::format("{:.1f} %", 100 * e);
+  const bool pts = !s.rows.empty() && s.rows.front().unit == "%";
+  return fmt::format("{:.3f}{}", e, pts ? " pt" : "");
+}
+
+std::string signed_error(const AccuracySection& s, const AccuracyRow& r) {
+  if (!s.absolute) return fmt::format("{:+.1f} %", 100 * r.error());
+  return fmt::format("{:+.3g} {}", r.predicted - r.measured, r.unit == "%" ? "pt" : r.unit);
+}
 
 void section_md(std::string& md, const AccuracySection& s) {
-  md += fmt::format("## {}\n\nSource: `{}`. Bar: {}.\n\n", s.title, s.source, s.bar);
-  md += "| measured row | measured | predicted | error | note |\n|---|---:|---:|---:|---|\n";
-  for (const auto& r : s.rows) {
-    const std::string err = r.predicted == 0 && !r.scored ? "–"
-                            : s.absolute                 ? fmt::format("{:+.3g} {}", r.predicted - r.measured, r.unit == "%" ? "pt" : r.unit)
-                                                         : pct(r.error());
-    md += fmt::format("| {} | {:.4g} {} | {} | {} | {}{} |\n", r.label, r.measured, r.unit,
-                      r.predicted == 0 && !r.scored ? "–" : fmt::format("{:.4g} {}", r.predicted, r.unit), err, r.note,
-                      r.scored ? "" : " (not scored)");
+  md += fmt::format("## {}\n\nSource: `{}`.{}\n\n", s.title, s.source, s.bar.empty() ? " No bar: the rows inform." : " Bar: " + s.bar + ".");
+  for (RowRole role : {RowRole::predicted, RowRole::fitted, RowRole::listed}) {
+    if (s.count(role) == 0) continue;
+    md += role == RowRole::predicted ? "Predicted rows (no constant was fitted to them):\n\n"
+          : role == RowRole::fitted  ? "Fitted rows (fit inputs of the constants named):\n\n"
+                                     : "Listed rows (not predicted; what each needs):\n\n";
+    if (role == RowRole::listed) {
+      md += "| measured row | measured | needs |\n|---|---:|---|\n";
+      for (const auto& r : s.rows)
+        if (r.role == role) md += fmt::format("| {} | {:.4g} {} | {} |\n", r.label, r.measured, r.unit, r.note.substr(r.note.rfind("needs ", 0) == 0 ? 6 : 0));
+      md += "\n";
+      continue;
+    }
+    md += fmt::format("| measured row | measured | predicted | error | {}note |\n|---|---:|---:|---:|{}---|\n",
+                      role == RowRole::fitted ? "fit input of | " : "", role == RowRole::fitted ? "---|" : "");
+    for (const auto& r : s.rows) {
+      if (r.role != role) continue;
+      md += fmt::format("| {} | {:.4g} {} | {:.4g} {} | {} | {}{}{} |\n", r.label, r.measured, r.unit, r.predicted, r.unit, signed_error(s, r),
+                        role == RowRole::fitted ? fmt::format("`{}` | ", r.fit_of) : "", r.note, r.in_bar || s.bar.empty() ? "" : " (not in the bar)");
+    }
+    md += "\n";
+  }
+}
+
+void summary_md(std::string& md, const AccuracyReport& r, RowRole role) {
+  md += "| what | rows | mean abs error | worst row | worst error | bar | bar met |\n|---|---:|---:|---|---:|---|---|\n";
+  for (const AccuracySection* s : r.sections()) {
+    // a section with a bar is summarised over the rows in it; one without, over all its rows
+    const bool bar_only = !s->bar.empty();
+    const int n = s->count(role, bar_only);
+    if (n == 0) continue;
+    const auto* w = s->worst(role, bar_only);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", s->title, n, fmt_error(*s, s->mean_abs_error(role, bar_only)),
+                      w ? w->label : "–", w ? signed_error(*s, *w) : "–", s->bar.empty() ? "–" : s->bar,
+                      s->bar.empty() ? "–" : s->bar_met() ? "yes" : "**no**");
   }
   md += "\n";
 }
 
 }  // namespace
+
+std::vector<sim::StepErrorBand> compute_step_error_bands(const AccuracyReport& r) {
+  auto percentile = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto i = static_cast<std::size_t>(pos);
+    const double f = pos - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v.back();
+  };
+  // the step error a TP-share row implies when its communication is priced right: step_true = comm / share
+  auto implied = [](const AccuracyRow& row) { return row.measured / row.predicted - 1.0; };
+  std::vector<double> one;
+  int a100 = 0;
+  for (const auto& l : r.leave_group_out) {
+    one.insert(one.end(), l.out_of_sample_errors.begin(), l.out_of_sample_errors.end());
+    a100 += static_cast<int>(l.out_of_sample_errors.size());
+  }
+  if (!r.tp_share.rows.empty()) one.push_back(implied(r.tp_share.rows[0]));
+  sim::StepErrorBand b1{.kind = "one node"};
+  if (!one.empty()) {
+    b1.low = std::min(0.0, percentile(one, 0.10));
+    b1.high = std::max(0.0, percentile(one, 0.90));
+  }
+  b1.rows = static_cast<int>(one.size());
+  b1.basis = fmt::format("10th to 90th percentile of {} out-of-sample step rows: {} A100 Megatron-DeepSpeed rows predicted with constants refitted on"
+                         " the other GPU count, the H100 one-node Megatron step (error implied by its TP share)",
+                         one.size(), a100);
+  sim::StepErrorBand b2{.kind = "across nodes", .low = b1.low, .high = b1.high};
+  int multi = 0;
+  for (std::size_t i = 1; i < r.tp_share.rows.size(); ++i) {
+    const double e = implied(r.tp_share.rows[i]);
+    b2.low = std::min(b2.low, e);
+    b2.high = std::max(b2.high, e);
+    ++multi;
+  }
+  b2.rows = b1.rows + multi;
+  b2.basis = fmt::format("the one-node band widened to the H100 Megatron steps on 2 and 4 nodes (errors implied by their TP shares, {} rows)", multi);
+  return {b1, b2};
+}
 
 AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progress) {
   AccuracyReport r;
@@ -302,14 +438,22 @@ AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progre
   auto say = [&](const char* what) {
     if (progress) fmt::print(stderr, "accuracy: {}\n", what);
   };
-  say("NCCL all-reduce");
-  r.nccl = nccl_section(calibration_dir);
+  say("NCCL one node and across nodes");
+  nccl_sections(calibration_dir, r);
   say("GEMM");
   r.gemm = gemm_section(calibration_dir);
+  say("interference (kernel level)");
+  r.interference = interference_section(calibration_dir);
   say("Domino speedups and TP-communication shares (H100)");
   r.domino = domino_section(calibration_dir, r);
+  r.tp_hidden = tp_hidden_section(calibration_dir);
   say("A100 Megatron iteration times (400 simulated steps)");
   r.a100 = a100_section(calibration_dir);
+  r.megatron_core = megatron_core_section(calibration_dir);
+  say("least-squares fits and leave-group-out refits");
+  r.fits = fit_constants(calibration_dir);
+  r.leave_group_out = leave_group_out(calibration_dir);
+  r.step_error_bands = compute_step_error_bands(r);
   return r;
 }
 
@@ -317,41 +461,50 @@ std::string accuracy_markdown(const AccuracyReport& r) {
   std::string md =
       "# Prediction accuracy\n\n"
       "Generated by `slicetune accuracy --out docs/accuracy.md` from every row of `data/calibration/`"
-      " (analytic cost model, embedded cluster files). Do not edit by hand.\n\n## Summary\n\n"
-      "| what | rows scored | mean abs error | worst row | worst error | bar |\n|---|---:|---:|---|---:|---|\n";
-  for (const AccuracySection* s : {&r.nccl, &r.gemm, &r.domino, &r.tp_share, &r.a100}) {
-    int n = 0;
-    for (const auto& row : s->rows) n += row.scored;
-    const auto* w = s->worst();
-    const std::string unit = s->absolute ? (s == &r.tp_share ? " pt" : "") : "";
-    auto fmt_err = [&](double e) { return s->absolute ? fmt::format("{:.3f}{}", e, unit) : fmt::format("{:.1f} %", 100 * e); };
-    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", s->title, n, fmt_err(s->mean_abs_error()), w ? w->label : "–",
-                      w ? fmt_err(s->absolute ? w->predicted - w->measured : w->error()) : "–", s->bar);
-  }
-  md += "\n";
-  const auto h = hardware::load_cluster("dgx-h100"), a = hardware::load_cluster("dgx-a100");
+      " (analytic cost model, embedded cluster files). Do not edit by hand.\n\n"
+      "Rows come in three kinds: **predicted** (no constant of the model was fitted to them: out-of-sample),"
+      " **fitted** (the fit inputs of a named constant: in-sample; their error says how well the fit holds, not how well the"
+      " model predicts) and **listed** (the model lacks what they need; shown with the reason). A bar holds for every row in it,"
+      " fitted or predicted.\n\n## Summary: predicted rows (out of sample)\n\n";
+  summary_md(md, r, RowRole::predicted);
+  md += "## Summary: fitted rows (in sample)\n\n";
+  summary_md(md, r, RowRole::fitted);
+  md += "## Leave-group-out: fit on one group, predict another\n\n"
+        "Each line refits the named constants on one group of rows only (same least squares as below) and predicts a group"
+        " it did not see. The gap between the two errors is what overfitting would cost on data we do not have.\n\n"
+        "| fitted on | predicts | refitted constants | rows fitted | in-sample mean abs error | rows predicted |"
+        " out-of-sample mean abs error | worst |\n|---|---|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& l : r.leave_group_out)
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} % | {:.1f} % |\n", l.fitted_on, l.predicts, l.constants, l.rows_fitted,
+                      l.rows_fitted ? fmt::format("{:.1f} %", 100 * l.in_sample_error) : "–", l.rows_predicted, 100 * l.out_of_sample_error,
+                      100 * l.out_of_sample_worst);
+  md += "\n## Prediction ranges\n\n"
+        "`simulate`, `tune` and `whatif` print a range beside each predicted step time: where the true time lies if the prediction errs as"
+        " the out-of-sample step rows nearest in kind erred (predicted / (1 + high) .. predicted / (1 + low)). Written to"
+        " `configs/accuracy/step-error-bands.yaml` by `slicetune accuracy --bands`; the tuner calls two plans indistinguishable within"
+        " the model's error when their ranges overlap. Errors of two plans of one model are correlated, so their order is more reliable"
+        " than the width of either range suggests.\n\n"
+        "| kind of plan | low | high | rows | basis |\n|---|---:|---:|---:|---|\n";
+  for (const auto& b : r.step_error_bands)
+    md += fmt::format("| {} | {:+.1f} % | {:+.1f} % | {} | {} |\n", b.kind, 100 * b.low, 100 * b.high, b.rows, b.basis);
+  md += "\n## Fitted constants\n\n"
+        "Every other constant is a datasheet figure, NCCL's own tuner constant (`hardware/collective_model.cpp`,"
+        " `hardware/nccl_topology.cpp`) or a published mechanism named where it is used (`docs/cost-models.md`)."
+        " No per-row corrections.\n\n"
+        "Recomputed by code (`slicetune accuracy --fit`; tests/fidelity checks the cluster files hold these values): least squares"
+        " on log(predicted / measured), exhaustive grid.\n\n"
+        "| constant | cluster | value | fitted | grid step | fit inputs | rows | rms error at the fit |\n|---|---|---:|---:|---:|---|---:|---:|\n";
+  for (const auto& f : r.fits)
+    for (const auto& p : f.params)
+      md += fmt::format("| `{}` | {} | {:g} | {:g} | {:g} | {} | {} | {:.1f} % |\n", p.key, f.cluster, p.file_value, p.fitted, p.step, f.inputs,
+                        f.rows, 100 * f.rms_log_error);
+  const auto h = hardware::load_cluster("dgx-h100");
   using common::DType;
   using hardware::Stack;
-  md += "## Fitted constants\n\nEverything else is a datasheet figure or NCCL's own tuner constant"
-        " (`hardware/collective_model.cpp`). No per-row corrections.\n\n"
-        "| constant (cluster file key) | H100 | A100 | fitted to |\n|---|---:|---:|---|\n";
-  md += fmt::format("| `nccl.call_overhead_us` | {} | {} | H100 1 KB all-reduce time beyond NCCL's modelled latency |\n",
-                    h.nccl.call_overhead_us, a.nccl.call_overhead_us);
-  md += fmt::format("| `nccl.nvls_efficiency` | {} | – | H100 NVLS busbw, 64 MB .. 8 GB |\n", h.nccl.nvls_efficiency);
-  md += fmt::format("| `nccl.nvls_latency_us` | {} | – | same (NCCL's tuner assumes 25 us) |\n", h.nccl.nvls_latency_us);
-  md += fmt::format("| `gpu.gemm_efficiency` (fp16 / fp8) | {} / {} | {} / – | H100: best shape measured (MAMF); A100: the iteration times |\n",
-                    h.gpu.gemm_eff(DType::fp16), h.gpu.gemm_eff(DType::fp8), a.gpu.gemm_eff(DType::fp16));
-  md += fmt::format("| `gpu.gemm_tile_overhead_us` | {} | {} | H100 square GEMMs |\n", h.gpu.gemm_tile_overhead.us(), a.gpu.gemm_tile_overhead.us());
-  md += fmt::format("| `host.kernel_efficiency.eager` (kernel speed in a step / modelled) | {} | {} | H100: the mean of the four Domino speedups"
-                    " (Megatron-LM's stack); A100: not used, 1 (its eager losses are in gemm_efficiency and op_overhead_us) |\n",
-                    h.host.kernel_efficiency_for(Stack::eager), a.host.kernel_efficiency_for(Stack::eager));
-  md += fmt::format("| `host.kernel_efficiency.cuda_graphs` | {} | {} | H100: the released Domino example's iteration time (521-529 ms) |\n",
-                    h.host.kernel_efficiency_for(Stack::cuda_graphs), a.host.kernel_efficiency_for(Stack::cuda_graphs));
-  md += fmt::format("| `host.launch_us.eager` (host time per task) | {} | {} | A100: the iteration times; H100: not constrained (no scored row is"
-                    " host-bound) |\n",
-                    h.host.launch_for(Stack::eager).us(), a.host.launch_for(Stack::eager).us());
-  md += fmt::format("| `host.op_overhead_us.eager` (GPU time per task) | {} | {} | A100 iteration times |\n\n",
-                    h.host.op_overhead_for(Stack::eager).us(), a.host.op_overhead_for(Stack::eager).us());
+  md += fmt::format("\nNot fitted, and not constrained by any scored row: `host.stacks.eager.launch_us` of dgx-h100 ({} us; no H100 row is"
+                    " host-bound). Fits marked \"(coordinate descent)\" sweep each constant in turn from the file's values (each row is a"
+                    " simulated step).\n\n",
+                    h.host.launch_for(Stack::eager).us());
   const auto& sh = r.tp_share.rows;
   const auto& ex = r.domino.rows.back();
   const double f1 = sh[0].measured / 100, s13 = r.domino.rows[3].measured;  // one-node share, 13B seq 1024 speedup
@@ -361,26 +514,21 @@ std::string accuracy_markdown(const AccuracyReport& r) {
       " `training/DeepSpeed-Domino/pretrain_gpt3_13b.sh` sets micro-batch 16 = global batch 16), seq 512 / 1024, 2 row slices on the batch axis,"
       " fp16, dgx-h100. GPT-3 13B as that script runs it: 64 attention heads of 80 (the share rows too; 64 also divides TP = 16 and 32).\n"
       "- Stacks: Megatron-LM on the eager stack, Domino on cuda_graphs - the Domino blog says its runs use CUDA graphs, multiple streams"
-      " and torch.compile. The published figures need that difference: if Domino only hid communication, a 16 % share would cap its"
-      " gain at 1 / (1 - {:.2f}) = {:.2f}x, yet {:.2f}x is published. With the example's {:.0f} ms, Megatron takes {:.2f} x {:.0f} = {:.0f} ms,"
-      " {:.0f} % of it ({:.0f} ms) TP communication - NCCL's price for its TP AllReduces is {:.0f} ms here - leaving {:.0f} ms of"
-      " Megatron compute against at most {:.0f} ms for Domino's (about {:.0f} % faster kernels). So two constants, one per stack:"
-      " `host.kernel_efficiency` eager {} and cuda_graphs {} (fraction of the modelled, isolated-kernel speed reached in a step);"
-      " the three shares and each speedup are then predictions (only the speedups' mean was fitted).\n"
-      "- The H100 steps are {:.0f}-{:.0f} % slower than the isolated-kernel model (MFU about {:.0f} % for Megatron here): the framework"
-      " runs its kernels at {:.2f}-{:.2f} of their microbenchmark speed. The GEMM rows above stay at microbenchmark speed (gemm_efficiency).\n"
-      "- A100 rows with pp > 1 are listed but not scored until pipeline parallelism exists.\n"
-      "- Interference (no calibration file; defaults from `docs/cost-models.md`): beside an NVLS all-reduce on H100"
-      " (16 of 132 SMs, the NVLink port full) a compute-bound GEMM takes {:+.0f} % longer and a memory-bound kernel {:+.0f} %;"
-      " published: +18.9 % on average, +40 % at most (arXiv 2507.03114).\n\n",
-      kDominoMicroBatch, f1, 1 / (1 - f1), s13, ex.measured, s13, ex.measured, s13 * ex.measured, 100 * f1, f1 * s13 * ex.measured,
-      r.tp_share_1node_comm_ms, (1 - f1) * s13 * ex.measured, ex.measured, 100 * (1 - ex.measured / ((1 - f1) * s13 * ex.measured)),
-      h.host.kernel_efficiency_for(Stack::eager), h.host.kernel_efficiency_for(Stack::cuda_graphs),
-      100 * (1 / h.host.kernel_efficiency_for(Stack::cuda_graphs) - 1), 100 * (1 / h.host.kernel_efficiency_for(Stack::eager) - 1),
-      100 * r.tp_share_1node_mfu, h.host.kernel_efficiency_for(Stack::eager), h.host.kernel_efficiency_for(Stack::cuda_graphs),
-      100 * (1 / hardware::compute_rate_beside_comm(h.interference, h.gpu.hbm_bytes_per_s, 0.0, 16.0 / h.gpu.sm_count, h.node.nvlink_bytes_per_s) - 1),
-      100 * (1 / hardware::compute_rate_beside_comm(h.interference, h.gpu.hbm_bytes_per_s, 1.0, 16.0 / h.gpu.sm_count, h.node.nvlink_bytes_per_s) - 1));
-  for (const AccuracySection* s : {&r.nccl, &r.gemm, &r.domino, &r.tp_share, &r.a100}) section_md(md, *s);
+      " and torch.compile. If Domino only hid communication, a {:.0f} % share would cap its gain at 1 / (1 - {:.2f}) = {:.2f}x, yet {:.2f}x is"
+      " published: with the example's {:.0f} ms, Megatron takes about {:.0f} ms, of which about {:.0f} ms is compute (NCCL prices its TP"
+      " all-reduces at {:.0f} ms here) against at most {:.0f} ms for Domino's. Megatron's MFU here: {:.0f} %. The difference is carried by"
+      " mechanisms of the two stacks (host.stacks in the cluster file): eager pays a host launch per kernel and GPU time per op between"
+      " kernels (op_overhead_us, fitted to the speedups); cuda_graphs replays its kernels back to back, and torch.compile fuses the"
+      " residual add into the next norm and the attention's softmax and dropout into one pass each way. Both PyTorch stacks run their"
+      " GEMMs at one fitted fraction of the best-shape speed (gemm_efficiency, fitted to the example's time).\n"
+      "- Collectives across nodes: NCCL's channels as its topology search sets them (24 CTAs per collective in one DGX-A100 or DGX-H100"
+      " node, 16 across nodes); the NICs' achieved rate and the cost of one network step are fitted to the 4-node curves (table above),"
+      " the 1-node ring curves, the reduce-scatter decline with node count and the other clusters are predictions.\n"
+      "- A100 rows with pp > 1 are listed until pipeline parallelism exists; the Megatron-Core rows until pipeline parallelism and the"
+      " distributed optimizer (and for some, experts or context parallelism) exist.\n\n",
+      kDominoMicroBatch, 100 * f1, f1, 1 / (1 - f1), s13, ex.measured, s13 * ex.measured, (1 - f1) * s13 * ex.measured,
+      r.tp_share_1node_comm_ms, ex.measured, 100 * r.tp_share_1node_mfu);
+  for (const AccuracySection* s : r.sections()) section_md(md, *s);
   return md;
 }
 

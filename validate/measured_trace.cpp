@@ -258,7 +258,7 @@ TraceComparison compare_trace(const sim::Target& t, const MeasuredTrace& m, cons
     out.collectives.push_back(c);
   }
   // silent fallbacks
-  const bool overlap_planned = t.plan.strategy == &sim::strategy_domino();
+  const bool overlap_planned = !t.plan.strategy->baseline;  // the baseline strategy overlaps no TP collective
   for (const auto& c : out.collectives) {
     const double pred_beside = c.predicted_ms > 0 ? 1 - c.predicted_exposed_ms / c.predicted_ms : 0;
     const double meas_beside = c.measured_ms > 0 ? 1 - c.measured_exposed_ms / c.measured_ms : 0;

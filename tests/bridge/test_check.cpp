@@ -1,12 +1,15 @@
 // slicetune check: each documented incompatible combination is refused with the framework's reason (issue 16).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "bridge/check.hpp"
 #include "bridge/megatron_args.hpp"
-#include "cli_run.hpp"
 #include "sim/strategy.hpp"
+#include "cli_run.hpp"
 
 namespace {
 
@@ -73,6 +76,8 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"cuda-device-max-connections", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8}, "", {{"CUDA_DEVICE_MAX_CONNECTIONS", "8"}}}},
       {"domino-pp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.micro_batch = 16, .strategy = domino}, "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2", {}}},
       {"domino-sp", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .sequence_parallel = true, .strategy = domino}, "", {}}},
+      {"strategy-none", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16}, "", {}}},  // Domino always splits in 2
+      {"strategy-domino", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .strategy = domino}, "", {}}},  // Megatron-LM does not slice
       {"domino-row-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 4, .strategy = domino}, "", {}}},
       {"domino-row-axis", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .strategy = domino, .row_axis = sim::RowAxis::sequence}, "", {}}},
       {"domino-col-slices", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .row_slices = 2, .col_slices = 2, .strategy = domino}, "", {}}},
@@ -136,7 +141,7 @@ TEST_CASE("slicetune check exits 1 with one line per finding when the framework 
   const CliRun bad = run_cli("check --framework deepspeed --model gpt3-13b --tp 8 --micro-batch 16 --strategy domino --row-slices 4 --no-environment");
   CHECK(bad.rc == 1);
   CHECK(bad.out.find("error  domino-row-slices") != std::string::npos);
-  CHECK(bad.out.find("row_slices 4: DeepSpeed-Domino splits in exactly 2") != std::string::npos);
+  CHECK(bad.out.find("row_slices 4: DeepSpeed-Domino runs row_slices 2 only (its layer takes exactly 2 halves)") != std::string::npos);
   CHECK(bad.out.find("intra_partitions = 2") != std::string::npos);
   const CliRun good = run_cli("check --framework megatron --model gpt3-13b --tp 8 --micro-batch 4 --no-environment");
   CHECK(good.rc == 0);
@@ -147,4 +152,17 @@ TEST_CASE("slicetune check exits 1 with one line per finding when the framework 
   const auto j = nlohmann::json::parse(json.out);
   CHECK(j.at("schema_version") == 1);
   CHECK(j.at("findings").at(0).at("rule") == "sp-tp1");
+}
+
+TEST_CASE("check --rules prints every rule, and docs/bridge.md holds that table as printed") {
+  // The binary registers the built-in strategies only (the toy strategy lives in this test program), so its table is the
+  // documented one: 22 fixed rules + strategy-none, strategy-domino and Domino's 3 fixed knobs (bridge/strategy_support.cpp) = 27.
+  const CliRun r = run_cli("check --rules");
+  REQUIRE(r.rc == 0);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 27);
+  for (const char* id : {"`world-size`", "`strategy-none`", "`strategy-domino`", "`domino-row-slices`", "`memory`"}) CHECK(r.out.find(id) != std::string::npos);
+  std::ifstream in(std::string(SLICETUNE_SOURCE_DIR) + "/docs/bridge.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  CHECK_MESSAGE(doc.str().find(r.out) != std::string::npos, "docs/bridge.md's rule table differs from `slicetune check --rules`");
 }

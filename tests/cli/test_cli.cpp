@@ -170,3 +170,32 @@ TEST_CASE("list shows the embedded models and clusters") {
   for (const auto& m : j["models"])
     if (m["name"] == "gpt3-175b") CHECK(m["params"].get<double>() == doctest::Approx(175e9).epsilon(0.01));
 }
+
+TEST_CASE("simulate and tune print a range beside each predicted step time; tune says which plans it cannot tell apart") {
+  // simulate --json: step_time_range_ms = [step / (1 + high), step / (1 + low)] of the one-node band
+  const auto s = run("simulate --model gpt3-13b --cluster dgx-h100 --tp 8 --micro-batch 16 --seq-len 1024 --json");
+  REQUIRE(s.code == 0);
+  const auto js = nlohmann::json::parse(s.out);
+  REQUIRE(js.contains("step_time_range_ms"));
+  const double step = js["step_time_ms"], lo = js["step_time_range_ms"][0], hi = js["step_time_range_ms"][1];
+  CHECK(lo < step);
+  CHECK(step < hi);
+  CHECK(js["step_time_range_basis"].get<std::string>().find("one node") != std::string::npos);
+  // the profiled CPU model has no band: no range
+  const auto p = run("simulate --model tiny --tp 2 --micro-batch 2 --profile cpu-epyc-2x --json");
+  REQUIRE(p.code == 0);
+  CHECK_FALSE(nlohmann::json::parse(p.out).contains("step_time_range_ms"));
+  // tune: every listed plan carries its range and whether it overlaps the best plan's
+  const auto t = run("tune --json --no-explain");
+  REQUIRE(t.code == 0);
+  const auto jt = nlohmann::json::parse(t.out);
+  for (const auto& plan : jt["top"]) {
+    CHECK(plan.contains("step_time_range_ms"));
+    CHECK(plan.contains("within_best_range"));
+  }
+  CHECK(jt["top"][0]["within_best_range"] == true);  // the best plan is within its own range
+  const auto text = run("tune --no-explain");
+  CHECK(text.out.find("range") != std::string::npos);
+  CHECK((text.out.find("indistinguishable within the model's error") != std::string::npos ||
+         text.out.find("no other plan listed is within") != std::string::npos));
+}

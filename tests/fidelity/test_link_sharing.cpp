@@ -75,6 +75,7 @@ class FixedCost final : public hardware::CostModel {
     return k;
   }
   const hardware::ClusterSpec& cluster() const override { return c_; }
+  hardware::Stack stack() const override { return hardware::Stack::eager; }
   std::string describe() const override { return "fixed"; }
 
  private:
@@ -84,8 +85,10 @@ class FixedCost final : public hardware::CostModel {
 hardware::ClusterSpec quiet_cluster() {
   auto c = hardware::load_cluster("dgx-h100");
   c.gpu.sm_count = 100;
-  c.host.launch.fill(Duration::from_ps(0));
-  c.host.op_overhead.fill(Duration::from_ps(0));
+  for (auto& st : c.host.stacks) {
+    st.launch = Duration::from_ps(0);
+    st.op_overhead = Duration::from_ps(0);
+  }
   return c;
 }
 

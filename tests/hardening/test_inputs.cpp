@@ -64,13 +64,15 @@ const std::string kTinyModel =
 }  // namespace
 
 TEST_CASE("every number in a cluster file: NaN, infinity, negative and huge values are refused, naming the key") {
-  // dgx-h100.yaml has 35 numeric keys (gpu 14, node 3, network 4, host 9, interference 2, nccl 3);
-  // each must refuse .nan, .inf, -1 and 1e300 (every key is a rate, count, time or fraction with a
-  // finite range: common/limits.hpp). Before: 16 keys took NaN and kernel_latency_us took anything.
+  // dgx-h100.yaml has 41 numeric keys (gpu 14, node 3, network 5 with nic_efficiency, host 12: launch_us,
+  // op_overhead_us and gemm_efficiency of each of the 4 stacks, interference 4 with sm_comm_slowdown and
+  // copy_engine_bandwidth, nccl 3); each must refuse .nan, .inf, -1 and 1e300 (every key is a rate,
+  // count, time or fraction with a finite range: common/limits.hpp). Before: 16 keys took NaN and
+  // kernel_latency_us took anything.
   const YAML::Node root = YAML::Load(common::resolve_config("clusters", "dgx-h100").text);
   std::vector<std::vector<std::string>> leaves;
   numeric_leaves(root, {}, leaves);
-  CHECK(leaves.size() == 35);
+  CHECK(leaves.size() == 41);
   for (const auto& leaf : leaves)
     for (const char* bad : {".nan", ".inf", "-.inf", "-1", "1e300"}) {
       const std::string key = join(leaf);
@@ -148,10 +150,15 @@ TEST_CASE("a cluster inside a profile round-trips keys and values that need quot
   const auto c = hardware::cluster_from_node(n, "profile: cluster");
   CHECK(c.gpu.name == "H100 \"special\": edition\nline two");
   CHECK(c.name == "null");
-  // a list where a value belongs is refused instead of read as ""
+  // lists of names (a stack's fused ops: dgx-h100.yaml's megatron-core fuses gelu, not layernorm) come back too
+  CHECK(c.host.stack(hardware::Stack::megatron_core).fuses(hardware::ElementwiseKind::gelu));
+  CHECK_FALSE(c.host.stack(hardware::Stack::megatron_core).fuses(hardware::ElementwiseKind::layernorm));
+  // a list where a value belongs is refused instead of read as ""; a list of lists is not written at all
   YAML::Node bad = YAML::Clone(n);
   bad["gpu"]["name"] = YAML::Load("[a, b]");
-  CHECK(error_of([&] { hardware::cluster_from_node(bad, "profile: cluster"); }) == "profile: cluster: gpu.name: expected a value or a mapping");
+  CHECK(error_of([&] { hardware::cluster_from_node(bad, "profile: cluster"); }) == "profile: cluster: gpu.name: expected a scalar value");
+  bad["gpu"]["name"] = YAML::Load("[[a], b]");
+  CHECK(error_of([&] { hardware::cluster_from_node(bad, "profile: cluster"); }) == "profile: cluster: gpu.name[0]: expected a value");
 }
 
 TEST_CASE("run JSON (validate --measured): step time 0, wrong types and wide integers are refused naming the key") {

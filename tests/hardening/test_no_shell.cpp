@@ -45,6 +45,28 @@ TEST_CASE("whatif --plot: a model name with a quote, a newline and system \"...\
   CHECK(slurp(png).substr(1, 3) == "PNG");  // PNG signature: \x89 P N G
 }
 
+TEST_CASE("whatif --plot: a model name with a single quote, a backquote, a macro and a newline runs nothing") {
+  if (!have_gnuplot()) {
+    MESSAGE("gnuplot not installed: skipped");
+    return;
+  }
+  // The chart's script holds user strings in gnuplot single quotes (tuner::whatif_chart), where gnuplot
+  // expands no `command` and no @macro and a quote is ''. The name tries to close the quote ('), to
+  // run a backquoted command, and to start a new line (control characters become spaces).
+  Scratch s;
+  const std::string m1 = s / "PWNED1", m2 = s / "PWNED2";
+  write_text(s / "evil.yaml", tiny_named("\"x' `touch " + m1 + "` @a \\nsystem('touch " + m2 + "')\\n#\""));
+  const std::string svg = s / "chart.svg";
+  const auto r = slicetune({"whatif", "--model", s / "evil.yaml", "--cluster", "cpu-host", "--dtype", "fp32", "--sweep", "nodes=1,2", "--plot", svg}, 120);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK_FALSE(std::filesystem::exists(m1));
+  CHECK_FALSE(std::filesystem::exists(m2));
+  REQUIRE(std::filesystem::exists(svg));
+  // the title is drawn as text, the backquotes in it
+  CHECK(slurp(svg).find("`touch ") != std::string::npos);
+}
+
 TEST_CASE("whatif --plot \"it's.svg\": a quote in the output path is a file name like any other") {
   if (!have_gnuplot()) {
     MESSAGE("gnuplot not installed: skipped");

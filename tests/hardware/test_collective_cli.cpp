@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,4 +40,28 @@ TEST_CASE("slicetune collective: a table with a units row") {
   CHECK(out.find("busbw") != std::string::npos);
   CHECK(out.find("GB/s") != std::string::npos);
   CHECK(out.find("4194304") != std::string::npos);
+}
+
+TEST_CASE("slicetune collective --nodes 1,4 --json: a row per size and node count, the published busbw beside the 4-node rows") {
+  // nccl-h100-busbw-1and4node.csv [VP] has the 4-node all-gather at 16 MB (69.74 GB/s) and 64 MB (166.39 GB/s)
+  const auto out = nlohmann::json::parse(run("collective --cluster dgx-h100 --op allgather --nodes 1,4 --min-bytes 16M --max-bytes 64M "
+                                             "--calibration " SLICETUNE_SOURCE_DIR "/data/calibration --json"));
+  CHECK(out["schema_version"] == 1);
+  const auto& rows = out["rows"];
+  REQUIRE(rows.size() == 6);  // 16, 32, 64 MB x 1 and 4 nodes
+  int with_measured = 0;
+  for (const auto& r : rows) {
+    CHECK(r["gpus"] == r["nodes"].get<int>() * 8);
+    if (r.contains("measured_busbw_GBps")) {
+      ++with_measured;
+      CHECK(r["nodes"] == 4);
+      // the bar of the 4-node curves: within 15 % at >= 16 MB
+      CHECK(std::abs(r["busbw_GBps"].get<double>() / r["measured_busbw_GBps"].get<double>() - 1) <= 0.15);
+    }
+  }
+  CHECK(with_measured == 2);
+}
+
+TEST_CASE("slicetune collective --nodes with a bad list names the flag") {
+  CHECK(run("collective --nodes 1,x 2>&1").find("--nodes") != std::string::npos);
 }

@@ -45,12 +45,13 @@ TEST_CASE("forcing an algorithm that does not apply is refused with the flag nam
 
 TEST_CASE("GEMM 2048^3 bf16 on H100: one wave of 128x256 tiles, closed form") {
   // 16 x 8 = 128 tiles <= 132 SMs: one wave. Per SM 989.4 TFLOP/s x 0.80 / 132; a tile does
-  // 2 x 128 x 256 x 2048 FLOP -> 22.383 us, + 1.5 us tile overhead + 1.5 us kernel latency = 25.383 us.
+  // 2 x 128 x 256 x 2048 FLOP -> 22.383 us, + 2.2 us tile overhead (fitted, docs/accuracy.md) + 1.5 us
+  // kernel latency = 26.083 us.
   const auto c = load_cluster("dgx-h100");
   const auto e = estimate_gemm(c.gpu, GemmOp{.m = 2048, .n = 2048, .k = 2048, .dtype = DType::bf16});
   CHECK(e.tile_m * e.tile_n == 128 * 256);
   CHECK(e.waves == 1);
-  const double expect_s = 2.0 * 128 * 256 * 2048 / (989.4e12 * 0.80 / 132) + 3e-6;
+  const double expect_s = 2.0 * 128 * 256 * 2048 / (989.4e12 * 0.80 / 132) + 2.2e-6 + 1.5e-6;
   CHECK(e.seconds == doctest::Approx(expect_s).epsilon(1e-9));
 }
 

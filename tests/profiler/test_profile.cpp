@@ -167,7 +167,7 @@ TEST_CASE("outside the measured range the analytic model is used, and said once"
   std::ostringstream notes;
   const ClusterSpec cl = load_cluster_text();
   auto c = make_profiled_cost_model(cl, power_law_profile(), &notes);
-  auto analytic = make_analytic_cost_model(c->cluster());
+  auto analytic = make_analytic_cost_model(c->cluster(), Stack::cpp);
   // Expected: exactly the analytic model's price for a shape below the grid (m = 8 < 16) ...
   CHECK(c->gemm({.m = 8, .n = 64, .k = 64}).time == analytic->gemm({.m = 8, .n = 64, .k = 64}).time);
   CHECK(c->gemm({.m = 4096, .n = 64, .k = 64}).time == analytic->gemm({.m = 4096, .n = 64, .k = 64}).time);

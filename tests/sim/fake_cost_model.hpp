@@ -38,7 +38,7 @@ inline hardware::ClusterSpec fake_cluster() {
   c.node.nvlink_bytes_per_s = 1e9;  // 1 byte per ns
   c.network.nics_per_node = 8;
   c.network.nic_bytes_per_s = 1e9;
-  c.host.launch = {};
+  for (auto& st : c.host.stacks) st.launch = {};
   c.interference.sm_contention = false;
   c.interference.hbm_amplification = 0;
   c.interference.comm_slowdown = 0;
@@ -72,6 +72,7 @@ class FakeCostModel final : public hardware::CostModel {
     return cc;
   }
   const hardware::ClusterSpec& cluster() const override { return c_; }
+  hardware::Stack stack() const override { return hardware::Stack::eager; }
   std::string describe() const override { return "fake"; }
 
  private:

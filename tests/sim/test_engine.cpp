@@ -59,7 +59,7 @@ TEST_CASE("the host issue cost delays kernels: a launch-bound step") {
   // 10 tasks of 1 us, each issued 12 us after the previous (eager stack): task k can start at
   // 12 (k + 1) us, so the last (k = 9) runs from 120 to 121 us.
   auto cl = test::fake_cluster();
-  cl.host.launch[static_cast<int>(hardware::Stack::eager)] = Duration::from_us(12);
+  cl.host.stacks[static_cast<int>(hardware::Stack::eager)].launch = Duration::from_us(12);
   test::FakeCostModel cost(cl);
   std::vector<Task> tasks;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;
@@ -79,7 +79,7 @@ TEST_CASE("the stack's kernel efficiency and per-task overhead price compute, no
   // The same graph on cuda_graphs (efficiency 1, no overhead) takes 100 us + the collective.
   auto cl = test::fake_cluster();
   cl.host.kernel_efficiency[static_cast<int>(hardware::Stack::eager)] = 0.5;
-  cl.host.op_overhead[static_cast<int>(hardware::Stack::eager)] = Duration::from_us(3);
+  cl.host.stacks[static_cast<int>(hardware::Stack::eager)].op_overhead = Duration::from_us(3);
   test::FakeCostModel cost(cl);
   auto plan = one_gpu_plan();
   const Task ar = coll(8 << 20, test::kTpComm);
@@ -90,7 +90,7 @@ TEST_CASE("the stack's kernel efficiency and per-task overhead price compute, no
   CHECK(us(r.step_time) == doctest::Approx(203.0 + ar_us));
   CHECK(us(sim::solo_time(cost, gemm_us(100).kind, hardware::Stack::eager)) == doctest::Approx(203.0));
   plan.stack = hardware::Stack::cuda_graphs;
-  cl.host.launch[static_cast<int>(hardware::Stack::cuda_graphs)] = Duration::from_ps(0);
+  cl.host.stacks[static_cast<int>(hardware::Stack::cuda_graphs)].launch = Duration::from_ps(0);
   test::FakeCostModel cost2(cl);
   auto g2 = test::assemble({gemm_us(100), ar}, {{0, 1}}, plan);
   CHECK(us(sim::Engine(cost2).simulate(g2).step_time) == doctest::Approx(100.0 + ar_us));

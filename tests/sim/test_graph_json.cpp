@@ -48,7 +48,7 @@ TEST_CASE("a saved graph loads back to the same graph and simulates to the same 
     CHECK(back.plan == t.plan);
     CHECK(back.streams == g.streams);
     CHECK(back.groups == g.groups);
-    auto cost = hardware::make_analytic_cost_model(t.cluster);
+    auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
     const sim::Engine engine(*cost, {.timeline = true});
     const auto a = engine.simulate(g), b = engine.simulate(back);
     CHECK(a.step_time.ps == b.step_time.ps);
@@ -74,7 +74,7 @@ TEST_CASE("a hand-edited graph simulates what the edit says") {
     }
   CHECK(moved > 0);
   const auto edited = sim::load_graph(j, "edited.json", t.cluster);
-  auto cost = hardware::make_analytic_cost_model(t.cluster);
+  auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
   const auto a = sim::Engine(*cost).simulate(g), b = sim::Engine(*cost).simulate(edited);
   CHECK(b.busy("tp_comm").ps == 0);
   CHECK(b.exposed_comm.ps == 0);

@@ -150,7 +150,7 @@ TEST_CASE("domino hides tensor-parallel communication that Megatron exposes") {
   // The Domino example: gpt3-13b, tp 8, micro-batch 16, seq 1024 on one DGX-H100.
   sim::PlanInput p = plan(8, 16, &sim::strategy_none(), 1, 1);
   const auto m = target("gpt3-13b", p);
-  auto cost = hardware::make_analytic_cost_model(m.cluster);
+  auto cost = hardware::make_analytic_cost_model(m.cluster, m.plan.stack);
   sim::Engine engine(*cost);
   const auto rm = engine.simulate(sim::build_step_graph(m.model, m.cluster, m.plan));
   const auto d = target("gpt3-13b", plan(8, 16, &sim::strategy_domino(), 2, 1));
@@ -180,7 +180,7 @@ TEST_CASE("memory estimate: weights, gradients and Adam state per GPU") {
 
 TEST_CASE("simulation is deterministic bit for bit") {
   const auto t = target("gpt3-13b", plan(8, 16, &sim::strategy_domino(), 4, 2));
-  auto cost = hardware::make_analytic_cost_model(t.cluster);
+  auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
   sim::Engine engine(*cost, {.timeline = true});
   const auto g = sim::build_step_graph(t.model, t.cluster, t.plan);
   const auto a = engine.simulate(g);

@@ -83,7 +83,7 @@ TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-lay
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   const tuner::Evaluator ev(m, c, *cost);
   const sim::Strategy* const none = &sim::strategy_none();
   const sim::Strategy* const domino = &sim::strategy_domino();

@@ -40,7 +40,7 @@ TEST_CASE("one GPU, toy model: the optimum worked out by hand") {
   // build the same graph and tie exactly; the tie goes to enumeration order: strategy none.
   const auto m = toy::model();
   const auto c = toy::cluster(1, 88e6);
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchOptions o;
   o.threads = 2;
   o.top_k = 3;
@@ -83,7 +83,7 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   // mb 2 with rs 4, at both tp -> 6. tp 8: 29 GB static + at most 2 sequences of activations: fits.
   const auto m = sim::load_model("gpt3-13b");
   const auto c = hardware::load_cluster("dgx-h100");
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchSpace s;
   s.tp = {1, 8};
   s.micro_batch = {1, 2};
@@ -119,7 +119,7 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchSpace s;
   s.global_batch = 32;
   s.micro_batch = {1, 2, 4};
@@ -203,7 +203,7 @@ TEST_CASE("a search split over 3 processes gives every process the one-process r
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, tuner::SearchSpace{}.stack);
   tuner::SearchSpace s;
   s.global_batch = 32;
   s.micro_batch = {1, 2, 4};
@@ -249,7 +249,7 @@ TEST_CASE("a distributed search: a process's error reaches every process, none w
   // process rethrows that error instead of waiting or going on with missing estimates
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
-  auto cost = hardware::make_analytic_cost_model(c);
+  auto cost = hardware::make_analytic_cost_model(c, tuner::SearchSpace{}.stack);
   tuner::SearchOptions o;
   o.threads = 1;
   o.distribution = {.rank = 0, .size = 2, .allgather = [](const std::string& mine) {
