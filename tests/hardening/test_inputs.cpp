@@ -19,6 +19,7 @@
 #include "sim/model.hpp"
 #include "sim/plan.hpp"
 #include "tests/hardening/process.hpp"
+#include "validate/calibration.hpp"
 #include "validate/compare.hpp"
 #include "validate/measured_trace.hpp"
 
@@ -332,4 +333,23 @@ TEST_CASE("imports (Hugging Face config, DeepSpeed config, Kineto trace): the sa
   // a Kineto trace nested 100,000 deep is refused before anything walks it
   const std::string deep = R"({"traceEvents": [], "x": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   CHECK(error_of([&] { validate::parse_kineto_trace(deep, "t.json"); }) == "t.json: nested deeper than 64 arrays/objects");
+}
+
+TEST_CASE("calibration CSV cells (collective --calibration, accuracy): NaN, infinity, fractions and huge counts are refused") {
+  // The counts were static_cast<int>(double): 1e300 GPUs is undefined behaviour (UBSan float-cast-overflow),
+  // 8.5 GPUs became 8, and nan / inf passed std::stod.
+  Scratch s;
+  write_text(s / "m.csv", "# a comment\ngpus,bytes,busbw_GBps\n8,1048576,120.5\n1e300,8,1\n8.5,8,1\n8,nan,1\n8,8,inf\n8,100000000000000000,1\n");
+  const validate::Csv csv = validate::read_csv(s / "m.csv");
+  REQUIRE(csv.rows.size() == 6);
+  CHECK(validate::csv_int(csv, csv.rows[0], "gpus") == 8);
+  CHECK(validate::csv_int64(csv, csv.rows[0], "bytes") == 1048576);
+  CHECK(validate::csv_number(csv, csv.rows[0], "busbw_GBps") == 120.5);
+  CHECK(error_of([&] { validate::csv_int(csv, csv.rows[1], "gpus"); }) ==
+        s / "m.csv" + ": gpus: expected a whole number in [0, 2147483647], got '1e300'");
+  CHECK(error_of([&] { validate::csv_int(csv, csv.rows[2], "gpus"); }).find("got '8.5'") != std::string::npos);
+  CHECK(error_of([&] { validate::csv_int64(csv, csv.rows[3], "bytes"); }) == s / "m.csv" + ": bytes: 'nan' is not a finite number");
+  CHECK(error_of([&] { validate::csv_number(csv, csv.rows[4], "busbw_GBps"); }) == s / "m.csv" + ": busbw_GBps: 'inf' is not a finite number");
+  // 1e17: past 2^53, where a double no longer holds every whole number
+  CHECK(error_of([&] { validate::csv_int64(csv, csv.rows[5], "bytes"); }).find("expected a whole number in [0,") != std::string::npos);
 }
