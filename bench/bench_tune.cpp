@@ -1,11 +1,10 @@
 // Benchmark (not a test): plans per second of tuner::search.
 // Workloads (each run --repeat times, best wall time kept):
 //   1. gpt3-175b on 16 dgx-h100 nodes, wide space (>= 10,000 plans): the issue's target workload.
-//      Without pipeline parallelism or ZeRO no plan fits: tp <= 32 needs >= 98 GB of weights,
-//      gradients and Adam state per GPU, and tp 64 / 128 do not divide 96 heads. Every plan is
-//      refused in closed form, so this measures enumeration and feasibility only.
-//   2. the same space on 16 dgx-h200 nodes (141 GB): tp 32 fits, so plans are bounded, screened
-//      (reduced-layer simulations) and the finalists simulated whole.
+//      Without ZeRO no plan fits (tp <= 32 needs >= 98 GB of weights, gradients and Adam state per
+//      GPU; tp 64 / 128 do not divide 96 heads); the space searches ZeRO 0-3, recompute and the
+//      attention kernel too (issue 12), so plans with ZeRO are bounded, screened and simulated.
+//   2. the same space on 16 dgx-h200 nodes (141 GB).
 //   3. the default `slicetune tune` (gpt3-13b, one dgx-h100).
 //   bench_tune [--threads T] [--repeat N]
 #include <fmt/format.h>

@@ -68,7 +68,7 @@ constexpr const char* kSrcDomGqa = "DeepSpeed-Domino domino/arguments.py defines
 constexpr const char* kSrcDomTied = "DeepSpeed-Domino domino/arguments.py defines no --untie-embeddings-and-output-weights; "
                                     "domino/language_model.py parallel_lm_logits uses the word-embedding weight";
 constexpr const char* kSrcDomFp8 = "DeepSpeed-Domino domino/arguments.py: precision flags are --fp16 and --bf16 only";
-constexpr const char* kSrcMemory = "slicetune's memory estimate (sim::estimate_memory) + the reserve vs the GPU's HBM";
+constexpr const char* kSrcMemory = "slicetune's memory breakdown (sim::estimate_memory: CUDA context and NCCL buffers included) + --reserve-gb vs HBM less the cluster's fragmentation reserve";
 
 }  // namespace
 
@@ -188,15 +188,18 @@ std::vector<Finding> preflight(Framework f, const CheckInput& in) {
     out.push_back({Severity::warning, "slicetune", fmt::format("slicetune cannot simulate this plan ({}), so its memory is not checked", problem->message),
                    "sim::check_plan"});
   } else {
-    const sim::StepGraph g = sim::build_step_graph(m, c, p);
-    const sim::MemoryEstimate mem = sim::estimate_memory(g);
-    const double need = mem.total() / 1e9 + in.reserve_gb, cap = c.gpu.hbm_capacity_bytes / 1e9;
-    if (need > cap)
-      add(Severity::error, "memory", fmt::format("needs {:.1f} GB per GPU ({:.1f} GB modelled + {:.1f} GB reserve), {} has {:.0f} GB", need,
-                                                 mem.total() / 1e9, in.reserve_gb, c.gpu.name, cap));
+    // the per-GPU breakdown (CUDA context and NCCL buffers included) against HBM less the
+    // cluster's fragmentation reserve, plus whatever extra the user reserves (--reserve-gb)
+    const sim::MemoryEstimate mem = sim::estimate_memory(m, c, p);
+    const double need = mem.total() / 1e9 + in.reserve_gb, usable = mem.usable() / 1e9;
+    if (need > usable)
+      add(Severity::error, "memory", fmt::format("needs {:.1f} GB per GPU ({:.1f} GB modelled + {:.1f} GB extra reserve), {} lets a plan use {:.1f} GB "
+                                                 "({:.0f} GB less {:g} % kept free)",
+                                                 need, mem.total() / 1e9, in.reserve_gb, c.gpu.name, usable, mem.capacity / 1e9,
+                                                 100 * mem.reserve_fraction));
     else
-      add(Severity::ok, "memory", fmt::format("{:.1f} GB per GPU ({:.1f} GB modelled + {:.1f} GB reserve) of {:.0f} GB", need, mem.total() / 1e9,
-                                              in.reserve_gb, cap));
+      add(Severity::ok, "memory", fmt::format("{:.1f} GB per GPU ({:.1f} GB modelled + {:.1f} GB extra reserve) of {:.1f} GB usable", need,
+                                              mem.total() / 1e9, in.reserve_gb, usable));
   }
   if (imp)
     for (const auto& nm : imp->not_modelled)

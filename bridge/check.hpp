@@ -46,7 +46,7 @@ struct CheckInput {
   const sim::Plan& plan;  ///< filled (sim::fill_plan), not necessarily feasible for slicetune
   const ImportedPlan* imported = nullptr;      ///< the framework's own flags, when the plan came from them
   std::map<std::string, std::string> environment;  ///< the launch environment to check (e.g. the current one)
-  double reserve_gb = 3.0;  ///< memory the framework holds beyond the modelled tensors (CUDA context, NCCL buffers, allocator)
+  double reserve_gb = 0.0;  ///< extra memory to keep free beyond the breakdown (which has the CUDA context, NCCL buffers and the cluster's fragmentation reserve)
 };
 
 /// @brief Every finding for `f`, errors first. Memory is estimated from the plan's step graph when

@@ -81,8 +81,10 @@ ImportedPlan parse_deepspeed_config(const std::string& json_text, const std::str
                                 ? static_cast<int>(sv.get<std::int64_t>())
                                 : -1;
           if (stage < 0) r.fail(key, fmt::format("expected 0, 1, 2 or 3, got {}", sv.dump()));
-          if (stage == 0) out.modelled.push_back({key, sv.dump(), "no ZeRO partitioning (as modelled)"});
-          else out.not_modelled.push_back({key, sv.dump(), fmt::format("ZeRO stage {} partitioning is not modelled yet (slicetune all-reduces full gradients)", stage)});
+          else {
+            out.plan.zero = stage;
+            out.modelled.push_back({key, sv.dump(), stage == 0 ? std::string("no ZeRO partitioning") : fmt::format("zero {}", stage)});
+          }
         } else if (sk == "reduce_bucket_size") {
           if (!sv.is_number() || !(sv.get<double>() > 0) || !std::isfinite(sv.get<double>())) r.fail(key, fmt::format("expected a positive number of elements, got {}", sv.dump()));
           out.plan.dp_bucket_mb = sv.get<double>() * 4.0 / 1e6;
@@ -97,7 +99,10 @@ ImportedPlan parse_deepspeed_config(const std::string& json_text, const std::str
         }
       }
     } else if (k == "activation_checkpointing") {
-      out.not_modelled.push_back({k, v.dump(), "activation checkpointing (recompute) is not modelled yet"});
+      // DeepSpeed checkpoints what the model's code wraps in checkpoint(); Megatron-DeepSpeed wraps
+      // every layer (its --checkpoint-activations): full recompute, one layer per chunk
+      out.plan.recompute = sim::Recompute::full;
+      out.modelled.push_back({k, v.dump(), "recompute full (every layer checkpointed, as Megatron-DeepSpeed's --checkpoint-activations)"});
     } else if (k == "pipeline") {
       out.not_modelled.push_back({k, v.dump(), "pipeline parallelism is not modelled yet"});
     } else if (k == "tensor_parallel") {

@@ -73,11 +73,13 @@ std::vector<Line> environment(const ExportInput& in, Framework f) {
 
 /// The `# slicetune:` line: plan keys the framework's arguments do not carry, read back by
 /// parse_megatron_args so that export + import gives the same plan.
-std::string annotation(Framework f, const StrategyInFramework& st, bool stack, const sim::Plan& p, bool bucket) {
+/// `attention`: the framework's arguments do not say the plan's attention kernel (or not exactly).
+std::string annotation(Framework f, const StrategyInFramework& st, bool stack, const sim::Plan& p, bool bucket, bool attention) {
   std::string a;
   for (const auto& [key, value] : st.annotation) a += fmt::format(" {}={}", key, value);
   if (stack) a += fmt::format(" stack={}", hardware::to_string(p.stack));
   if (bucket) a += fmt::format(" dp_bucket_mb={}", p.dp_bucket_mb);
+  if (attention) a += fmt::format(" attention={}", hardware::to_string(p.attention));
   if (a.empty()) return "";
   return fmt::format("# slicetune: framework={}{}\n", to_string(f), a);
 }
@@ -158,9 +160,13 @@ std::string megatron(const ExportInput& in) {
   out += strategy_comments(Framework::megatron, st);
   if (p.stack == hardware::Stack::cpp)
     out += "# Not expressible in Megatron-LM: stack cpp (kernels issued from C++ without Python, as slicetune's executor does).\n";
+  if (p.zero >= 2 && p.dp > 1)
+    out += fmt::format("# Not expressible in Megatron-LM's distributed optimizer: ZeRO-{} (DeepSpeed ZeRO-{}{}).\n", p.zero, p.zero,
+                       p.zero == 3 ? " or --use-torch-fsdp2" : "");
   const auto elements = bucket_elements(p);
   if (!elements) out += fmt::format("# Not expressible exactly: dp_bucket_mb {} is not a whole number of 4-byte gradients.\n", p.dp_bucket_mb);
-  out += annotation(Framework::megatron, st, p.stack == hardware::Stack::cpp, p, !elements);
+  // --attention-backend says flash or unfused; the compiled unfused kernel (torch.compile) is no backend of its own
+  out += annotation(Framework::megatron, st, p.stack == hardware::Stack::cpp, p, !elements, p.attention == hardware::AttentionKernel::unfused_compiled);
   std::vector<Line> a = shape_lines(in, false);
   a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp: each layer's GEMMs split over {} GPUs", p.tp)});
   a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
@@ -173,8 +179,21 @@ std::string megatron(const ExportInput& in) {
   if (elements) a.push_back({fmt::format("--ddp-bucket-size {}", *elements), fmt::format("DP gradient bucket: {} MB of fp32 gradients", p.dp_bucket_mb)});
   a.push_back({"--overlap-grad-reduce", "reduce each DP bucket while backward continues (slicetune's DP model)"});
   if (p.stack == hardware::Stack::cuda_graphs) a.push_back({"--cuda-graph-impl local", "capture layers in CUDA graphs (stack cuda_graphs)"});
-  a.push_back({fmt::format("--attention-backend {}", c.host.stack(p.stack).attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
-               "the attention kernel the cluster file models for this stack (host.stacks.<stack>.attention)"});
+  a.push_back({fmt::format("--attention-backend {}", p.attention == hardware::AttentionKernel::flash ? "flash" : "unfused"),
+               p.attention == c.host.stack(p.stack).attention
+                   ? "the attention kernel the cluster file models for this stack (host.stacks.<stack>.attention)"
+                   : "the plan's attention kernel (attention:)"});
+  // memory savers (sim/recompute.hpp, ZeRO): Megatron-LM's own flags
+  if (p.recompute == sim::Recompute::selective) a.push_back({"--recompute-granularity selective", "recompute the attention core in the backward"});
+  if (p.recompute == sim::Recompute::full) {
+    a.push_back({"--recompute-granularity full", "keep only each checkpointed chunk's input; rerun its forward in the backward"});
+    a.push_back({fmt::format("--recompute-method {}", sim::to_string(p.recompute_method)), "uniform chunks or the first layers only (block)"});
+    a.push_back({fmt::format("--recompute-num-layers {}", p.recompute_layers), "layers per chunk (uniform) or recomputed (block)"});
+  }
+  if (p.zero == 1 && p.dp > 1) {
+    a.push_back({"--use-distributed-optimizer", "ZeRO-1: optimizer state sharded over dp, gradients reduce-scattered"});
+    if (p.overlap_param_gather) a.push_back({"--overlap-param-gather", "gather the updated parameters during the next forward"});
+  }
   out += "megatron_args=(\n" + pad_lines(a, "  ") + ")\n";
   std::string launch = fmt::format("torchrun --nproc-per-node {} --nnodes {}", c.node.gpus_per_node, c.nodes);
   if (c.nodes > 1) launch += " --node-rank \"${NODE_RANK:?}\" --master-addr \"${MASTER_ADDR:?}\" --master-port 6000";
@@ -204,7 +223,7 @@ std::string domino(const ExportInput& in) {
   out += strategy_comments(Framework::deepspeed_domino, st);
   for (const auto& s : cannot) out += "# Not expressible in DeepSpeed-Domino: " + s + "\n";
   // Domino has no stack or DP bucket flag: both are always carried for the import
-  out += annotation(Framework::deepspeed_domino, st, true, p, true);
+  out += annotation(Framework::deepspeed_domino, st, true, p, true, p.attention != p.stack_attention);
   std::vector<Line> a = shape_lines(in, true);
   a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp {} (Domino slices each TP layer in 2 along the batch)", p.tp)});
   add_strategy_args(st, a);
@@ -230,7 +249,7 @@ std::string nemo(const ExportInput& in) {
   const StrategyInFramework st = express_strategy(Framework::nemo, p);
   out += strategy_comments(Framework::nemo, st);
   if (p.stack == hardware::Stack::cpp) out += "# Not expressible in NeMo: stack cpp.\n";
-  out += annotation(Framework::nemo, st, p.stack == hardware::Stack::cpp, p, false);
+  out += annotation(Framework::nemo, st, p.stack == hardware::Stack::cpp, p, false, p.attention != p.stack_attention);
   const char* act = m.activation == sim::Activation::swiglu ? "fast-swiglu" : "gelu";
   std::vector<Line> a{
       {fmt::format("trainer.devices={}", c.node.gpus_per_node), "GPUs per node"},

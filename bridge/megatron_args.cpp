@@ -39,8 +39,8 @@ const std::set<std::string> kIgnored{
     "--tokenizer-type", "--tokenizer-model", "--log-interval", "--save", "--load", "--save-interval", "--eval-interval", "--eval-iters",
     "--seed", "--hidden-dropout", "--attention-dropout", "--norm-epsilon", "--layernorm-epsilon", "--rotary-base", "--rotary-percent",
     "--make-vocab-size-divisible-by", "--distributed-backend", "--tensorboard-dir", "--wandb-project", "--wandb-exp-name",
-    "--no-gradient-accumulation-fusion", "--use-flash-attn", "--use-mcore-models", "--use-legacy-models", "--transformer-impl",
-    "--attention-backend", "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-bias-swiglu-fusion",
+    "--no-gradient-accumulation-fusion", "--use-mcore-models", "--use-legacy-models", "--transformer-impl",
+    "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-bias-swiglu-fusion",
     "--no-rope-fusion", "--mock-data", "--exit-on-missing-checkpoint", "--no-save-optim", "--no-save-rng", "--no-load-optim",
     "--no-load-rng", "--log-throughput", "--log-timers-to-tensorboard", "--use-checkpoint-args", "--data-impl", "--local_rank",
     "--exit-interval", "--exit-duration-in-mins", "--ckpt-format", "--dataloader-type", "--num-workers", "--fp8-recipe",
@@ -268,13 +268,40 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
         out.plan.stack = hardware::Stack::cuda_graphs;
         r.modelled(name, value, "stack cuda_graphs");
       } else r.fail(name, fmt::format("expected none | local | transformer_engine | full_iteration, got '{}'", value));
-    } else if (name == "--recompute-activations" || name == "--recompute-granularity" || name == "--recompute-method" ||
-               name == "--recompute-num-layers" || name == "--distribute-saved-activations") {
-      r.not_modelled(name, value, "activation recomputation is not modelled yet (it adds forward compute and saves activation memory)");
+    } else if (name == "--recompute-activations") {
+      out.plan.recompute = sim::Recompute::selective;
+      r.modelled(name, value, "recompute selective (Megatron-LM: --recompute-granularity selective)");
+    } else if (name == "--recompute-granularity") {
+      sim::Recompute rc;
+      if (!sim::parse_recompute(value, rc) || rc == sim::Recompute::none) r.fail(name, fmt::format("expected full | selective, got '{}'", value));
+      out.plan.recompute = rc;
+      r.modelled(name, value, fmt::format("recompute {}", value));
+    } else if (name == "--recompute-method") {
+      sim::RecomputeMethod rm;
+      if (!sim::parse_recompute_method(value, rm)) r.fail(name, fmt::format("expected uniform | block, got '{}'", value));
+      out.plan.recompute_method = rm;
+      r.modelled(name, value, fmt::format("recompute_method {}", value));
+    } else if (name == "--recompute-num-layers") {
+      out.plan.recompute_layers = pos();
+      r.modelled(name, value, "recompute_layers");
+    } else if (name == "--distribute-saved-activations") {
+      r.not_modelled(name, value, "checkpoints split over the TP ranks are not modelled (slicetune keeps each whole)");
+    } else if (name == "--use-flash-attn") {
+      out.plan.attention = hardware::AttentionKernel::flash;
+      r.modelled(name, value, "attention flash");
+    } else if (name == "--attention-backend") {
+      // Megatron-LM AttnBackend: flash (FlashAttention), fused (cuDNN's fused flash-style kernel),
+      // unfused / local (core attention over the score matrix), auto (TransformerEngine picks a fused one)
+      if (value == "flash" || value == "fused" || value == "auto") out.plan.attention = hardware::AttentionKernel::flash;
+      else if (value == "unfused" || value == "local") out.plan.attention = hardware::AttentionKernel::unfused;
+      else r.fail(name, fmt::format("expected flash | fused | unfused | local | auto, got '{}'", value));
+      r.modelled(name, value, fmt::format("attention {}", hardware::to_string(*out.plan.attention)));
     } else if (name == "--use-distributed-optimizer") {
-      r.not_modelled(name, value, "distributed optimizer (ZeRO-1 style: reduce-scatter + all-gather, optimizer state / dp) is not modelled yet");
+      out.plan.zero = 1;
+      r.modelled(name, value, "zero 1 (gradients reduce-scattered, optimizer state / dp, parameters all-gathered)");
     } else if (name == "--overlap-param-gather") {
-      r.not_modelled(name, value, "parameter all-gather overlap (distributed optimizer) is not modelled yet");
+      out.plan.overlap_param_gather = true;
+      r.modelled(name, value, "overlap_param_gather (the updated parameters gathered during the next forward)");
     } else if (name == "--tp-comm-overlap" || name == "--tp-comm-overlap-cfg") {
       r.not_modelled(name, value, "TransformerEngine userbuffers TP overlap is not a slicetune strategy yet");
     } else if (name == "--num-layers") {
@@ -359,8 +386,14 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
     r.modelled("--ddp-bucket-size", std::to_string(*bucket_elements), fmt::format("dp_bucket_mb {} ({} parameters x {} bytes)",
                                                                                   *out.plan.dp_bucket_mb, *bucket_elements, bytes));
   }
-  if (!out.has_flag("--overlap-grad-reduce") && out.has_flag("--tensor-model-parallel-size"))
-    r.not_modelled("(no --overlap-grad-reduce)", "", "Megatron-LM then reduces gradients after backward; slicetune overlaps its DP buckets with backward");
+  if (!out.has_flag("--overlap-grad-reduce") && out.has_flag("--tensor-model-parallel-size")) {
+    out.plan.overlap_grad_reduce = false;
+    r.modelled("(no --overlap-grad-reduce)", "", "overlap_grad_reduce false: Megatron-LM reduces the gradient buckets after the backward");
+  }
+  if (out.has_flag("--use-distributed-optimizer") && !out.has_flag("--overlap-param-gather")) {
+    out.plan.overlap_param_gather = false;
+    r.modelled("(no --overlap-param-gather)", "", "overlap_param_gather false: the updated parameters are gathered after the optimizer");
+  }
   // model shape: framework defaults where a flag is absent, once the shape is given at all
   if (model_flag) {
     out.model.norm = normalization.value_or("LayerNorm") == "RMSNorm" ? sim::Norm::rmsnorm : sim::Norm::layernorm;

@@ -20,7 +20,7 @@ struct CheckFlags {
   std::string framework = "megatron";
   std::vector<std::string> env;
   bool json = false, all = false, no_environment = false, rules = false;
-  double reserve_gb = 3.0;
+  double reserve_gb = 0.0;
 };
 
 void run_check(const CheckFlags& f) {
@@ -81,7 +81,7 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--framework", f->framework, "megatron | deepspeed-domino (or deepspeed) | nemo")->capture_default_str();
   cmd->add_option("--env", f->env, "VAR=value of the launch environment to check (repeatable; default: this shell's CUDA_DEVICE_MAX_CONNECTIONS)");
   cmd->add_flag("--no-environment", f->no_environment, "do not read this shell's environment");
-  cmd->add_option("--reserve-gb", f->reserve_gb, "GPU memory the framework holds beyond the modelled tensors (CUDA context, NCCL buffers, allocator)")
+  cmd->add_option("--reserve-gb", f->reserve_gb, "extra GPU memory to keep free beyond the modelled breakdown (which has the CUDA context, NCCL buffers and the cluster file's fragmentation reserve)")
       ->capture_default_str();
   cmd->add_flag("--all", f->all, "also list the checks that passed");
   cmd->add_flag("--rules", f->rules, "print every rule (with those the registered strategies' declarations imply) as a Markdown table and exit");

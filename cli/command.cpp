@@ -78,6 +78,15 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan, const PlanD
   cmd->add_option("--stack", f.stack,
                   "software stack issuing the kernels: eager (Megatron-LM) | cpp (slicetune run) | cuda_graphs (DeepSpeed-Domino)"
                   " | megatron-core (TransformerEngine); each is a cluster-file host.stacks entry (default " + d.stack + ")");
+  cmd->add_option("--recompute", f.recompute, "activation recompute: none (default) | selective | full (Megatron-LM --recompute-granularity)");
+  cmd->add_option("--recompute-method", f.recompute_method, "with full recompute: uniform (default) | block (--recompute-method)");
+  cmd->add_option("--recompute-layers", f.recompute_layers,
+                  "with full recompute: layers per checkpointed chunk (uniform) or recomputed layers (block); default 1 (--recompute-num-layers)");
+  cmd->add_option("--zero", f.zero, "ZeRO stage 0 (default) | 1 (distributed optimizer) | 2 (+ gradients) | 3 (+ parameters, FSDP)");
+  cmd->add_option("--overlap-grad-reduce", f.overlap_grad_reduce, "true (default) | false: reduce gradient buckets during the backward");
+  cmd->add_option("--overlap-param-gather", f.overlap_param_gather,
+                  "true (default) | false: ZeRO 1/2 gather updated parameters during the next forward");
+  cmd->add_option("--attention", f.attention, "attention kernel: flash | unfused | unfused_compiled (default: the stack's, host.stacks.<stack>.attention)");
   cmd->add_option("--megatron-args", f.megatron_args,
                   "the plan (and model shape) as Megatron-LM / DeepSpeed-Domino arguments, e.g. \"--tensor-model-parallel-size 8 "
                   "--micro-batch-size 4 ...\" (a torchrun line or a launch script works too); flags above override it");
@@ -151,6 +160,25 @@ sim::TargetInput TargetFlags::input() const {
     if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + stack + "'");
     p.stack = s;
   }
+  if (cmd->count("--recompute") && !sim::parse_recompute(recompute, p.recompute.emplace()))
+    bad_flag("--recompute", "expected none | selective | full, got '" + recompute + "'");
+  if (cmd->count("--recompute-method") && !sim::parse_recompute_method(recompute_method, p.recompute_method.emplace()))
+    bad_flag("--recompute-method", "expected uniform | block, got '" + recompute_method + "'");
+  positive("--recompute-layers", recompute_layers, p.recompute_layers, lim::kMaxLayers);
+  if (cmd->count("--zero")) {  // range-checked (64 bits) before narrowing
+    if (zero < 0 || zero > sim::kMaxZeroStage) bad_flag("--zero", fmt::format("expected a ZeRO stage 0 | 1 | 2 | 3, got {}", zero));
+    p.zero = static_cast<int>(zero);
+  }
+  auto boolean = [&](const char* flag, const std::string& text, std::optional<bool>& dst) {
+    if (!cmd->count(flag)) return;
+    if (text == "true" || text == "on" || text == "1") dst = true;
+    else if (text == "false" || text == "off" || text == "0") dst = false;
+    else bad_flag(flag, "expected true | false, got '" + text + "'");
+  };
+  boolean("--overlap-grad-reduce", overlap_grad_reduce, p.overlap_grad_reduce);
+  boolean("--overlap-param-gather", overlap_param_gather, p.overlap_param_gather);
+  if (cmd->count("--attention") && !hardware::parse_attention_kernel(attention, p.attention.emplace()))
+    bad_flag("--attention", "expected flash | unfused | unfused_compiled, got '" + attention + "'");
   return in;
 }
 

@@ -30,6 +30,8 @@ struct TargetFlags {
   std::map<std::string, std::string, std::less<>> knobs;  ///< flag -> text, one per registered knob (sim/strategy.hpp)
   bool sequence_parallel = false;
   double dp_bucket_mb = 0;
+  std::string recompute, recompute_method, attention, overlap_grad_reduce, overlap_param_gather;
+  long long recompute_layers = 0, zero = 0;
   std::string megatron_args, megatron_args_file, deepspeed_config;  ///< plan sources in other frameworks' terms
   CLI::App* cmd = nullptr;
 

@@ -55,11 +55,14 @@ void add_model_shapes(const std::string& model, const std::vector<long long>& tp
       }
       any = true;
       const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan);
-      for (const auto& task : g.tasks) {
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        const auto& task = g.tasks[i];
         if (auto* op = std::get_if<hardware::GemmOp>(&task.kind)) o.gemm_shapes.push_back(*op);
         else if (auto* op = std::get_if<hardware::AttentionOp>(&task.kind)) o.attention_shapes.push_back(*op);
-        else if (auto* op = std::get_if<hardware::ElementwiseOp>(&task.kind)) o.elementwise_shapes.push_back(*op);
-        else if (auto* op = std::get_if<hardware::OptimizerOp>(&task.kind)) o.optimizer_params.push_back(op->params);
+        else if (auto* op = std::get_if<hardware::ElementwiseOp>(&task.kind)) {  // rows: its first input's (x, logits, tokens)
+          const auto in = g.inputs(i);
+          o.elementwise_shapes.push_back({.op = *op, .rows = in.empty() ? 1 : g.tensors[in[0]].rows});
+        } else if (auto* op = std::get_if<hardware::OptimizerOp>(&task.kind)) o.optimizer_params.push_back(op->params);
       }
     }
     if (!any) cli::bad_flag("--tp", fmt::format("no plan of {} at tp {} resolves: {}", model, tp, why_none));

@@ -42,7 +42,9 @@ std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
 sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
   const auto& cmd = *f.target.cmd;
   for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--micro-batch", "--global-batch", "--seq-len", "--dtype", "--sequence-parallel",
-                           "--strategy", "--dp-bucket-mb", "--stack", "--megatron-args", "--megatron-args-file", "--deepspeed-config"})
+                           "--strategy", "--dp-bucket-mb", "--stack", "--megatron-args", "--megatron-args-file", "--deepspeed-config",
+                           "--recompute", "--recompute-method", "--recompute-layers", "--zero", "--overlap-grad-reduce",
+                           "--overlap-param-gather", "--attention"})
     if (cmd.count(flag)) cli::bad_flag(flag, "the model and plan come from the --graph file; drop this flag");
   for (const sim::Knob* k : sim::plan_knobs())
     if (cmd.count(std::string(k->flag))) cli::bad_flag(std::string(k->flag), "the plan comes from the --graph file; drop this flag");
@@ -88,9 +90,12 @@ void run_simulate(const SimulateFlags& f) {
     common::write_file_atomically(f.dot, os.str());
   }
   if (!f.save_graph.empty()) sim::save_graph(f.save_graph, g, t.cluster);
-  if (r.memory.total() > t.cluster.gpu.hbm_capacity_bytes)
-    fmt::print(stderr, "slicetune: warning: the plan needs {:.1f} GB per GPU, more than the {:.0f} GB of {}\n", r.memory.total() / 1e9,
-               t.cluster.gpu.hbm_capacity_bytes / 1e9, t.cluster.gpu.name);
+  if (!r.memory.fits())
+    fmt::print(stderr,
+               "slicetune: warning: the plan needs {:.1f} GB per GPU, {:.1f} GB more than the {:.1f} GB it may use of {} ({:.0f} GB, "
+               "{:g} % kept free for fragmentation)\n",
+               r.memory.total() / 1e9, r.memory.over() / 1e9, r.memory.usable() / 1e9, t.cluster.gpu.name,
+               t.cluster.gpu.hbm_capacity_bytes / 1e9, 100 * r.memory.reserve_fraction);
   if (!f.export_framework.empty()) {
     const auto fw = bridge::parse_framework(f.export_framework, "--export");
     std::cout << bridge::export_plan(fw, {.model = t.model, .cluster = t.cluster, .plan = t.plan,
@@ -115,6 +120,7 @@ void run_simulate(const SimulateFlags& f) {
   if (range)
     fmt::print("\nrange: where the true step time lies if this prediction errs as the model's out-of-sample step predictions did ({}; docs/accuracy.md)\n",
                range->band->basis);
+  fmt::print("\n{}", sim::memory_table(t.plan, r.memory));
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
   if (!f.save_graph.empty()) fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, g.size());
 }

@@ -12,6 +12,8 @@
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "tuner/report.hpp"
+#include "sim/report_json.hpp"
+#include "tuner/savers.hpp"
 
 namespace {
 
@@ -75,8 +77,10 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     return;
   }
   std::vector<std::pair<std::string, tuner::LayerBreakdown>> why;
+  std::vector<tuner::SaverRow> savers;
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
+    savers = tuner::explain_savers(ev, best.plan);
     why.emplace_back("best", tuner::explain_plan(ev, best.plan));
     // the runner-up: the best plan with another layout (tp, micro-batch, SP, strategy, slices), not
     // just another bucket size or row axis
@@ -96,6 +100,8 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     j["best_plan_yaml"] = sim::plan_to_yaml(best.plan);
     if (!f.out.empty()) j["out"] = f.out;
     if (!why.empty()) j["explain"] = tuner::explain_json(why);
+    if (!savers.empty()) j["memory_savers"] = tuner::savers_json(savers);
+    j["best_memory"] = sim::memory_json(best.report.memory);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -103,10 +109,12 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   fmt::print("slicetune tune: {} on {} ({} node{} x {} GPUs), global batch {} x {} tokens, {}, stack {}, {} cost model\n", model.name,
              cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
              common::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
-  fmt::print("searched {} plans in {:.2f} s on {} thread{}{} ({:.0f} plans/s): {} refused, {} pruned by lower bound, {} screened "
-             "(reduced-layer simulation), {} simulated whole (max screening error {:.2g} %)\n\n",
+  fmt::print("searched {} plans in {:.2f} s on {} thread{}{} ({:.0f} plans/s): {} refused, {} skipped (a memory saver where the "
+             "plan fits without it), {} pruned by lower bound, {} screened (reduced-layer simulation), {} simulated whole (max "
+             "screening error {:.2g} %)\n\n",
              r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "",
-             r.processes > 1 ? fmt::format(" x {} processes", r.processes) : std::string(), r.plans_per_second(), r.infeasible, r.pruned,
+             r.processes > 1 ? fmt::format(" x {} processes", r.processes) : std::string(), r.plans_per_second(), r.infeasible,
+             r.dominated, r.pruned,
              r.screened, r.simulated_full, 100 * r.max_screen_error);
   fmt::print("{}\n", tuner::ranking_table(r, cluster, ranges));
   if (r.baseline)
@@ -128,6 +136,10 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
   if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
   if (!why.empty()) fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step):\n{}", tuner::explain_table(why));
+  if (!savers.empty())
+    fmt::print("\nwhat its memory savers cost and save (the recommended plan with each one varied alone, simulated whole):\n{}",
+               tuner::savers_table(savers));
+  if (!f.no_explain) fmt::print("\nmemory of the recommended plan:\n{}", sim::memory_table(best.plan, best.report.memory));
 }
 
 void run_tune(const TuneFlags& f) {

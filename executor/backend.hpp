@@ -7,7 +7,8 @@
 //   for each step:
 //     for each micro-batch m (grad_accum_steps of them):
 //       backend.begin_micro_batch(batch_m)           // upload token ids / targets of every slice
-//       for task t in vertex (= host issue) order, skipping once_per_step tasks unless m is last:
+//       for task t in vertex (= host issue) order, skipping once_per_step tasks unless m is last
+//       and step_start tasks unless m is the first:
 //         backend.issue(t, waits(t))                 // waits: predecessors of t on OTHER streams
 //       backend.end_micro_batch(timing)              // wait for all streams; per-task start/end
 //

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include <mpi.h>
 
 #include "common/check.hpp"
 #include "executor/cpu/wait_polling.hpp"
+#include "executor/zero_layout.hpp"
 
 namespace executor {
 namespace {
@@ -47,22 +49,53 @@ void finish(MPI_Request request, double watchdog_s, const char* what) {
                      .check = {}});
 }
 
+/// ZeRO: every weight gradient of a reduce-scattered bucket, reassembled from the DP ranks'
+/// shards (the summed gradient; the bucket's own gradient tensors were consumed).
+std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, int tp_rank, double watchdog_s) {
+  std::map<sim::TensorId, std::vector<float>> out;
+  bool any = false;
+  for (std::uint32_t t = 0; t < g.size(); ++t) any |= is_dp_bucket_collective(g, t) && g.tasks[t].op == sim::Op::dp_reduce;
+  if (!any) return out;
+  MPI_Comm dp_comm = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, rank / g.plan.tp, &dp_comm));
+  for (std::uint32_t t = 0; t < g.size(); ++t) {
+    if (!is_dp_bucket_collective(g, t) || g.tasks[t].op != sim::Op::dp_reduce) continue;
+    const BucketLayout lay = bucket_layout(g, t);
+    const auto shard = b.read_tensor(g.outputs(t)[0]);
+    std::vector<float> packed(static_cast<std::size_t>(lay.shard * g.plan.dp));
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(shard.data(), static_cast<int>(lay.shard), MPI_FLOAT, packed.data(), static_cast<int>(lay.shard), MPI_FLOAT,
+                             dp_comm, &req));
+    finish(req, watchdog_s, "the ZeRO gradient unsharding (MPI_Allgather)");
+    for (std::size_t i = 0; i < lay.tensors.size(); ++i) {
+      const auto& ti = g.tensors[lay.tensors[i]];
+      out[lay.tensors[i]].assign(packed.begin() + lay.offsets[i], packed.begin() + lay.offsets[i] + ti.rows * ti.cols);
+    }
+  }
+  MPI_CHECK(MPI_Comm_free(&dp_comm));
+  return out;
+}
+
 /// Full (unsharded) weight gradients, summed onto world rank 0.
 std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b, double watchdog_s) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   const int tp_rank = rank % g.plan.tp, dp_rank = rank / g.plan.tp;
+  const auto unsharded = unshard_grads(g, b, tp_rank, watchdog_s);
   std::vector<std::pair<std::string, std::vector<float>>> out;
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& t = g.tensors[i];
-    if (t.role != sim::TensorRole::weight_grad) continue;
+    if (t.role != sim::TensorRole::weight_grad || t.op == sim::Op::dp_reduce) continue;  // not ZeRO's shards
     const auto id = static_cast<sim::TensorId>(i);
     const auto layout = weight_layout(g, id);
     std::vector<float> full(static_cast<std::size_t>(layout.full_rows * layout.full_cols), 0.0f);
     // after the DP reduction every DP rank holds the same gradient: DP rank 0 contributes;
     // replicated weights: TP rank 0 contributes
     if (dp_rank == 0 && (!layout.replicated || tp_rank == 0)) {
-      const auto local = b.read_tensor(id);
+      const auto it = unsharded.find(id);
+      const auto local = it != unsharded.end() ? it->second : b.read_tensor(id);
       for (std::int64_t r = 0; r < t.rows; ++r)
         for (std::int64_t c = 0; c < t.cols; ++c)
           full[static_cast<std::size_t>(layout.global_index(g, t, tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
@@ -138,23 +171,31 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       const auto mb_begin = Clock::now();
       backend.begin_micro_batch(batch);
       const bool hold_optimizer = capture_grads && step == 0 && last;
+      const bool first = micro == 0;
+      auto runs = [&](const sim::Task& x) { return (!x.once_per_step || last) && (!x.step_start || first); };
       for (std::uint32_t t = 0; t < n; ++t) {
         const auto& task = g.tasks[t];
-        if (task.once_per_step && !last) continue;
-        if (hold_optimizer && t == optimizer) continue;
+        if (!runs(task)) continue;
+        if (hold_optimizer && t >= optimizer) break;  // the optimizer and what follows it (ZeRO's gathers) after the dump
         w.clear();
         for (auto u : waits[t])
-          if (!g.tasks[u].once_per_step || last) w.push_back(u);
+          if (runs(g.tasks[u])) w.push_back(u);
         backend.issue(t, w);
       }
       backend.end_micro_batch(timing);
       if (hold_optimizer) {
         r.first_step_grads = gather_grads(g, backend, o.watchdog_s);
         if (optimizer < n) {
-          backend.issue(optimizer, waits[optimizer]);
+          for (std::uint32_t t = optimizer; t < n; ++t) {
+            if (!runs(g.tasks[t])) continue;
+            w.clear();
+            for (auto u : waits[t])
+              if (runs(g.tasks[u])) w.push_back(u);  // not the first micro-batch's parameter gathers (ZeRO)
+            backend.issue(t, w);
+          }
           std::vector<TaskClock> opt_timing;
           backend.end_micro_batch(opt_timing);
-          timing[optimizer] = opt_timing[optimizer];
+          for (std::uint32_t t = optimizer; t < n; ++t) timing[t] = opt_timing[t];
         }
       }
       loss_sum += backend.loss_sum();

@@ -26,6 +26,24 @@ std::string_view to_string(ElementwiseKind k) {
   return "?";
 }
 
+std::string_view to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::flash: return "flash";
+    case AttentionKernel::unfused: return "unfused";
+    case AttentionKernel::unfused_compiled: return "unfused_compiled";
+  }
+  return "?";
+}
+
+bool parse_attention_kernel(std::string_view s, AttentionKernel& out) {
+  for (auto k : {AttentionKernel::flash, AttentionKernel::unfused, AttentionKernel::unfused_compiled})
+    if (to_string(k) == s) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
 std::string_view to_string(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::all_reduce: return "allreduce";
@@ -72,10 +90,16 @@ class AnalyticCostModel final : public CostModel {
   }
 
   ComputeCost attention(const AttentionOp& op) const override {
-    return spec_.attention == AttentionKernel::flash ? flash_attention(op) : unfused_attention(op);
+    return op.kernel == AttentionKernel::flash ? flash_attention(op) : unfused_attention(op);
   }
 
-  // Flash-style attention: compute-bound at a fraction of GEMM efficiency, tiles of 128 queries.
+  // Flash attention: the executed FLOPs (backward: 5 matmuls, the probabilities recomputed) at a
+  // fraction of the best-shape GEMM speed - forward 0.65, backward 0.55 of gpu.gemm_efficiency,
+  // i.e. 0.52 / 0.44 of the H100's dense peak. Measured references (docs/cost-models.md):
+  // FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv:2307.08691); on H100 at head
+  // dim 128, sequence 2k, FlashAttention-2 runs its forward at 362 TFLOP/s (0.37 of peak) and
+  // FlashAttention-3 at 625 (0.63) (Shah et al. 2024, arXiv:2407.08608, Fig. 5); backward kernels
+  // reach less than forward ones in both papers. Never faster than streaming Q, K, V, O once.
   ComputeCost flash_attention(const AttentionOp& op) const {
     const auto& g = gpu_;
     const double eff = op.backward ? 0.55 : 0.65;
@@ -99,7 +123,7 @@ class AnalyticCostModel final : public CostModel {
     const double elems = static_cast<double>(bh) * static_cast<double>(sq) * static_cast<double>(sk);
     const double e = common::dtype_bytes(op.dtype);
     double s = 0, pass_bytes = 0;
-    const bool one_pass = spec_.attention == AttentionKernel::unfused_compiled;  // softmax and dropout in one kernel each way
+    const bool one_pass = op.kernel == AttentionKernel::unfused_compiled;  // softmax and dropout in one kernel each way
     if (!op.backward) {
       s = gemm_s(sq, sk, d) + gemm_s(sq, d, sk);
       pass_bytes = one_pass ? elems * (2 * e + 1) : elems * (2 * e) + elems * (2 * e + 1);

@@ -197,6 +197,18 @@ NcclSpec read_nccl(common::ConfigReader r) {
   return n;
 }
 
+MemorySpec read_memory(common::ConfigReader r) {
+  MemorySpec m;
+  m.fragmentation_reserve = r.number_or("fragmentation_reserve", m.fragmentation_reserve);
+  if (!(m.fragmentation_reserve >= 0 && m.fragmentation_reserve < 1))
+    r.fail("fragmentation_reserve", "expected a fraction of HBM in [0, 1)");
+  const double gb = r.number_or("cuda_context_gb", m.cuda_context_bytes / 1e9);
+  if (!(gb >= 0 && gb <= lim::kMaxHbmGb)) r.fail("cuda_context_gb", fmt::format("expected GB in [0, {}], got {}", lim::kMaxHbmGb, gb));
+  m.cuda_context_bytes = gb * 1e9;
+  r.finish();
+  return m;
+}
+
 }  // namespace
 
 ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source) {
@@ -210,6 +222,7 @@ ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& sourc
   c.host = read_host(r.child("host"));
   c.interference = read_interference(r.child("interference"));
   c.nccl = read_nccl(r.child("nccl"));
+  if (r.has("memory")) c.memory = read_memory(r.child("memory"));
   c.nodes = r.has("nodes") ? r.int_in("nodes", 1, lim::kMaxNodes) : 1;
   if (static_cast<std::int64_t>(c.nodes) * c.node.gpus_per_node > lim::kMaxGpus)
     r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than the {} GPUs slicetune simulates", c.nodes, c.node.gpus_per_node, lim::kMaxGpus));

@@ -65,12 +65,6 @@ inline constexpr Stack kAllStacks[kStacks] = {Stack::eager, Stack::cpp, Stack::c
 std::string_view to_string(Stack s);  ///< "eager", "cpp", "cuda_graphs", "megatron-core"
 bool parse_stack(std::string_view s, Stack& out);
 
-/// @brief The attention kernel a stack runs: fused flash attention; Megatron's unfused core
-/// attention (batched GEMMs, a fused scale-mask-softmax pass and a dropout pass over the score
-/// matrix, each way); or the same with softmax and dropout compiled into one pass each way
-/// (torch.compile).
-enum class AttentionKernel : std::uint8_t { flash, unfused, unfused_compiled };
-
 /// @brief What a software stack does to a step's kernels, as mechanisms one can check in a profile
 /// of that stack (each cluster file names each value's source; docs/cost-models.md).
 struct StackSpec {
@@ -78,6 +72,7 @@ struct StackSpec {
   common::Duration op_overhead{};  ///< GPU time each op costs beyond its named kernel(s): the casts, copies,
                                    ///< bias and gradient-accumulate kernels around it and the gaps between them
   double gemm_efficiency = 1.0;    ///< the stack's GEMMs as a fraction of the best-shape library speed (gpu.gemm_efficiency)
+  /// The attention kernel this stack runs (hardware/ops.hpp): a plan's `attention` key overrides it.
   AttentionKernel attention = AttentionKernel::flash;
   std::uint32_t fused = 0;         ///< one bit per ElementwiseKind: ops fused into a neighbouring kernel
                                    ///< (no kernel of their own, no HBM round trip)
@@ -129,6 +124,17 @@ struct NcclSpec {
   double nvls_latency_us = 25;
 };
 
+/// @brief What a GPU's memory holds beyond the training state the memory model counts
+/// (sim/memory.hpp): the cluster file's `memory` section.
+struct MemorySpec {
+  /// Fraction of HBM kept free for the caching allocator's fragmentation (reserved but not
+  /// allocated): a plan must fit in (1 - this) x capacity. Default 0.05 (docs/cost-models.md).
+  double fragmentation_reserve = 0.05;
+  /// CUDA context, kernel images and library workspaces per process (cuBLAS(Lt), NCCL's own
+  /// structures besides its buffers). Default 0.5 GB (docs/cost-models.md).
+  double cuda_context_bytes = 0.5e9;
+};
+
 /// @brief A whole cluster: `nodes` identical nodes.
 struct ClusterSpec {
   std::string name;
@@ -139,6 +145,7 @@ struct ClusterSpec {
   HostSpec host;
   InterferenceSpec interference;
   NcclSpec nccl;
+  MemorySpec memory;
   int nodes = 1;
 
   int total_gpus() const { return nodes * node.gpus_per_node; }

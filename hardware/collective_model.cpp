@@ -297,4 +297,17 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   return cost;
 }
 
+double nccl_buffer_bytes(const ClusterSpec& c, int ranks, int nodes) {
+  if (ranks <= 1) return 0.0;
+  // NCCL init.cc: DEFAULT_LL_BUFFSIZE = 8 lines x 512 threads x 8 steps x 16 B; DEFAULT_LL128_BUFFSIZE
+  // = 120 elements x 640 threads x 8 steps x 8 B; DEFAULT_BUFFSIZE = 4 MiB (Simple)
+  constexpr double kPerPeer = 8.0 * 512 * 8 * 16 + 120.0 * 640 * 8 * 8 + 4194304.0;
+  const NcclTopology topo = nccl_topology(c, nodes);  // the channels NCCL sets up for this communicator
+  const int ring_channels = topo.coll_channels;
+  double bytes = ring_channels * kPerPeer;                     // ring: the receive side of one peer per channel
+  if (nodes > 1) bytes += 3.0 * ring_channels * kPerPeer;      // tree: parent and two children
+  if (nodes == 1 && c.node.nvls && ranks > 2) bytes += topo.nvls_channels * 2.0 * 4194304.0;
+  return bytes;
+}
+
 }  // namespace hardware

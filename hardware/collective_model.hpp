@@ -34,6 +34,13 @@ double bus_factor(CollectiveKind kind, int ranks);
 /// share of the node's NICs divided by the fabric's oversubscription.
 double link_capacity(const ClusterSpec& cluster, LinkClass l);
 
+/// @brief Bytes of channel buffers one rank holds for a NCCL communicator of `ranks` GPUs over
+/// `nodes` nodes, at NCCL's defaults (init.cc): per channel and connected peer the LL (512 KiB),
+/// LL128 (4.69 MiB) and Simple (NCCL_BUFFSIZE, 4 MiB) buffers; a ring connects one peer per
+/// channel, a tree (communicators spanning nodes) three more, NVLS (one node, NVSwitch SHARP)
+/// two 4 MiB buffers per NVLS channel; channels as NCCL sets them up (nccl_topology). 0 for one rank.
+double nccl_buffer_bytes(const ClusterSpec& cluster, int ranks, int nodes);
+
 /// @brief Prices one collective on `cluster` the way NCCL's tuner picks it (see
 /// docs/cost-models.md): every (algorithm, protocol) that applies is priced as
 /// latency + bytes / algorithm bandwidth, the fastest wins; channels shrink for small messages.

@@ -21,8 +21,24 @@ struct GemmOp {
   }
 };
 
-/// @brief Fused (flash-style) attention core: softmax(Q K^T / sqrt(d)) V for `heads` query heads
-/// sharing `kv_heads` K/V heads. Queries are positions [q_offset, q_offset + s_q) of the sequence,
+/// @brief The attention kernel: fused flash attention (FlashAttention-2/3 style: tiles of queries
+/// and keys in on-chip memory with an online softmax, no score matrix in HBM; the forward keeps
+/// only the output and the log-sum-exp of each query row, the backward recomputes the
+/// probabilities); Megatron-LM's unfused core attention (batched GEMMs, a fused scale-mask-softmax
+/// pass and a dropout pass over the score matrix each way, which the forward keeps for the
+/// backward); or the same unfused attention with softmax and dropout compiled into one pass each
+/// way (torch.compile) - priced with one pass, but its score matrix is materialised and kept as the
+/// unfused kernel's is.
+enum class AttentionKernel : std::uint8_t { flash, unfused, unfused_compiled };
+std::string_view to_string(AttentionKernel k);  ///< "flash", "unfused", "unfused_compiled"
+/// Parses "flash" | "unfused" | "unfused_compiled"; false on anything else.
+bool parse_attention_kernel(std::string_view s, AttentionKernel& out);
+/// True for the kernels that write the score matrix to memory and keep it for the backward
+/// (unfused, unfused_compiled): what the memory model and the executors' kernel choice go by.
+constexpr bool materialises_scores(AttentionKernel k) { return k != AttentionKernel::flash; }
+
+/// @brief Attention core: softmax(Q K^T / sqrt(d)) V for `heads` query heads sharing `kv_heads`
+/// K/V heads, run by `kernel`. Queries are positions [q_offset, q_offset + s_q) of the sequence,
 /// keys [0, s_kv). Causal: query i sees keys <= i. Backward produces dQ, dK, dV.
 struct AttentionOp {
   std::int64_t batch = 0, heads = 0, kv_heads = 0, s_q = 0, s_kv = 0, head_dim = 0;
@@ -30,6 +46,7 @@ struct AttentionOp {
   bool causal = true;
   bool backward = false;
   common::DType dtype = common::DType::bf16;
+  AttentionKernel kernel = AttentionKernel::flash;
 
   /// (query, key) pairs scored per (sequence, head), counting the causal mask exactly.
   double pairs() const {
@@ -45,8 +62,12 @@ struct AttentionOp {
   }
   /// Model FLOPs (what MFU counts): forward Q.K^T and P.V; backward twice the forward.
   double flops() const { return (backward ? 8.0 : 4.0) * pairs() * static_cast<double>(head_dim) * heads * batch; }
-  /// FLOPs the kernel really executes: flash backward recomputes Q.K^T (5 matmuls instead of 4).
-  double executed_flops() const { return backward ? flops() * 1.25 : flops(); }
+  /// FLOPs the kernel really executes: flash backward recomputes Q.K^T (5 matmuls instead of 4);
+  /// the unfused backward reads the probabilities its forward kept.
+  double executed_flops() const { return backward && kernel == AttentionKernel::flash ? flops() * 1.25 : flops(); }
+  /// Score-matrix elements (query, key) of all heads: what the unfused kernel materialises (the
+  /// whole s_q x s_kv block, the causal mask applied, not skipped).
+  double score_elements() const { return static_cast<double>(batch) * heads * static_cast<double>(s_q) * static_cast<double>(s_kv); }
   double bytes() const {
     const double q = static_cast<double>(batch) * s_q * heads * head_dim;
     const double kv = 2.0 * static_cast<double>(batch) * s_kv * kv_heads * head_dim;

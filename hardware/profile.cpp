@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #include "common/atomic_write.hpp"
 #include "hardware/collective_model.hpp"
@@ -62,11 +64,12 @@ void emit_node(std::string& out, const YAML::Node& n, int indent, const std::str
     } else if (v.IsScalar()) {
       out += pad + scalar(key) + ": " + scalar(v.Scalar()) + "\n";
     } else if (v.IsSequence()) {
-      // a flow list of double-quoted scalars (quoted: a comma or bracket in an item must not split it)
+      // a flow list of scalars, plain where safe (plain_safe admits no comma or bracket, so an item
+      // never splits), else double-quoted: `fused: [residual]`, as configs/ writes it
       std::string items;
       for (std::size_t i = 0; i < v.size(); ++i) {
         if (!v[i].IsScalar()) throw common::ConfigError(source, fmt::format("{}[{}]", at, i), "expected a value");
-        items += (i ? ", " : "") + quoted(v[i].Scalar());
+        items += (i ? ", " : "") + scalar(v[i].Scalar());
       }
       out += pad + scalar(key) + ": [" + items + "]\n";
     } else {

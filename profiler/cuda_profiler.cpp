@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <set>
+#include <tuple>
 
 #include "hardware/collective_model.hpp"
 #include "common/embedded_configs.hpp"
-#include "profiler/cuda/cuda_measure.hpp"
 
 namespace profiler {
 
@@ -52,21 +53,52 @@ YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
 
 }  // namespace
 
-hardware::Profile measure_cuda(const Options& o) {
-  init_mpi_if_needed();
-  cuda::Request req{.quick = o.quick, .grid = {}, .extra = {}, .progress = o.progress};
+cuda::Request cuda_request(const Options& o) {
+  cuda::Request req{.quick = o.quick, .progress = o.progress};
   req.grid = o.quick ? std::vector<std::int64_t>{128, 512, 2048, 8192} : std::vector<std::int64_t>{128, 256, 512, 1024, 2048, 4096, 8192, 16384};
   for (const auto& g : o.gemm_shapes) req.extra.push_back({g.m, g.n, g.k});
   // the executor's CUDA attention runs s_q = s_kv slices (row axis batch); GQA shapes are timed with
   // as many K/V heads as query heads (the kernels expand K and V per query head before the GEMMs)
   for (const auto& a : o.attention_shapes)
     if (a.s_q == a.s_kv && a.q_offset == 0 && a.causal) req.attention.push_back({a.batch, a.heads, a.s_q, a.head_dim});
+  const std::int64_t max_elements = o.quick ? (std::int64_t{1} << 20) : (std::int64_t{1} << 24);
+  std::set<std::tuple<std::string, bool, std::int64_t, std::int64_t>> ew;  // kind, backward, rows, cols
+  for (const auto& k : cuda::kElementwiseKernels)
+    for (std::int64_t e = 64; e <= max_elements; e *= 4) {
+      const std::int64_t cols = std::min<std::int64_t>(e, 1024);
+      ew.insert({k.kind, k.backward, e / cols, cols});
+    }
+  for (const auto& s : o.elementwise_shapes) {
+    const std::string kind(hardware::to_string(s.op.kind));
+    const bool cuda_kernel = std::any_of(cuda::kElementwiseKernels.begin(), cuda::kElementwiseKernels.end(),
+                                         [&](const cuda::ElementwiseKernel& k) { return kind == k.kind && s.op.backward == k.backward; });
+    if (!cuda_kernel || s.op.elements <= 0) continue;  // accumulate, concat, rope: no CUDA launch runs them
+    // the row width the kernel sees; one row of all the elements if the rows do not divide them
+    const std::int64_t rows = s.rows > 0 && s.op.elements % s.rows == 0 ? s.rows : 1;
+    ew.insert({kind, s.op.backward, rows, s.op.elements / rows});
+  }
+  for (const auto& [kind, backward, rows, cols] : ew) req.elementwise.push_back({.kind = kind, .backward = backward, .rows = rows, .cols = cols});
+  std::set<std::int64_t> params;
+  for (std::int64_t n = 1024; n <= max_elements; n *= 4) params.insert(n);
+  for (auto n : o.optimizer_params)
+    if (n > 0) params.insert(n);
+  req.optimizer_params.assign(params.begin(), params.end());
+  return req;
+}
+
+hardware::Profile measure_cuda(const Options& o) {
+  init_mpi_if_needed();
+  const cuda::Request req = cuda_request(o);
   cuda::Result r;
   try {
     r = cuda::measure(req);
   } catch (const std::runtime_error& e) {
     throw common::ConfigError("--backend cuda", "", e.what());
   }
+  return cuda_profile(o, req, r);
+}
+
+hardware::Profile cuda_profile(const Options& o, const cuda::Request& req, const cuda::Result& r) {
   hardware::Profile p;
   p.info.backend = "cuda";
   p.info.device = r.device.name;
@@ -89,6 +121,9 @@ hardware::Profile measure_cuda(const Options& o) {
   for (const auto& a : r.attention)
     p.attention.push_back({.dtype = common::DType::bf16, .backward = a.backward, .batch = a.shape.batch, .heads = a.shape.heads,
                            .s = a.shape.s, .head_dim = a.shape.head_dim, .us = a.us});
+  for (const auto& e : r.elementwise)
+    p.elementwise.push_back({.kind = e.shape.kind, .backward = e.shape.backward, .elements = e.shape.elements(), .us = e.us});
+  for (const auto& e : r.optimizer) p.optimizer.push_back({.params = e.params, .us = e.us});
   const int nodes = std::max(1, r.device.ranks / r.device.local_ranks);
   for (const auto& c : r.collectives) {
     const auto kind = c.kind == cuda::Collective::all_reduce   ? hardware::CollectiveKind::all_reduce

@@ -11,6 +11,14 @@
 
 namespace profiler {
 
+/// @brief An element-wise task of a model's step graph: its op and the rows its kernel runs over, so
+/// that a backend can time it at its real row width (op.elements / rows: the hidden size for norms,
+/// residuals and embeddings, the FFN width for activations, the local vocabulary for cross-entropy).
+struct ElementwiseShape {
+  hardware::ElementwiseOp op;
+  std::int64_t rows = 1;
+};
+
 /// @brief What to measure. Shapes beyond the built-in grids come from a model's step graphs
 /// (cli/profile.cpp collects them), so the profiler itself depends only on hardware/.
 struct Options {
@@ -19,7 +27,7 @@ struct Options {
   std::string command;          ///< recorded as provenance
   std::vector<hardware::GemmOp> gemm_shapes;          ///< exact shapes to add (a model's full and sliced GEMMs)
   std::vector<hardware::AttentionOp> attention_shapes;
-  std::vector<hardware::ElementwiseOp> elementwise_shapes;
+  std::vector<ElementwiseShape> elementwise_shapes;
   std::vector<std::int64_t> optimizer_params;
   std::ostream* progress = nullptr;  ///< rank 0 writes progress here (stderr when null)
 };

@@ -67,6 +67,14 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   stats_.assign(r, kNoTensor);
   dlogits_.assign(r, kNoTensor);
   emit_weights();
+  // activation recompute: which layers run their forward again, in which chunks
+  chunks_ = recompute_chunks(p, m.layers);
+  chunk_of_layer_.assign(m.layers, -1);
+  for (std::size_t c = 0; c < chunks_.size(); ++c)
+    for (int l = chunks_[c].first; l < chunks_[c].end; ++l) chunk_of_layer_[l] = static_cast<int>(c);
+  recomputed_.assign(chunks_.size(), std::vector<char>(r, 0));
+  // DP buckets (and ZeRO's shards and parameter gathers)
+  if (reduces_dp()) plan_buckets();
 }
 
 StreamId Builder::add_stream(StreamSpec s) {
@@ -109,6 +117,7 @@ Task Builder::task(TaskKind kind, Op op, Phase phase, int layer, const Slice& s,
   t.layer = static_cast<std::int16_t>(layer);
   t.slice = static_cast<std::int8_t>(sliced_ ? s.index : -1);
   t.chunk = static_cast<std::int8_t>(chunk);
+  t.recompute = recomputing_;
   return t;
 }
 
@@ -143,6 +152,9 @@ std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const
     s.readers = kNone;
   }
   if (t.is_collective() && t.group) t.seq = group_seq_[*t.group]++;
+  if (!unit_of_weight_.empty())  // ZeRO-3: the last reader of each unit's gathered weights
+    for (TensorId x : in)
+      if (x < unit_of_weight_.size() && unit_of_weight_[x] > 0) unit_last_reader_[unit_of_weight_[x] - 1] = static_cast<std::int32_t>(id);
   g_.tasks.push_back(std::move(t));
   return id;
 }
@@ -229,6 +241,7 @@ void Builder::emit_weights() {
 // ---- forward ------------------------------------------------------------------------------------------
 
 void Builder::emit_embedding(const Slice& s) {
+  gather_for_forward(-1);
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId tok = tensor(T, 1, DType::fp32, TensorRole::input, Op::embedding, -1, s.index);
   TensorId tgt = tensor(T, 1, DType::fp32, TensorRole::input, Op::loss, -1, s.index);
@@ -248,12 +261,13 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
+  gather_for_forward(l);
   sv.x = st.x;
-  TensorId n1 = act(R, h, Op::norm1, l, s.index);
-  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm1, Phase::fwd, l, s), {st.x, w.norm1}, {n1});
-  sv.n1g = gather_in(n1, Op::attn_comm, Phase::fwd, l, s);
+  sv.n1 = act(R, h, Op::norm1, l, s.index);
+  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm1, Phase::fwd, l, s), {st.x, w.norm1}, {sv.n1});
+  const TensorId n1g = gather_in(sv.n1, Op::attn_comm, Phase::fwd, l, s);
   sv.qkv = act(T, sh_.Q, Op::qkv, l, s.index);
-  add(task(sh_.qkv_fwd(T), Op::qkv, Phase::fwd, l, s), {sv.n1g, w.qkv}, {sv.qkv});
+  add(task(sh_.qkv_fwd(T), Op::qkv, Phase::fwd, l, s), {n1g, w.qkv}, {sv.qkv});
   // Causal attention over the sequence axis: slice i's queries see the keys of slices 0..i.
   auto& kv = kv_reads_[l][s.index];
   kv.clear();
@@ -262,8 +276,11 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
   else
     kv.push_back(sv.qkv);
   sv.ctx = act(T, sh_.A, Op::attention, l, s.index);
-  add(task(sh_.attention(s.batch, s.seq, s.q_offset, false), Op::attention, Phase::fwd, l, s), kv,
-      std::span<const TensorId>(&sv.ctx, 1));
+  // what the kernel keeps for its backward: probabilities (unfused) or log-sum-exp (flash)
+  sv.aux = tensor(s.batch * (m_.heads / p_.tp) * s.seq, sh_.attention_aux_cols(s.seq, s.q_offset), sh_.attention_aux_dtype(),
+                  TensorRole::activation, Op::attention, l, s.index, -1, false, 1);
+  const TensorId outs[] = {sv.ctx, sv.aux};
+  add(task(sh_.attention(s.batch, s.seq, s.q_offset, false), Op::attention, Phase::fwd, l, s), kv, outs);
   st.partial.clear();
   const int C = p_.col_slices;
   for (int c = 0; c < C; ++c) {
@@ -290,11 +307,11 @@ void Builder::emit_mlp_fwd(int l, const Slice& s) {
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
-  TensorId n2 = act(R, h, Op::norm2, l, s.index);
-  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm2, Phase::fwd, l, s), {sv.x_mid, w.norm2}, {n2});
-  sv.n2g = gather_in(n2, Op::mlp_comm, Phase::fwd, l, s);
+  sv.n2 = act(R, h, Op::norm2, l, s.index);
+  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm2, Phase::fwd, l, s), {sv.x_mid, w.norm2}, {sv.n2});
+  const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::fwd, l, s);
   sv.f1 = act(T, sh_.F1, Op::fc1, l, s.index);
-  add(task(sh_.fc1_fwd(T), Op::fc1, Phase::fwd, l, s), {sv.n2g, w.fc1}, {sv.f1});
+  add(task(sh_.fc1_fwd(T), Op::fc1, Phase::fwd, l, s), {n2g, w.fc1}, {sv.f1});
   sv.act = act(T, sh_.F, Op::activation, l, s.index);
   add(task(ew(activation_kind(), T * sh_.F, (m_.fc1_out() / m_.ffn_hidden + 1.0) * bpe()), Op::activation, Phase::fwd, l, s),
       {sv.f1}, {sv.act});
@@ -319,13 +336,15 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
 }
 
 void Builder::emit_head_fwd(const Slice& s) {
+  gather_for_forward(m_.layers);
   auto& st = ss_[s.index];
   const std::int64_t T = s.tokens(), h = sh_.h, V = sh_.V, R = rows(s);
   TensorId nf = act(R, h, Op::final_norm, -1, s.index);
   add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
-  nf_[s.index] = gather_in(nf, Op::embed_comm, Phase::fwd, -1, s);
+  nf_[s.index] = nf;
+  const TensorId nfg = gather_in(nf, Op::embed_comm, Phase::fwd, -1, s);
   TensorId logits = tensor(T, V, DType::fp32, TensorRole::activation, Op::lm_head, -1, s.index);
-  add(task(sh_.lm_head_fwd(T), Op::lm_head, Phase::fwd, -1, s), {nf_[s.index], w_head_}, {logits});
+  add(task(sh_.lm_head_fwd(T), Op::lm_head, Phase::fwd, -1, s), {nfg, w_head_}, {logits});
   logits_[s.index] = logits;
   // vocab-parallel cross-entropy: local max, sum-exp and target logit, then one TP AllReduce
   TensorId stats = tensor(T, 3, DType::fp32, TensorRole::activation, Op::loss_comm, -1, s.index);
@@ -353,12 +372,15 @@ void Builder::emit_loss(const Slice& s) {
 BackwardTasks Builder::emit_head_bwd(const Slice& s) {
   auto& st = ss_[s.index];
   const std::int64_t T = s.tokens(), h = sh_.h;
+  gather_for_backward(m_.layers);
+  // sequence parallelism: the sequence-sharded norm output is gathered again for the weight
+  // gradient (Megatron-LM keeps the shard), overlapping the input-gradient GEMM
+  const TensorId nfg = gather_in(nf_[s.index], Op::embed_comm, Phase::bwd_dgrad, -1, s);
   TensorId dn = grad(T, h, Op::final_norm, -1, s.index);
   add(task(sh_.lm_head_dgrad(T), Op::lm_head, Phase::bwd_dgrad, -1, s), {dlogits_[s.index], w_head_}, {dn});
   auto [din, coll] = reduce_out(dn, Op::embed_comm, Phase::bwd_dgrad, -1, s);
   st.d_in = din;
-  const auto wg =
-      add(task(sh_.lm_head_wgrad(T), Op::lm_head, Phase::bwd_wgrad, -1, s), {dlogits_[s.index], nf_[s.index]}, {d_head_});
+  const auto wg = add(task(sh_.lm_head_wgrad(T), Op::lm_head, Phase::bwd_wgrad, -1, s), {dlogits_[s.index], nfg}, {d_head_});
   return {coll, wg};
 }
 
@@ -372,6 +394,8 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
 }
 
 BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
+  gather_for_backward(l);
+  ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -383,15 +407,17 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
   TensorId df1 = grad(T, F1, Op::fc1, l, s.index);
   add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s), {sv.f1, da},
       {df1});
+  const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
   TensorId dn2 = grad(T, h, Op::norm2, l, s.index);
   add(task(sh_.fc1_dgrad(T), Op::fc1, Phase::bwd_dgrad, l, s), {df1, w.fc1}, {dn2});
   auto [din, coll] = reduce_out(dn2, Op::mlp_comm, Phase::bwd_dgrad, l, s);
   st.d_in = din;
-  const auto wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, sv.n2g}, {w.d_fc1});
+  const auto wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
   return {coll, wg};
 }
 
 void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
+  ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
@@ -402,6 +428,7 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
 }
 
 BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
+  ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, Q = sh_.Q;
@@ -411,10 +438,18 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
   const TensorId ctx = sv.ctx;
   add(task(sh_.out_proj_dgrad(T), Op::out_proj, Phase::bwd_dgrad, l, s), {dyg, w.out}, {dctx});
   add(task(sh_.out_proj_wgrad(T), Op::out_proj, Phase::bwd_wgrad, l, s), {dyg, ctx}, {w.d_out});
-  // Attention backward writes dQ of its slice and accumulates dK, dV into every slice it read.
+  // Attention backward writes dQ of its slice and accumulates dK, dV into every slice it read;
+  // selective recompute runs the attention forward again first and reads what it keeps
   const auto& kv = kv_reads_[l][s.index];
   std::vector<TensorId> in(kv.begin(), kv.end());
-  in.push_back(ctx);
+  if (p_.recompute == Recompute::selective) {
+    const TensorId ctx2 = recompute_attention(l, s);
+    in.push_back(ctx2);
+    in.push_back(sv.aux);
+  } else {
+    in.push_back(ctx);
+    in.push_back(sv.aux);
+  }
   in.push_back(dctx);
   std::vector<TensorId> out;
   for (std::size_t j = 0; j < kv.size(); ++j) {
@@ -424,15 +459,17 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
     out.push_back(dq);
   }
   add(task(sh_.attention(s.batch, s.seq, s.q_offset, true), Op::attention, Phase::bwd_dgrad, l, s), in, out);
+  const TensorId n1g = gather_in(sv.n1, Op::attn_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
   TensorId dn1 = grad(T, h, Op::norm1, l, s.index);
   add(task(sh_.qkv_dgrad(T), Op::qkv, Phase::bwd_dgrad, l, s), {sv.dqkv, w.qkv}, {dn1});
   auto [din, coll] = reduce_out(dn1, Op::attn_comm, Phase::bwd_dgrad, l, s);
   st.d_in = din;
-  const auto wg = add(task(sh_.qkv_wgrad(T), Op::qkv, Phase::bwd_wgrad, l, s), {sv.dqkv, sv.n1g}, {w.d_qkv});
+  const auto wg = add(task(sh_.qkv_wgrad(T), Op::qkv, Phase::bwd_wgrad, l, s), {sv.dqkv, n1g}, {w.d_qkv});
   return {coll, wg};
 }
 
 void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
+  ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
@@ -478,26 +515,13 @@ void Builder::embedding_grads_ready() {
 }
 
 void Builder::grad_ready(TensorId dw) {
-  if (p_.dp == 1) return;
-  bucket_.push_back(dw);
-  bucket_params_ += g_.tensors[dw].rows * g_.tensors[dw].cols;
-  if (static_cast<double>(bucket_params_) * 4.0 >= p_.dp_bucket_mb * 1e6) flush_bucket();
-}
-
-void Builder::flush_bucket() {
-  if (bucket_.empty()) return;
-  Task t;
-  t.kind = CollectiveOp{
-      .kind = CollectiveKind::all_reduce, .bytes = bucket_params_ * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
-  t.stream = streams_.dp_comm;
-  t.op = Op::dp_reduce;
-  t.phase = Phase::dp_reduce;
-  t.group = dp_group_;
-  t.once_per_step = true;
-  t.layer = -1;
-  add(std::move(t), bucket_, bucket_);
-  bucket_.clear();
-  bucket_params_ = 0;
+  if (!reduces_dp()) return;
+  const int b = bucket_of_.at(dw);
+  if (b < 0 || --buckets_[b].pending > 0) return;
+  // Megatron-LM's DDP starts a bucket's reduction when its last gradient is ready (with
+  // overlap_grad_reduce; else after the backward); a partial last bucket waits for finish()
+  if (p_.overlap_grad_reduce && (buckets_[b].full || p_.zero >= 2)) flush_bucket(b);
+  else deferred_.push_back(b);
 }
 
 // Sequence parallelism: a TP rank's norm-weight gradients cover only its rows of the sequence;
@@ -523,19 +547,34 @@ void Builder::emit_sp_norm_grads() {
 
 void Builder::emit_optimizer() {
   Task t;
-  t.kind = OptimizerOp{.params = rank_params_};
   t.stream = streams_.compute;
   t.op = Op::optimizer;
   t.phase = Phase::optimizer;
   t.once_per_step = true;
+  if (p_.shards_optimizer() && reduces_dp()) {
+    // ZeRO: this rank's shard of every bucket (gradient shard i pairs with parameter shard i)
+    std::vector<TensorId> in, out;
+    std::int64_t params = 0;
+    for (const auto& b : buckets_) {
+      in.push_back(b.grad_shard);
+      out.push_back(b.param_shard);
+      params += g_.tensors[b.param_shard].rows;
+    }
+    t.kind = OptimizerOp{.params = params};
+    add(std::move(t), in, out);
+    return;
+  }
+  t.kind = OptimizerOp{.params = rank_params_};
   std::vector<TensorId> in(all_grads_);
   add(std::move(t), in, all_weights_);
 }
 
 StepGraph Builder::finish() {
-  emit_sp_norm_grads();
-  flush_bucket();
+  if (!p_.shards_optimizer() || !reduces_dp()) emit_sp_norm_grads();  // ZeRO: per bucket (flush_bucket)
+  for (int b : deferred_) flush_bucket(b);
+  deferred_.clear();
   emit_optimizer();
+  emit_zero_step_end();
   const auto n = g_.tasks.size();
   g_.graph = StepGraph::Graph(boost::edges_are_unsorted_multi_pass, edges_.begin(), edges_.end(), n);
   g_.in_degree.assign(n, 0);

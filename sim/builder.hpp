@@ -10,10 +10,25 @@
 // Activations are token-major [rows, cols] tensors; weights [in, out] (Y = X W).
 //
 // How a graph is made (build_step_graph): a Builder for the plan declares the rank's streams
-// (compute, tp_comm, dp_comm), its communicator groups (tp, dp) and its weights; the plan's strategy
-// (sim/strategy.hpp) calls the emit_* pieces below in the order the host issues them; finish()
-// ends the step (the last DP bucket, sequence-parallel norm gradients, optimizer) and assembles the
-// DAG. Dependencies are derived from the tensors each task reads and writes (read after write,
+// (compute, tp_comm, dp_comm, and param_comm under ZeRO), its communicator groups (tp, dp) and its
+// weights; the plan's strategy (sim/strategy.hpp) calls the emit_* pieces below in the order the
+// host issues them; finish() ends the step (the last DP bucket, sequence-parallel norm gradients,
+// optimizer, ZeRO's parameter gathers) and assembles the DAG.
+//
+// The memory savers are the builder's, so every strategy gets them without a line of its own:
+//  - activation recompute (sim/recompute.hpp): the first backward piece of a recomputed chunk's
+//    top layer (emit_mlp_bwd) first re-emits the chunk's forward for that slice (tasks flagged
+//    Task::recompute, TP collectives included); selective recompute re-runs the attention forward
+//    right before the attention backward. The backward then reads the recomputed tensors, so the
+//    first forward's ones are read by nobody after the forward: the saved activations that
+//    disappear (sim/memory.hpp).
+//  - ZeRO (sim/zero_emit.cpp): DP buckets are formed up front in reverse parameter order as
+//    Megatron-LM's DDP does (ZeRO-3: one bucket per layer, FSDP's unit) and each is reduced when its
+//    last gradient is ready (or all after the backward without overlap_grad_reduce); from stage 1
+//    they are reduce-scattered into fp32 shards, the optimizer steps the shards and the updated
+//    parameters are all-gathered on param_comm (stage 1/2: at the start of the next step's forward
+//    with overlap_param_gather, else after the optimizer; stage 3: every layer before its forward
+//    and again before its backward, one layer ahead). Dependencies are derived from the tensors each task reads and writes (read after write,
 // write after read, write after write), so a strategy decides only what runs on which slice, in
 // which order, on which stream - and may add ordering edges (edge()) where the real framework
 // serialises more than the data requires.
@@ -72,6 +87,8 @@ class Builder {
   GroupId add_group(GroupSpec g);
   GroupId tp_group() const { return tp_group_; }
   GroupId dp_group() const { return dp_group_; }
+  /// Whether gradients are reduced over data parallelism (dp > 1): DP buckets, ZeRO.
+  bool reduces_dp() const { return p_.dp > 1; }
 
   // ---- the layer vocabulary: forward, per slice, in data order ------------------------------------
   void emit_embedding(const Slice& s);             ///< token (+ position) lookup; vocab-parallel AllReduce
@@ -137,9 +154,20 @@ class Builder {
   /// Forward tensors of one layer and slice that backward reads.
   struct Saved {
     TensorId x = kNoTensor, x_mid = kNoTensor;  ///< layer input, after the attention residual
-    TensorId n1g = kNoTensor, n2g = kNoTensor;  ///< norm outputs as the GEMMs read them (gathered under SP)
+    TensorId n1 = kNoTensor, n2 = kNoTensor;    ///< norm outputs (sequence-sharded under SP: the backward gathers them again)
     TensorId qkv = kNoTensor, ctx = kNoTensor, f1 = kNoTensor, act = kNoTensor;
+    TensorId aux = kNoTensor;   ///< attention: probabilities (unfused) or log-sum-exp (flash)
     TensorId dqkv = kNoTensor;  ///< backward: dQ, dK, dV of this slice
+  };
+  /// One DP bucket: gradients reduced together (Megatron-LM's DDP bucket; ZeRO-3: one layer).
+  struct Bucket {
+    std::vector<TensorId> grads, weights;  ///< in bucket order (reverse parameter order)
+    std::int64_t params = 0;
+    int pending = 0;       ///< gradients not yet ready in this micro-batch
+    bool full = false;     ///< reached dp_bucket_mb (a partial last bucket is reduced in finish())
+    int unit = -1;         ///< ZeRO-3: the layer whose weights it holds (-1: embedding, positions, final norm, head)
+    int first_use = 0;     ///< forward position that first reads its weights (-1 embedding, l layer, L head)
+    TensorId grad_shard = kNoTensor, param_shard = kNoTensor;  ///< ZeRO: this rank's 1/dp of the bucket
   };
 
   TensorId act(std::int64_t rows, std::int64_t cols, Op op, int layer, int slice, int chunk = -1) {
@@ -163,9 +191,19 @@ class Builder {
   int bpe() const { return common::dtype_bytes(sh_.act_dtype); }
   void emit_weights();
   void grad_ready(TensorId dw);
-  void flush_bucket();
   void emit_sp_norm_grads();
   void emit_optimizer();
+  // activation recompute (sim/recompute_emit.cpp)
+  void ensure_recomputed(int l, const Slice& s);
+  void recompute_chunk(int chunk, const Slice& s);
+  TensorId recompute_attention(int l, const Slice& s);
+  // DP buckets and ZeRO (sim/zero_emit.cpp)
+  void plan_buckets();
+  void flush_bucket(int b);
+  std::uint32_t emit_param_gather(int b, bool step_start, bool once_per_step);
+  void gather_for_forward(int position);   ///< ZeRO: the forward reaches the embedding (-1), layer l, or the head (L)
+  void gather_for_backward(int position);  ///< ZeRO-3: the backward reaches layer l (L: the head)
+  void emit_zero_step_end();
 
   const ModelSpec& m_;
   const hardware::ClusterSpec& c_;
@@ -193,10 +231,23 @@ class Builder {
   std::vector<std::vector<std::vector<TensorId>>> kv_reads_;  // [layer][slice] qkv tensors attention reads
   TensorId w_emb_ = 0, w_pos_ = 0, w_head_ = 0, w_fnorm_ = 0, d_emb_ = 0, d_pos_ = 0, d_head_ = 0, d_fnorm_ = 0;
   std::vector<TensorId> tokens_, targets_, nf_, logits_, stats_, dlogits_;
-  std::vector<TensorId> bucket_;  // DP bucket being filled
-  std::int64_t bucket_params_ = 0;
   std::vector<TensorId> all_weights_, all_grads_;
   std::int64_t rank_params_ = 0;
+  // ---- recompute
+  std::vector<int> chunk_of_layer_;                    // -1: kept whole
+  std::vector<RecomputeChunk> chunks_;
+  std::vector<std::vector<char>> recomputed_;          // [chunk][slice]
+  bool recomputing_ = false;                           // tasks made now are flagged Task::recompute
+  // ---- DP buckets and ZeRO
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;                         // per tensor id (weight gradients): its bucket, -1 none
+  std::vector<int> deferred_;                          // buckets complete but held for finish()
+  StreamId param_comm_ = 0;                            // ZeRO parameter gathers
+  std::vector<int> gather_order_;                      // ZeRO: buckets by first forward use
+  std::size_t gathered_fwd_ = 0;                       // ZeRO: gathers issued in the forward (a prefix of gather_order_)
+  std::vector<char> gathered_bwd_;                     // ZeRO-3: per bucket, gathered again for the backward
+  std::vector<std::int32_t> unit_last_reader_;         // ZeRO-3: per unit, last task that read its weights
+  std::vector<std::int32_t> unit_of_weight_;           // ZeRO-3: per tensor id (weights): its unit + 1, 0 none
 };
 
 }  // namespace sim

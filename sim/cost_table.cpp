@@ -29,6 +29,7 @@ std::size_t CostTable::OpHash::operator()(const TaskKind& k) const {
           mix(op.head_dim);
           mix(op.q_offset);
           mix(op.backward);
+          mix(static_cast<int>(op.kernel));
           mix(op.causal);
         } else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>) {
           mix(static_cast<int>(op.kind));
@@ -60,7 +61,7 @@ bool CostTable::OpEqual::operator()(const TaskKind& a, const TaskKind& b) const 
         else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
           return x.batch == y.batch && x.heads == y.heads && x.kv_heads == y.kv_heads && x.s_q == y.s_q && x.s_kv == y.s_kv &&
                  x.head_dim == y.head_dim && x.q_offset == y.q_offset && x.backward == y.backward && x.causal == y.causal &&
-                 x.dtype == y.dtype;
+                 x.dtype == y.dtype && x.kernel == y.kernel;
         else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
           return x.kind == y.kind && x.elements == y.elements && x.bytes == y.bytes && x.backward == y.backward;
         else if constexpr (std::is_same_v<T, hardware::CollectiveOp>)

@@ -50,10 +50,20 @@ struct RunStats {
   std::size_t events = 0;
 };
 
+/// Which micro-batch of the step a run simulates: the tasks it includes (Task::step_start only in
+/// the first, Task::once_per_step only in the last; `only`: a step of one micro-batch has both).
+enum class MicroBatch : std::uint8_t { first, middle, last, only };
+
+bool runs_in(const Task& t, MicroBatch mb) {
+  if (t.once_per_step && mb != MicroBatch::last && mb != MicroBatch::only) return false;
+  if (t.step_start && mb != MicroBatch::first && mb != MicroBatch::only) return false;
+  return true;
+}
+
 class Simulation {
  public:
   Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const std::vector<ModelFactory>& models,
-             bool include_once, bool timeline)
+             MicroBatch which, bool timeline)
       : timeline_(timeline) {
     const auto& cl = cost.cluster();
     for (const auto& link : cost.links()) link_bytes_per_ps_.push_back(link.bytes_per_s * 1e-12);
@@ -87,7 +97,11 @@ class Simulation {
       std::int64_t host = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
-        if (t.once_per_step && !include_once) continue;
+        if (!runs_in(t, which)) {
+          // not in this micro-batch: what waits for it does not
+          for (auto v : boost::make_iterator_range(g.successors(i))) --rs.pending[v];
+          continue;
+        }
         rs.cost_index[i] = rs.table->index(t);
         // checked: a hand-edited graph (simulate --graph) may carry 65,535 launches per task
         host = common::checked_add(host, common::checked_mul(launch, t.launches, "simulated time"), "simulated time");
@@ -366,35 +380,52 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   const int accum = g0.plan.grad_accum_steps();
   StepReport rep;
   rep.tasks = g0.size();
-  RunStats mb{};
+  // micro-batches 1 .. accum - 1 are alike but for the first one's step_start tasks (ZeRO's
+  // parameter gathers): simulated once each kind, the last one (DP reduction, optimizer) apart
+  bool has_start = false;
+  for (const StepGraph* g : ranks)
+    for (const auto& t : g->tasks) has_start |= t.step_start;
+  RunStats first{}, mid{};
+  bool mid_simulated = false;
   if (accum > 1) {
-    Simulation sim(ranks, cost_, options_.models, false, false);
-    mb = sim.run();
+    first = Simulation(ranks, cost_, options_.models, MicroBatch::first, false).run();
+    mid = first;
+    if (has_start && accum > 2) {
+      mid = Simulation(ranks, cost_, options_.models, MicroBatch::middle, false).run();
+      mid_simulated = true;
+    }
   }
-  Simulation last(ranks, cost_, options_.models, true, options_.timeline);
+  Simulation last(ranks, cost_, options_.models, accum > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
   RunStats ls = last.run();
-  const std::int64_t k = accum - 1;
-  // checked: (accum - 1) micro-batches of a long step must not wrap to a negative time
-  auto total = [&](std::int64_t a, std::int64_t b) {
-    return Duration::from_ps(common::checked_add(common::checked_mul(a, k, "simulated time"), b, "simulated time"));
+  const std::int64_t k = std::max<std::int64_t>(0, accum - 2);
+  // checked: the micro-batches of a long step must not wrap to a negative time
+  auto total = [&](std::int64_t f, std::int64_t m, std::int64_t b) {
+    const std::int64_t firsts = accum > 1 ? f : 0;
+    return Duration::from_ps(
+        common::checked_add(common::checked_add(firsts, common::checked_mul(m, k, "simulated time"), "simulated time"), b, "simulated time"));
   };
-  rep.step_time = total(mb.end, ls.end);
-  rep.micro_batch_time = Duration::from_ps(accum > 1 ? mb.end : ls.end);
-  rep.compute = total(mb.compute, ls.compute);
-  for (std::size_t s = 0; s < g0.streams.size(); ++s)
-    rep.streams.push_back(
-        {.name = g0.streams[s].name, .kind = g0.streams[s].kind, .busy = total(mb.busy.empty() ? 0 : mb.busy[s], ls.busy[s])});
-  rep.exposed_comm = total(mb.exposed, ls.exposed);
-  rep.idle = total(mb.idle, ls.idle);
-  rep.events = mb.events + ls.events;
+  rep.step_time = total(first.end, mid.end, ls.end);
+  rep.micro_batch_time = Duration::from_ps(accum > 1 ? mid.end : ls.end);
+  rep.compute = total(first.compute, mid.compute, ls.compute);
+  for (std::size_t s = 0; s < g0.streams.size(); ++s) {
+    auto busy = [s](const RunStats& r) { return r.busy.empty() ? std::int64_t{0} : r.busy[s]; };
+    rep.streams.push_back({.name = g0.streams[s].name, .kind = g0.streams[s].kind, .busy = total(busy(first), busy(mid), ls.busy[s])});
+  }
+  rep.exposed_comm = total(first.exposed, mid.exposed, ls.exposed);
+  rep.idle = total(first.idle, mid.idle, ls.idle);
+  rep.events = first.events + (mid_simulated ? mid.events : 0) + ls.events;
   for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * accum;
   const auto& cl = cost_.cluster();
   const double gpus = g0.plan.gpus();
   rep.mfu = rep.model_flops / (rep.step_time.s() * gpus * cl.gpu.peak_flops(g0.plan.dtype));
   rep.tokens_per_s = static_cast<double>(g0.plan.global_batch) * static_cast<double>(g0.plan.seq_len) / rep.step_time.s();
-  rep.memory = estimate_memory(g0);
+  // the closed form needs a model; a hand-built graph without one gets only what its tensors say
+  if (g0.model.layers > 0 && g0.model.heads > 0) rep.memory = estimate_memory(g0.model, cl, g0.plan);
+  rep.memory.activations = saved_activation_bytes(g0);  // the graph's own tensors (equal for built graphs; edited ones may differ)
+  rep.memory.recomputed = recompute_working_bytes(g0);
   if (options_.timeline) {
-    const Duration offset = Duration::from_ps(common::checked_mul(mb.end, k, "simulated time"));
+    const Duration offset =
+        Duration::from_ps(common::checked_add(accum > 1 ? first.end : 0, common::checked_mul(mid.end, k, "simulated time"), "simulated time"));
     for (auto& rs : last.ranks()) {
       RankTimeline tl;
       tl.graph = rs.g;

@@ -46,7 +46,8 @@ json kind_json(const TaskKind& k) {
                   {"kv_heads", op.kv_heads}, {"s_q", op.s_q},
                   {"s_kv", op.s_kv},         {"head_dim", op.head_dim},
                   {"q_offset", op.q_offset}, {"causal", op.causal},
-                  {"backward", op.backward}, {"dtype", common::to_string(op.dtype)}};
+                  {"backward", op.backward}, {"dtype", common::to_string(op.dtype)},
+                  {"kernel", hardware::to_string(op.kernel)}};
         else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
           return {
               {"kind", hardware::to_string(op.kind)}, {"elements", op.elements}, {"bytes", op.bytes}, {"backward", op.backward}};
@@ -159,6 +160,7 @@ TaskKind read_kind(Reader& t) {
     a.causal = s.boolean("causal");
     a.backward = s.boolean("backward");
     a.dtype = s.dtype("dtype");
+    if (!hardware::parse_attention_kernel(s.string("kernel"), a.kernel)) s.fail("kernel", "expected flash | unfused | unfused_compiled");
     if (a.heads % a.kv_heads) s.fail("kv_heads", fmt::format("heads={} is not divisible by kv_heads={}", a.heads, a.kv_heads));
     k = a;
   } else if (kind == "elementwise") {
@@ -223,6 +225,8 @@ json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
                 {"slice", t.slice},
                 {"chunk", t.chunk},
                 {"once_per_step", t.once_per_step},
+                {"step_start", t.step_start},
+                {"recompute", t.recompute},
                 {"launches", t.launches},
                 {"inputs", std::vector<TensorId>(g.inputs(i).begin(), g.inputs(i).end())},
                 {"outputs", std::vector<TensorId>(g.outputs(i).begin(), g.outputs(i).end())}};
@@ -352,6 +356,8 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
     t.slice = static_cast<std::int8_t>(s.integer("slice", -1, std::numeric_limits<std::int8_t>::max()));
     t.chunk = static_cast<std::int8_t>(s.integer("chunk", -1, std::numeric_limits<std::int8_t>::max()));
     t.once_per_step = s.boolean("once_per_step");
+    t.step_start = s.boolean("step_start");
+    t.recompute = s.boolean("recompute");
     t.launches = static_cast<std::uint16_t>(s.integer("launches", 0, std::numeric_limits<std::uint16_t>::max()));
     t.operand_begin = static_cast<std::uint32_t>(g.operands.size());
     for (const char* key : {"inputs", "outputs"}) {

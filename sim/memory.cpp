@@ -1,38 +1,187 @@
 #include "sim/memory.hpp"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
+#include "hardware/collective_model.hpp"
+#include "sim/plan.hpp"
+#include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
 
 namespace sim {
 
-MemoryEstimate estimate_memory(const StepGraph& g) {
-  MemoryEstimate m;
-  std::vector<char> saved(g.tensors.size(), 0);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    if (g.tasks[i].phase == Phase::fwd) continue;
-    for (TensorId x : g.inputs(i))
-      if (g.tensors[x].role == TensorRole::activation) saved[x] = 1;
+namespace {
+
+/// One row slice as the builder cuts it (sim/builder.cpp).
+struct SliceShape {
+  std::int64_t batch, seq, q_offset;
+};
+
+std::vector<SliceShape> slice_shapes(const Plan& p) {
+  std::vector<SliceShape> out;
+  for (int i = 0; i < p.row_slices; ++i) {
+    if (p.row_axis == RowAxis::batch) out.push_back({p.micro_batch / p.row_slices, p.seq_len, 0});
+    else out.push_back({p.micro_batch, p.seq_len / p.row_slices, i * (p.seq_len / p.row_slices)});
   }
-  for (std::size_t x = 0; x < g.tensors.size(); ++x) {
-    const auto& t = g.tensors[x];
-    const double n = static_cast<double>(t.rows) * static_cast<double>(t.cols);
-    switch (t.role) {
-      case TensorRole::weight:
-        m.weights += t.bytes();
-        m.optimizer += 12.0 * n;
-        break;
-      case TensorRole::weight_grad:
-        m.gradients += t.bytes();
-        break;
-      case TensorRole::activation:
-        if (saved[x]) m.activations += t.bytes();
-        break;
-      default:
-        break;
+  return out;
+}
+
+/// What the attention forward of one slice keeps besides its output (Shapes::attention_aux_*).
+double attention_aux_bytes(const ModelSpec& m, const Plan& p, const Shapes& sh, const SliceShape& s) {
+  return static_cast<double>(s.batch * (m.heads / p.tp) * s.seq) * static_cast<double>(sh.attention_aux_cols(s.seq, s.q_offset)) *
+         common::dtype_bytes(sh.attention_aux_dtype());
+}
+
+double rows(const Plan& p, const SliceShape& s) {
+  const double T = static_cast<double>(s.batch * s.seq);
+  return p.sequence_parallel ? T / p.tp : T;
+}
+
+}  // namespace
+
+MemoryStage whole_model(const ModelSpec& m) { return MemoryStage{.layers = m.layers, .embedding = true, .head = true, .in_flight = 1}; }
+
+double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
+  const Shapes sh(m, p);
+  const double e = common::dtype_bytes(sh.act_dtype), h = static_cast<double>(sh.h);
+  double bytes = 0;
+  for (const auto& s : slice_shapes(p)) {
+    const double T = static_cast<double>(s.batch * s.seq), R = rows(p, s);
+    // x, x_mid, norm1 and norm2 outputs ([R, h]); QKV, attention output, FC1 and activation outputs ([T, width])
+    bytes += e * (4.0 * R * h + T * static_cast<double>(sh.Q + sh.A + sh.F1 + sh.F)) + attention_aux_bytes(m, p, sh, s);
+  }
+  return bytes;
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+  return estimate_memory(m, c, p, whole_model(m));
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const MemoryStage& st) {
+  const Shapes sh(m, p);
+  MemoryEstimate r;
+  r.capacity = c.gpu.hbm_capacity_bytes;
+  r.reserve_fraction = c.memory.fragmentation_reserve;
+  r.cuda_context = c.memory.cuda_context_bytes;
+  const double e = common::dtype_bytes(sh.act_dtype), h = static_cast<double>(sh.h);
+  const bool zero = p.dp > 1;  // ZeRO shards over dp ranks; at dp 1 every stage is stage 0
+
+  // ---- model state: parameters x bytes
+  double params = static_cast<double>(sh.layer_params()) * st.layers;
+  if (st.embedding) params += static_cast<double>(sh.embedding().params() + sh.positions().params());
+  if (st.head) params += static_cast<double>(sh.final_norm().params() + (m.tied_embeddings && st.embedding ? 0 : sh.lm_head().params()));
+  const double dp = p.dp;
+  const bool sh_w = zero && p.shards_weights(), sh_g = zero && p.shards_gradients(), sh_o = zero && p.shards_optimizer();
+  r.weights = params * e / (sh_w ? dp : 1.0);
+  if (sh_w) {
+    // the root unit (embedding, positions, final norm, head) stays gathered; two layers at once
+    double root = 0;
+    if (st.embedding) root += static_cast<double>(sh.embedding().params() + sh.positions().params());
+    if (st.head) root += static_cast<double>(sh.final_norm().params() + (m.tied_embeddings && st.embedding ? 0 : sh.lm_head().params()));
+    r.gathered_weights = e * (root + std::min(2, st.layers) * static_cast<double>(sh.layer_params()));
+  }
+  r.gradients = 4.0 * params / (sh_g ? dp : 1.0);
+  const double state_per_param = (sh.act_dtype == common::DType::fp32 ? 0.0 : 4.0) + 8.0;  // master copy, Adam m and v
+  r.optimizer = state_per_param * params / (sh_o ? dp : 1.0);
+
+  // ---- activations of one micro-batch (Korthikanti et al. 2022 per recompute mode)
+  const auto slices = slice_shapes(p);
+  const double layer = layer_activation_bytes(m, p);
+  double checkpoint = 0, aux = 0, ctx_aux_max = 0;  // per layer: its input; what attention keeps; selective's recompute
+  for (const auto& s : slices) {
+    const double T = static_cast<double>(s.batch * s.seq);
+    checkpoint += e * rows(p, s) * h;
+    const double a = attention_aux_bytes(m, p, sh, s);
+    aux += a;
+    ctx_aux_max += e * T * static_cast<double>(sh.A) + a;
+  }
+  double per_mb = 0;
+  MemoryStage stage = st;
+  Plan q = p;  // chunks of this stage's layers
+  const auto chunks = recompute_chunks(q, stage.layers);
+  const int rc_layers = recomputed_layers(q, stage.layers);
+  switch (p.recompute) {
+    case Recompute::none: per_mb = layer * st.layers; break;
+    case Recompute::selective:
+      per_mb = (layer - aux) * st.layers;
+      r.recomputed = ctx_aux_max;
+      break;
+    case Recompute::full: {
+      int largest = 0;
+      for (const auto& k : chunks) largest = std::max(largest, k.layers());
+      per_mb = layer * (st.layers - rc_layers) + checkpoint * static_cast<double>(chunks.size());
+      r.recomputed = layer * largest - checkpoint;  // the chunk's tensors but its input, which is kept anyway
+      break;
     }
   }
-  return m;
+  if (st.head) per_mb += 2.0 * checkpoint;  // the final norm's input and output (sequence-sharded under SP)
+  r.activations = per_mb * std::max(1, st.in_flight);
+
+  // ---- the largest op's transient buffers (one slice)
+  for (const auto& s : slices) {
+    const double T = static_cast<double>(s.batch * s.seq);
+    const auto att = sh.attention(s.batch, s.seq, s.q_offset, true);
+    double t = e * T * static_cast<double>(sh.F + sh.F1);  // activation backward: its input and output gradients
+    if (st.head) t = std::max(t, 8.0 * T * static_cast<double>(sh.V));  // fp32 logits and their gradient at the loss
+    if (hardware::materialises_scores(p.attention)) t = std::max(t, 2.0 * e * att.score_elements());  // dP and dS
+    else t = std::max(t, 4.0 * T * static_cast<double>(sh.A));  // flash backward's fp32 dQ accumulator
+    r.temporaries = std::max(r.temporaries, t);
+  }
+
+  // ---- communication buffers
+  if (zero && p.zero >= 2) {
+    // full-size fp32 gradients of a bucket (ZeRO-3: a layer) until reduce-scattered; two in flight
+    const double bucket = p.shards_weights() ? 4.0 * static_cast<double>(sh.layer_params())
+                                             : std::min(p.dp_bucket_mb * 1e6, 4.0 * params);
+    r.dp_buckets = 2.0 * bucket;
+  }
+  const int tp_nodes = std::max(1, p.tp / c.node.gpus_per_node);
+  const int dp_nodes = std::max(1, c.nodes / tp_nodes);
+  r.nccl = hardware::nccl_buffer_bytes(c, p.tp, tp_nodes) + hardware::nccl_buffer_bytes(c, p.dp, dp_nodes);
+  if (c.gpu.arch == hardware::GpuArch::cpu) r.nccl = 0;  // MPI on the CPU backend
+  return r;
+}
+
+double saved_activation_bytes(const StepGraph& g) {
+  std::vector<char> written(g.tensors.size(), 0), read_later(g.tensors.size(), 0);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    if (t.phase == Phase::fwd && !t.recompute)
+      for (TensorId x : g.outputs(i)) written[x] = 1;
+    if (t.phase != Phase::fwd || t.recompute)
+      for (TensorId x : g.inputs(i)) read_later[x] = 1;
+  }
+  double bytes = 0;
+  for (std::size_t x = 0; x < g.tensors.size(); ++x)
+    if (written[x] && read_later[x] && g.tensors[x].role == TensorRole::activation) bytes += g.tensors[x].bytes();
+  return bytes;
+}
+
+double recompute_working_bytes(const StepGraph& g) {
+  std::vector<char> recomputed(g.tensors.size(), 0), read_bwd(g.tensors.size(), 0);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    if (t.recompute)
+      for (TensorId x : g.outputs(i)) recomputed[x] = 1;
+    if (t.phase != Phase::fwd)
+      for (TensorId x : g.inputs(i)) read_bwd[x] = 1;
+  }
+  // full: group by chunk; selective: by layer
+  const auto chunks = recompute_chunks(g.plan, g.model.layers);
+  std::vector<int> group(std::max(1, g.model.layers), 0);
+  for (int l = 0; l < g.model.layers; ++l) group[l] = l;
+  for (const auto& k : chunks)
+    for (int l = k.first; l < k.end; ++l) group[l] = k.first;
+  std::map<int, double> by_group;
+  for (std::size_t x = 0; x < g.tensors.size(); ++x) {
+    const auto& t = g.tensors[x];
+    if (!recomputed[x] || !read_bwd[x] || t.role != TensorRole::activation || t.layer < 0) continue;
+    by_group[group[t.layer]] += t.bytes();
+  }
+  double best = 0;
+  for (const auto& [k, v] : by_group) best = std::max(best, v);
+  return best;
 }
 
 }  // namespace sim

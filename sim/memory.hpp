@@ -1,20 +1,84 @@
-// defines: sim::MemoryEstimate (bytes one GPU needs), estimate_memory (from a step graph's tensors)
+// defines: sim::MemoryEstimate (what one GPU holds, line by line, against its capacity and the
+//          fragmentation reserve), MemoryStage, whole_model, estimate_memory, layer_activation_bytes,
+//          saved_activation_bytes, recompute_working_bytes
+//
+// The memory model (docs/cost-models.md, "Memory"). Per GPU, in bytes, for one rank of a plan:
+//   weights          parameters in the activation dtype (ZeRO-3: this rank's 1/dp shard)
+//   gathered weights ZeRO-3: the units gathered at once (the root unit and two layers)
+//   gradients        fp32 main gradients (ZeRO-2/3: the 1/dp shard)
+//   optimizer        fp32 master weights (none when the weights are fp32) and Adam m, v (ZeRO >= 1: 1/dp)
+//   activations      what the forward keeps for the backward, times the micro-batches in flight
+//                    (Korthikanti et al. 2022 per recompute mode, sequence parallelism, attention kernel)
+//   recomputed       activations a recomputed chunk (full) or attention (selective) holds during its backward
+//   temporaries      the largest single op's transient buffers (loss logits and their gradient, the
+//                    unfused attention's score matrices, flash attention's fp32 dQ accumulator, the MLP's gradients)
+//   DP buckets       ZeRO-2/3: full-size gradient buckets in flight before they are reduce-scattered
+//   NCCL buffers     channel buffers of the rank's communicators (NCCL's default buffer sizes)
+//   CUDA context     the cluster file's memory.cuda_context_gb
+// and the plan fits when their sum is at most (1 - memory.fragmentation_reserve) x HBM.
+//
+// A pipeline stage plugs in through MemoryStage: which layers it holds, whether it holds the
+// embedding and the head, and how many micro-batches' activations it keeps at once.
 #pragma once
+#include <cstdint>
+
+#include "hardware/cluster.hpp"
 
 namespace sim {
 
+struct Plan;
+struct ModelSpec;
 struct StepGraph;
 
-/// @brief Bytes one GPU needs (Megatron-style mixed precision without a distributed optimizer).
+/// @brief The part of the model one GPU holds and the activations it keeps at once.
+struct MemoryStage {
+  int layers = 0;           ///< transformer layers of the stage
+  bool embedding = true;    ///< holds the token (and position) embedding
+  bool head = true;         ///< holds the final norm and the LM head (and computes the loss)
+  int in_flight = 1;        ///< micro-batches whose activations are kept at once (1 without pipeline parallelism)
+};
+/// @brief The whole model on every GPU, one micro-batch in flight (no pipeline parallelism).
+MemoryStage whole_model(const ModelSpec& m);
+
+/// @brief Bytes one GPU needs, by line (see the file comment).
 struct MemoryEstimate {
-  double weights = 0;      ///< low-precision weights
-  double gradients = 0;    ///< fp32 main gradients
-  double optimizer = 0;    ///< fp32 master weights, Adam m and v
-  double activations = 0;  ///< forward tensors that backward reads, for one micro-batch in flight
-  double total() const { return weights + gradients + optimizer + activations; }
+  double weights = 0, gathered_weights = 0, gradients = 0, optimizer = 0;
+  double activations = 0, recomputed = 0, temporaries = 0;
+  double dp_buckets = 0, nccl = 0, cuda_context = 0;
+  double capacity = 0;          ///< the GPU's HBM
+  double reserve_fraction = 0;  ///< cluster memory.fragmentation_reserve
+
+  /// Weights, gradients and optimizer state (the part that does not depend on the micro-batch).
+  double model_state() const { return weights + gathered_weights + gradients + optimizer; }
+  double total() const {
+    return model_state() + activations + recomputed + temporaries + dp_buckets + nccl + cuda_context;
+  }
+  double reserve() const { return capacity * reserve_fraction; }
+  /// What a plan may use: capacity minus the fragmentation reserve.
+  double usable() const { return capacity - reserve(); }
+  bool fits() const { return total() <= usable(); }
+  /// By how much the plan is over what it may use (negative: room left).
+  double over() const { return total() - usable(); }
 };
 
-/// @brief Sums the graph's weight, gradient and optimizer bytes and the activations a backward task reads.
-MemoryEstimate estimate_memory(const StepGraph& g);
+/// @brief The memory model in closed form for `plan` (resolved) on `cluster`: the bytes of the
+/// tensors build_step_graph makes (a test checks that they agree), without building it. Cheap
+/// (a few multiplications per row slice): the tuner calls it for every plan.
+MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
+MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, const MemoryStage& stage);
+
+/// @brief Saved-activation bytes of one transformer layer for one micro-batch as the plan runs it
+/// without recompute: its input and the attention residual's output, both norm outputs
+/// (sequence-sharded under SP), QKV, the attention output and what the attention kernel keeps
+/// (probabilities or log-sum-exp), FC1's output and the activation's output; summed over row slices.
+double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
+
+/// @brief From a graph: bytes of the activation tensors a forward task (not a recompute) writes and
+/// a backward or recompute task reads - what stays allocated from the forward to the backward.
+double saved_activation_bytes(const StepGraph& g);
+/// @brief From a graph: bytes of the activations recompute tasks write that backward tasks read, for
+/// the largest recomputed chunk (full: the chunk of the first layer it holds; selective: a layer),
+/// all row slices together.
+double recompute_working_bytes(const StepGraph& g);
 
 }  // namespace sim

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 #include "sim/plan_limits.hpp"
+#include "sim/shapes.hpp"
 #include "sim/strategy.hpp"
 
 namespace sim {
@@ -27,6 +31,9 @@ std::string_view to_string(Infeasibility r) {
     case Infeasibility::memory: return "memory over GPU capacity";
     case Infeasibility::pp: return "pipeline parallelism not supported yet";
     case Infeasibility::strategy: return "the strategy cannot run the plan";
+    case Infeasibility::recompute: return "recompute setting out of range";
+    case Infeasibility::zero: return "ZeRO stage out of range";
+    case Infeasibility::attention: return "attention kernel cannot run the dtype";
   }
   return "?";
 }
@@ -37,6 +44,27 @@ void PlanInput::merge(const PlanInput& o) {
   take(row_slices, o.row_slices); take(col_slices, o.col_slices); take(seq_len, o.seq_len);
   take(dtype, o.dtype); take(sequence_parallel, o.sequence_parallel); take(strategy, o.strategy);
   take(row_axis, o.row_axis); take(dp_bucket_mb, o.dp_bucket_mb); take(stack, o.stack);
+  take(recompute, o.recompute); take(recompute_method, o.recompute_method); take(recompute_layers, o.recompute_layers);
+  take(zero, o.zero); take(overlap_grad_reduce, o.overlap_grad_reduce); take(overlap_param_gather, o.overlap_param_gather);
+  take(attention, o.attention);
+}
+
+std::optional<std::string> attention_unsupported(const hardware::ClusterSpec& c, hardware::AttentionKernel k, common::DType dtype) {
+  if (k != hardware::AttentionKernel::flash) return std::nullopt;
+  const common::DType act = activation_dtype(dtype);
+  if (c.gpu.arch == hardware::GpuArch::cpu) return std::nullopt;  // the tiled CPU kernel: the dtypes the CPU runs
+  if (act == common::DType::bf16 || act == common::DType::fp16) return std::nullopt;
+  return fmt::format("attention=flash needs bf16 or fp16 activations on {} (FlashAttention-2/3 kernels), not {}; use attention: unfused",
+                     c.gpu.name, common::to_string(dtype));
+}
+
+hardware::AttentionKernel default_attention(const hardware::ClusterSpec& c, hardware::Stack stack, common::DType dtype) {
+  const hardware::AttentionKernel own = c.host.stack(stack).attention;
+  return attention_unsupported(c, own, dtype) ? hardware::AttentionKernel::unfused : own;
+}
+
+std::array<hardware::AttentionKernel, 2> attention_choices(hardware::AttentionKernel own) {
+  return {own, own == hardware::AttentionKernel::flash ? hardware::AttentionKernel::unfused : hardware::AttentionKernel::flash};
 }
 
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
@@ -90,6 +118,16 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (m.hidden % p.col_slices)
     return bad(Infeasibility::col_slices, "col_slices", fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices));
   if (auto why = st.check(m, c, p)) return bad(Infeasibility::strategy, "strategy", fmt::format("strategy {}: {}", st.name, *why));
+  // memory savers
+  if (p.zero < 0 || p.zero > kMaxZeroStage)
+    return bad(Infeasibility::zero, "zero", fmt::format("zero={} is not a ZeRO stage (expected 0 | 1 | 2 | 3)", p.zero));
+  if (p.recompute_layers < 1 || p.recompute_layers > m.layers)
+    return bad(Infeasibility::recompute, "recompute_layers",
+               fmt::format("recompute_layers={} is outside 1..{} (the model's layers)", p.recompute_layers, m.layers));
+  if (p.recompute != Recompute::full && (p.recompute_layers != 1 || p.recompute_method != RecomputeMethod::uniform))
+    return bad(Infeasibility::recompute, "recompute",
+               fmt::format("recompute_layers / recompute_method need recompute: full (recompute is {})", to_string(p.recompute)));
+  if (auto why = attention_unsupported(c, p.attention, p.dtype)) return bad(Infeasibility::attention, "attention", *why);
   if (c.gpu.peak_flops(p.dtype) <= 0)
     return bad(Infeasibility::dtype, "dtype", fmt::format("{} has no {} support", c.gpu.name, common::to_string(p.dtype)));
   return std::nullopt;
@@ -130,6 +168,16 @@ Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInp
   p.dp_bucket_mb = in.dp_bucket_mb.value_or(25.0);
   if (!(p.dp_bucket_mb > 0)) throw common::ConfigError(source, "dp_bucket_mb", "expected a positive number of MB");
   p.stack = in.stack.value_or(hardware::Stack::eager);
+  p.recompute = in.recompute.value_or(Recompute::none);
+  p.recompute_method = in.recompute_method.value_or(RecomputeMethod::uniform);
+  p.recompute_layers = in.recompute_layers.value_or(1);
+  p.zero = in.zero.value_or(0);
+  p.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);
+  p.overlap_param_gather = in.overlap_param_gather.value_or(true);
+  // the stack's kernel unless it cannot run the dtype (flash at fp32 on a GPU): then unfused; a
+  // plan that asks for flash at such a dtype is refused by check_plan
+  p.stack_attention = default_attention(c, p.stack, p.dtype);
+  p.attention = in.attention.value_or(p.stack_attention);
   // sizes (and the task count) before anything forms products of them or builds a graph: input
   // validation, not a feasibility check, so plans that bridge's preflight inspects get it too
   check_plan_limits(m, c, p, source);
@@ -179,9 +227,23 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb", lim::kMaxDpBucketMb);
   if (r.has("stack")) {
     hardware::Stack s;
-    hardware::parse_stack(r.choice("stack", {"eager", "cpp", "cuda_graphs"}), s);
+    std::vector<std::string> names;  // every stack, megatron-core included (plan_to_yaml writes it)
+    for (hardware::Stack st : hardware::kAllStacks) names.emplace_back(hardware::to_string(st));
+    hardware::parse_stack(r.choice("stack", names), s);
     in.stack = s;
   }
+  if (r.has("recompute")) parse_recompute(r.choice("recompute", {"none", "selective", "full"}), in.recompute.emplace());
+  if (r.has("recompute_method"))
+    parse_recompute_method(r.choice("recompute_method", {"uniform", "block"}), in.recompute_method.emplace());
+  if (r.has("recompute_layers")) {
+    in.recompute_layers = r.int_in("recompute_layers", 1, static_cast<int>(lim::kMaxLayers));  // range-checked before narrowing
+  }
+  if (r.has("zero")) {
+    in.zero = r.int_in("zero", 0, kMaxZeroStage);  // range-checked before narrowing
+  }
+  if (r.has("overlap_grad_reduce")) in.overlap_grad_reduce = r.boolean("overlap_grad_reduce");
+  if (r.has("overlap_param_gather")) in.overlap_param_gather = r.boolean("overlap_param_gather");
+  if (r.has("attention")) hardware::parse_attention_kernel(r.choice("attention", {"flash", "unfused", "unfused_compiled"}), in.attention.emplace());
   r.finish();
   return in;
 }
@@ -198,11 +260,26 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
                      p.sequence_parallel ? "true" : "false", p.strategy->name);
   for (const Knob* k : plan_knobs()) out += fmt::format("{}: {}\n", k->key, k->format(k->get(p)));
   out += fmt::format("dp_bucket_mb: {}\nstack: {}\n", p.dp_bucket_mb, hardware::to_string(p.stack));
+  out += fmt::format("recompute: {}\nrecompute_method: {}\nrecompute_layers: {}\nzero: {}\noverlap_grad_reduce: {}\n"
+                     "overlap_param_gather: {}\n",
+                     to_string(p.recompute), to_string(p.recompute_method), p.recompute_layers, p.zero,
+                     p.overlap_grad_reduce ? "true" : "false", p.overlap_param_gather ? "true" : "false");
+  // absent: the stack's kernel (host.stacks.<stack>.attention) wherever the plan is loaded
+  if (p.attention != p.stack_attention) out += fmt::format("attention: {}\n", hardware::to_string(p.attention));
   return out;
 }
 
 std::string describe(const Plan& p) {
-  return fmt::format("tp{} dp{} mb{}{} {}", p.tp, p.dp, p.micro_batch, p.sequence_parallel ? " sp" : "", p.strategy->describe(p));
+  std::string s = fmt::format("tp{} dp{} mb{}{} {}", p.tp, p.dp, p.micro_batch, p.sequence_parallel ? " sp" : "", p.strategy->describe(p));
+  if (p.zero > 0) s += fmt::format(" zero{}", p.zero);
+  if (p.recompute == Recompute::selective) s += " rc-sel";
+  if (p.recompute == Recompute::full) {
+    s += " rc-full";
+    if (p.recompute_method == RecomputeMethod::block) s += fmt::format("/{}b", p.recompute_layers);
+    else if (p.recompute_layers > 1) s += fmt::format("/{}u", p.recompute_layers);
+  }
+  if (p.attention != p.stack_attention) s += fmt::format(" {}", hardware::to_string(p.attention));
+  return s;
 }
 
 }  // namespace sim

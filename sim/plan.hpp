@@ -1,6 +1,7 @@
 // defines: sim::Plan (a resolved parallelism + slicing plan), PlanInput (what the user gave),
 //          Infeasibility, check_plan, fill_plan, resolve_plan, load_plan_input, plan_to_yaml
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include "hardware/cluster.hpp"
 #include "common/units.hpp"
 #include "sim/model.hpp"
+#include "sim/recompute.hpp"
 
 namespace sim {
 
@@ -18,9 +20,14 @@ const Strategy& default_strategy();
 enum class RowAxis : std::uint8_t { batch, sequence };
 std::string_view to_string(RowAxis a);
 
+/// @brief The highest ZeRO stage (1: optimizer state, 2: + gradients, 3: + parameters sharded over dp).
+inline constexpr int kMaxZeroStage = 3;
+
 /// @brief A fully resolved plan: every field has a value and the plan is feasible for its model
 /// and cluster (resolve_plan checked it). row_slices, row_axis and col_slices are the builder's
 /// slicing; a strategy that does not read them (its Strategy::knobs) leaves them neutral (1, batch, 1).
+/// The memory savers (recompute, ZeRO, the attention kernel) apply to every strategy; at their
+/// defaults (none, 0, the stack's kernel) a plan is what it was before they existed.
 struct Plan {
   int tp = 1;
   int dp = 1;
@@ -36,9 +43,24 @@ struct Plan {
   int col_slices = 1;
   double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
   hardware::Stack stack = hardware::Stack::eager;
+  // ---- memory savers (sim/recompute.hpp, sim/builder.hpp, sim/memory.hpp)
+  Recompute recompute = Recompute::none;  ///< Megatron-LM --recompute-granularity (none: the flag absent)
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;  ///< --recompute-method (full only)
+  int recompute_layers = 1;  ///< --recompute-num-layers (full only): layers per chunk (uniform) or recomputed (block)
+  int zero = 0;              ///< ZeRO stage 0..3 (1 = Megatron-LM --use-distributed-optimizer)
+  bool overlap_grad_reduce = true;   ///< reduce gradient buckets during the backward (--overlap-grad-reduce; DDP's default)
+  bool overlap_param_gather = true;  ///< ZeRO 1/2: gather the updated parameters during the next forward (--overlap-param-gather)
+  hardware::AttentionKernel attention = hardware::AttentionKernel::flash;  ///< the plan's `attention` key, else stack_attention
+  /// The kernel the plan's stack runs on the cluster it was resolved for (default_attention): what
+  /// a plan without an `attention` key gets. describe() and plan_to_yaml name `attention` only
+  /// where it differs from this.
+  hardware::AttentionKernel stack_attention = hardware::AttentionKernel::flash;
 
   int grad_accum_steps() const { return static_cast<int>(global_batch / (std::int64_t{micro_batch} * dp)); }
   std::int64_t gpus() const { return std::int64_t{tp} * dp * pp; }
+  bool shards_optimizer() const { return zero >= 1; }  ///< fp32 master weights and Adam moments: 1/dp per rank
+  bool shards_gradients() const { return zero >= 2; }  ///< fp32 gradients: 1/dp per rank (reduce-scattered every micro-batch)
+  bool shards_weights() const { return zero >= 3; }    ///< parameters: 1/dp per rank, gathered per layer when used
   bool operator==(const Plan&) const = default;
 };
 
@@ -52,6 +74,11 @@ struct PlanInput {
   std::optional<RowAxis> row_axis;
   std::optional<double> dp_bucket_mb;
   std::optional<hardware::Stack> stack;
+  std::optional<Recompute> recompute;
+  std::optional<RecomputeMethod> recompute_method;
+  std::optional<int> recompute_layers, zero;
+  std::optional<bool> overlap_grad_reduce, overlap_param_gather;
+  std::optional<hardware::AttentionKernel> attention;
 
   /// Fields set in `over` replace those here (flags over a plan file).
   void merge(const PlanInput& over);
@@ -60,9 +87,9 @@ struct PlanInput {
 /// @brief Why a plan cannot run. The tuner counts refused plans by this.
 enum class Infeasibility : std::uint8_t {
   tp_heads, tp_kv_heads, tp_ffn, tp_vocab, tp_node, gpus, global_batch, row_slices_batch,
-  row_slices_sequence, col_slices, dtype, memory, pp, strategy,
+  row_slices_sequence, col_slices, dtype, memory, pp, strategy, recompute, zero, attention,
 };
-inline constexpr int kInfeasibilityKinds = 14;
+inline constexpr int kInfeasibilityKinds = 17;
 std::string_view to_string(Infeasibility r);
 
 struct PlanProblem {
@@ -91,7 +118,21 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
 
 /// @brief The plan as YAML that load_plan_input reads back to the same Plan.
 std::string plan_to_yaml(const Plan& p, const std::string& comment = "");
-/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1", "tp4 dp2 mb4 sp megatron".
+/// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1", "tp4 dp2 mb4 sp megatron",
+/// then the memory savers that are on: "zero1", "rc-sel", "rc-full" (with "/4u" or "/20b" when
+/// full recompute is not uniform over single layers), and the attention kernel ("flash", "unfused",
+/// "unfused_compiled") when it is not the stack's (Plan::stack_attention).
 std::string describe(const Plan& p);
+/// @brief The attention kernels `cluster`'s GPU runs at `dtype`: flash attention needs bf16 / fp16
+/// activations on a GPU (FlashAttention-2/3 have no fp32 kernels; fp8 GEMMs keep bf16 activations);
+/// the CPU backend's tiled kernel and the unfused kernel run any dtype. A one-line reason when not.
+std::optional<std::string> attention_unsupported(const hardware::ClusterSpec& c, hardware::AttentionKernel k, common::DType dtype);
+/// @brief The attention kernel a plan without an `attention` key runs: its stack's
+/// (host.stacks.<stack>.attention), or unfused where that is flash and flash cannot run the dtype.
+hardware::AttentionKernel default_attention(const hardware::ClusterSpec& c, hardware::Stack stack, common::DType dtype);
+/// @brief The kernels the tuner and the savers table try for a plan whose stack runs `own`: `own`
+/// first, then flash (or unfused when `own` is flash) - the choice between keeping the score matrix
+/// in memory and not.
+std::array<hardware::AttentionKernel, 2> attention_choices(hardware::AttentionKernel own);
 
 }  // namespace sim

@@ -11,9 +11,15 @@ namespace lim = common::limits;
 
 std::int64_t max_tasks(const ModelSpec& m, const Plan& p) {
   // every factor is bounded by common::limits, so the products fit easily:
-  // 4096 layers x 127 slices x (26 + 4 x 127) < 2^28
+  // 4096 layers x 127 slices x (28 + 4 x 127) < 2^28
   const std::int64_t L = m.layers, r = p.row_slices, C = p.col_slices;
-  return L * r * (26 + 4 * C) + 14 * r + 6 * L + 6;
+  const std::int64_t base = L * r * (28 + 4 * C) + 15 * r + 6 * L + 6;
+  // recompute re-emits (at most) every forward task in the backward: at most twice the tasks.
+  // ZeRO: per bucket (at most one per weight; a layer's weights are at most 12 + 4 C with its
+  // column chunks, plus 8 outside the layers) a reduce-scatter, up to two gathers and its
+  // optimizer step. Generous (these only refuse graphs of about kMaxTasks), still < 2^32.
+  const std::int64_t weights = L * (12 + 4 * C) + 8;
+  return base * (p.recompute != Recompute::none ? 2 : 1) + (p.zero >= 1 ? 4 * weights : 0);
 }
 
 void check_model_limits(const ModelSpec& m, const std::string& source) {
@@ -42,6 +48,8 @@ void check_plan_limits(const ModelSpec& m, const hardware::ClusterSpec& c, const
   in("seq_len", p.seq_len, lim::kMaxSeqLen);
   in("row_slices", p.row_slices, lim::kMaxRowSlices);
   in("col_slices", p.col_slices, lim::kMaxColSlices);
+  in("recompute_layers", p.recompute_layers, lim::kMaxLayers);
+  if (p.zero < 0 || p.zero > kMaxZeroStage) fail("zero", fmt::format("expected a ZeRO stage 0 | 1 | 2 | 3, got {}", p.zero));
   if (!(p.dp_bucket_mb > 0 && p.dp_bucket_mb <= lim::kMaxDpBucketMb))
     fail("dp_bucket_mb", fmt::format("expected a number of MB in (0, {}], got {}", lim::kMaxDpBucketMb, p.dp_bucket_mb));
   if (c.nodes < 1 || c.nodes > lim::kMaxNodes || static_cast<std::int64_t>(c.nodes) * c.node.gpus_per_node > lim::kMaxGpus)

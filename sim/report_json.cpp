@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/table.hpp"
+#include "sim/shapes.hpp"
 #include "sim/strategy.hpp"
 
 namespace sim {
@@ -19,7 +20,14 @@ nlohmann::json plan_json(const Plan& p) {
                       {"sequence_parallel", p.sequence_parallel},
                       {"strategy", p.strategy->name},
                       {"dp_bucket_mb", p.dp_bucket_mb},
-                      {"stack", hardware::to_string(p.stack)}};
+                      {"stack", hardware::to_string(p.stack)},
+                      {"recompute", to_string(p.recompute)},
+                      {"recompute_method", to_string(p.recompute_method)},
+                      {"recompute_layers", p.recompute_layers},
+                      {"zero", p.zero},
+                      {"overlap_grad_reduce", p.overlap_grad_reduce},
+                      {"overlap_param_gather", p.overlap_param_gather},
+                      {"attention", hardware::to_string(p.attention)}};
   for (const Knob* k : plan_knobs()) {
     const int v = k->get(p);
     if (k->choices.empty()) j[std::string(k->key)] = v;
@@ -54,12 +62,7 @@ nlohmann::json report_json(const Target& t, const StepReport& r, const std::stri
           {"tokens_per_s", r.tokens_per_s},
           {"model_flops", r.model_flops},
           {"memory_gb", r.memory.total() / 1e9},
-          {"memory",
-           {{"weights_gb", r.memory.weights / 1e9},
-            {"gradients_gb", r.memory.gradients / 1e9},
-            {"optimizer_gb", r.memory.optimizer / 1e9},
-            {"activations_gb", r.memory.activations / 1e9},
-            {"capacity_gb", t.cluster.gpu.hbm_capacity_bytes / 1e9}}},
+          {"memory", memory_json(r.memory)},
           {"tasks", r.tasks}};
   add_stream_times(j, r);
   if (range) {
@@ -89,11 +92,60 @@ std::string report_table(const Target& t, const StepReport& r, const std::option
   tab.row({"throughput", fmt::format("{:.0f}", r.tokens_per_s), "tokens/s"});
   tab.row({"MFU", fmt::format("{:.1f}", 100.0 * r.mfu), "%"});
   tab.row({"model FLOPs per step", fmt::format("{:.4g}", r.model_flops), "FLOP"});
-  tab.row({"memory per GPU", fmt::format("{:.1f}", r.memory.total() / 1e9), "GB"});
-  tab.row({"  weights + grads + optimizer", fmt::format("{:.1f}", (r.memory.weights + r.memory.gradients + r.memory.optimizer) / 1e9), "GB"});
-  tab.row({"  activations", fmt::format("{:.1f}", r.memory.activations / 1e9), "GB"});
+  tab.row({"memory per GPU (breakdown below)", fmt::format("{:.1f}", r.memory.total() / 1e9), "GB"});
   tab.row({"GPU capacity", fmt::format("{:.0f}", t.cluster.gpu.hbm_capacity_bytes / 1e9), "GB"});
   tab.row({"tasks per rank graph", fmt::format("{}", r.tasks), ""});
+  return tab.str();
+}
+
+nlohmann::json memory_json(const MemoryEstimate& m) {
+  return {{"weights_gb", m.weights / 1e9},
+          {"gathered_weights_gb", m.gathered_weights / 1e9},
+          {"gradients_gb", m.gradients / 1e9},
+          {"optimizer_gb", m.optimizer / 1e9},
+          {"activations_gb", m.activations / 1e9},
+          {"recomputed_gb", m.recomputed / 1e9},
+          {"temporaries_gb", m.temporaries / 1e9},
+          {"dp_buckets_gb", m.dp_buckets / 1e9},
+          {"nccl_gb", m.nccl / 1e9},
+          {"cuda_context_gb", m.cuda_context / 1e9},
+          {"total_gb", m.total() / 1e9},
+          {"reserve_fraction", m.reserve_fraction},
+          {"reserve_gb", m.reserve() / 1e9},
+          {"usable_gb", m.usable() / 1e9},
+          {"capacity_gb", m.capacity / 1e9},
+          {"fits", m.fits()},
+          {"over_gb", m.over() / 1e9}};
+}
+
+std::string memory_table(const Plan& p, const MemoryEstimate& m) {
+  common::Table tab({"memory per GPU", "size", "what"}, {"", "GB", ""});
+  auto gb = [](double b) { return fmt::format("{:.2f}", b / 1e9); };
+  const std::string dt(common::to_string(activation_dtype(p.dtype)));
+  const bool zero = p.dp > 1 && p.zero > 0;
+  const std::string over_dp = fmt::format(" / dp {}", p.dp);
+  tab.row({"weights", gb(m.weights), dt + " parameters" + (zero && p.shards_weights() ? over_dp + " (ZeRO-3 shard)" : "")});
+  tab.row({"gathered weights", gb(m.gathered_weights), p.shards_weights() && p.dp > 1 ? "ZeRO-3: root unit + two layers gathered" : "-"});
+  tab.row({"gradients", gb(m.gradients), "fp32" + std::string(zero && p.shards_gradients() ? over_dp + " (ZeRO-2/3 shard)" : "")});
+  tab.row({"optimizer state", gb(m.optimizer),
+           std::string(activation_dtype(p.dtype) == common::DType::fp32 ? "Adam m, v" : "fp32 master + Adam m, v") +
+               (zero ? over_dp + " (ZeRO shard)" : "")});
+  std::string act = fmt::format("saved for the backward, 1 micro-batch of {} x {}", p.micro_batch, p.seq_len);
+  if (p.recompute != Recompute::none) act += fmt::format(", recompute {}", to_string(p.recompute));
+  if (p.sequence_parallel) act += ", sequence parallel";
+  act += fmt::format(", {} attention", hardware::to_string(p.attention));
+  tab.row({"activations", gb(m.activations), act});
+  tab.row({"recomputed activations", gb(m.recomputed),
+           p.recompute == Recompute::full ? "one checkpointed chunk during its backward"
+           : p.recompute == Recompute::selective ? "one attention's recomputed output during its backward" : "-"});
+  tab.row({"temporary buffers", gb(m.temporaries), "the largest op's transient tensors"});
+  tab.row({"DP buckets", gb(m.dp_buckets), p.zero >= 2 && p.dp > 1 ? "full-size gradient buckets before reduce-scatter (two)" : "views of the gradient buffer"});
+  tab.row({"NCCL buffers", gb(m.nccl), "channel buffers of the TP and DP communicators"});
+  tab.row({"CUDA context", gb(m.cuda_context), "context, kernels, library workspaces"});
+  tab.row({"total", gb(m.total()), ""});
+  tab.row({"fragmentation reserve", gb(m.reserve()), fmt::format("{:g} % of {:.0f} GB kept free", 100 * m.reserve_fraction, m.capacity / 1e9)});
+  tab.row({"usable", gb(m.usable()), m.fits() ? fmt::format("fits: {:.2f} GB to spare", -m.over() / 1e9)
+                                                : fmt::format("does NOT fit: {:.2f} GB over", m.over() / 1e9)});
   return tab.str();
 }
 

@@ -26,4 +26,12 @@ std::string report_table(const Target& t, const StepReport& r, const std::option
 /// cluster: the out-of-sample bands are of analytic predictions on GPUs; none otherwise).
 std::optional<PredictionRange> range_for(const Plan& plan, const hardware::ClusterSpec& cluster, const std::string& cost_model, common::Duration step);
 
+/// @brief The per-GPU memory breakdown as JSON: each line in GB (weights_gb, gathered_weights_gb,
+/// gradients_gb, optimizer_gb, activations_gb, recomputed_gb, temporaries_gb, dp_buckets_gb,
+/// nccl_gb, cuda_context_gb), total_gb, reserve_gb, usable_gb, capacity_gb, fits, over_gb.
+nlohmann::json memory_json(const MemoryEstimate& m);
+/// @brief The per-GPU memory breakdown as an aligned table (line, GB, what it is), the total against
+/// what the plan may use, and whether it fits.
+std::string memory_table(const Plan& p, const MemoryEstimate& m);
+
 }  // namespace sim

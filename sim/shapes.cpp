@@ -18,7 +18,8 @@ Shapes::Shapes(const ModelSpec& m, const Plan& p)
       np(m.norm == Norm::layernorm ? 2 : 1),
       seq_len(p.seq_len),
       gemm_dtype(p.dtype),
-      act_dtype(activation_dtype(p.dtype)) {}
+      act_dtype(activation_dtype(p.dtype)),
+      attention_kernel(p.attention) {}
 
 hardware::AttentionOp Shapes::attention(std::int64_t B, std::int64_t S, std::int64_t q_offset, bool backward) const {
   return hardware::AttentionOp{.batch = B,
@@ -30,7 +31,8 @@ hardware::AttentionOp Shapes::attention(std::int64_t B, std::int64_t S, std::int
                                .q_offset = q_offset,
                                .causal = true,
                                .backward = backward,
-                               .dtype = act_dtype};
+                               .dtype = act_dtype,
+                               .kernel = attention_kernel};
 }
 
 std::array<WeightShape, 6> Shapes::layer_weights() const {

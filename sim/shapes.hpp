@@ -44,6 +44,7 @@ struct Shapes {
   std::int64_t tp, h, Q, A, F, F1, V, np, seq_len;
   common::DType gemm_dtype;  ///< the plan's dtype (fp8 GEMMs stay fp8)
   common::DType act_dtype;   ///< activation_dtype(gemm_dtype)
+  hardware::AttentionKernel attention_kernel;  ///< the plan's
 
   // ---- GEMMs of a slice of T tokens (forward; backward input gradient "dgrad"; weight gradient "wgrad")
   hardware::GemmOp gemm(std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -67,6 +68,15 @@ struct Shapes {
   hardware::GemmOp lm_head_wgrad(std::int64_t T) const { return gemm(V, h, T); }
   /// Causal attention of B sequences' queries at positions [q_offset, q_offset + S) over keys [0, q_offset + S).
   hardware::AttentionOp attention(std::int64_t B, std::int64_t S, std::int64_t q_offset, bool backward) const;
+  /// What the attention forward keeps for its backward besides its output, per query row of each
+  /// local head (rows: B x heads/tp x S): the unfused kernel its probabilities (one row of
+  /// q_offset + S keys, activation dtype); flash attention the log-sum-exp (one fp32 value).
+  std::int64_t attention_aux_cols(std::int64_t S, std::int64_t q_offset) const {
+    return attention_kernel == hardware::AttentionKernel::flash ? 1 : q_offset + S;
+  }
+  common::DType attention_aux_dtype() const {
+    return attention_kernel == hardware::AttentionKernel::flash ? common::DType::fp32 : act_dtype;
+  }
   /// Calls f(gemm, count) for every GEMM of one layer and slice of T tokens, forward and backward,
   /// with C column chunks of each row-parallel GEMM (count: how many times it runs): what the
   /// tuner's GEMM bound sums. The builder emits exactly these (sim/builder.cpp).

@@ -25,12 +25,15 @@ bool parse_enum(std::string_view s, E& out, int count) {
 
 std::string_view to_string(StreamKind k) { return k == StreamKind::compute ? "compute" : "comm"; }
 
+// "<X>_comm" -> "<X> communication", X upper-cased only when it is an acronym of up to 3 letters
+// ("TP communication", "param communication" for ZeRO's parameter gathers)
 std::string stream_label(std::string_view name) {
   constexpr std::string_view suffix = "_comm";
   if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::string(name);
   std::string s(name.substr(0, name.size() - suffix.size()));
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s + " communication";
+  if (s.size() <= 3)  // an acronym: TP, DP, PP
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s + " communication";  // param_comm (ZeRO's parameter gathers): "param communication"
 }
 bool parse_stream_kind(std::string_view s, StreamKind& out) { return parse_enum(s, out, 2); }
 
@@ -68,10 +71,11 @@ std::string_view to_string(Op o) {
     case Op::embed_comm: return "embed_comm";
     case Op::dp_reduce: return "dp_reduce";
     case Op::optimizer: return "optimizer";
+    case Op::param_gather: return "param_gather";
   }
   return "?";
 }
-bool parse_op(std::string_view s, Op& out) { return parse_enum(s, out, static_cast<int>(Op::optimizer) + 1); }
+bool parse_op(std::string_view s, Op& out) { return parse_enum(s, out, static_cast<int>(Op::param_gather) + 1); }
 
 std::string_view to_string(TensorRole r) {
   switch (r) {
@@ -118,7 +122,7 @@ std::optional<GroupId> StepGraph::group_id(std::string_view name) const {
 std::string StepGraph::task_name(std::size_t i) const {
   const auto& t = tasks[i];
   std::string s = t.layer >= 0 ? fmt::format("L{} ", t.layer) : std::string();
-  s += fmt::format("{} {}", to_string(t.phase), to_string(t.op));
+  s += fmt::format("{} {}", t.recompute ? std::string_view("recompute") : to_string(t.phase), to_string(t.op));
   if (const auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) s += fmt::format(" {}", hardware::to_string(c->kind));
   if (t.slice >= 0) s += fmt::format(" s{}", t.slice);
   if (t.chunk >= 0) s += fmt::format(" c{}", t.chunk);
@@ -144,7 +148,7 @@ std::string StepGraph::task_class(std::size_t i) const {
 double StepGraph::micro_batch_flops() const {
   double f = 0;
   for (const auto& t : tasks)
-    if (!t.once_per_step) f += t.flops();
+    if (!t.once_per_step && !t.step_start && !t.recompute) f += t.flops();
   return f;
 }
 

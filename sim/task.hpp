@@ -42,6 +42,7 @@ enum class Op : std::uint8_t {
   embed_comm,     ///< vocab-parallel embedding AllReduce (fwd) / LM-head input-gradient AllReduce (bwd)
   dp_reduce,      ///< data-parallel gradient reduction of one bucket
   optimizer,
+  param_gather,   ///< ZeRO: all-gather of a bucket's (stage 1/2: updated; stage 3: sharded) parameters
 };
 std::string_view to_string(Op o);
 bool parse_op(std::string_view s, Op& out);
@@ -87,6 +88,8 @@ struct Task {
   std::int8_t slice = -1;   ///< row slice (-1: whole micro-batch)
   std::int8_t chunk = -1;   ///< column chunk (-1: whole)
   bool once_per_step = false;  ///< DP reduction and optimizer: only after the last micro-batch
+  bool step_start = false;     ///< only in the step's first micro-batch (ZeRO: the parameter gather of the updated weights)
+  bool recompute = false;      ///< a forward op run again in the backward (activation recompute); phase fwd
   std::uint16_t launches = 1;  ///< kernels / collectives the host issues for this task
   std::uint32_t operand_begin = 0;  ///< into StepGraph::operands: inputs then outputs
   std::uint16_t n_inputs = 0, n_outputs = 0;

@@ -11,44 +11,13 @@ namespace tuner {
 
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) { return sim::Shapes(m, p).rank_params(); }
 
-double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p) {
-  return static_cast<double>(rank_params(m, p)) * (common::dtype_bytes(sim::activation_dtype(p.dtype)) + 4.0 + 12.0);
+namespace {
+/// Parameters the optimizer steps on this rank: its ZeRO shard (padding aside) or all of them.
+std::int64_t optimizer_params(const sim::ModelSpec& m, const sim::Plan& p) {
+  const std::int64_t n = rank_params(m, p);
+  return p.shards_optimizer() && p.dp > 1 ? (n + p.dp - 1) / p.dp : n;
 }
-
-MemoryModel::PerToken MemoryModel::per_token(const sim::Plan& p) const {
-  const auto key = std::make_tuple(p.tp, p.sequence_parallel, static_cast<int>(p.dtype), p.seq_len);
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  }
-  sim::Plan q = p;
-  q.micro_batch = 1;
-  q.dp = 1;
-  q.global_batch = 1;
-  q.strategy = &sim::default_strategy();
-  for (const sim::Knob* k : sim::plan_knobs()) k->set(q, k->neutral);
-  sim::ModelSpec m1 = model_, m2 = model_;
-  m1.layers = 1;
-  m2.layers = 2;
-  const double a1 = sim::estimate_memory(sim::build_step_graph(m1, cluster_, q)).activations;
-  const double a2 = sim::estimate_memory(sim::build_step_graph(m2, cluster_, q)).activations;
-  const double tokens = static_cast<double>(p.seq_len);
-  const PerToken pt{(a2 - a1) / tokens, (2 * a1 - a2) / tokens};
-  std::lock_guard lock(mu_);
-  cache_.emplace(key, pt);
-  return pt;
-}
-
-sim::MemoryEstimate MemoryModel::estimate(const sim::Plan& p) const {
-  const double n = static_cast<double>(rank_params(model_, p));
-  sim::MemoryEstimate m;
-  m.weights = n * common::dtype_bytes(sim::activation_dtype(p.dtype));
-  m.gradients = 4.0 * n;
-  m.optimizer = 12.0 * n;
-  const PerToken pt = per_token(p);
-  m.activations = static_cast<double>(p.micro_batch) * static_cast<double>(p.seq_len) * (pt.layer * model_.layers + pt.rest);
-  return m;
-}
+}  // namespace
 
 Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   const sim::Shapes sh(model_, p);
@@ -67,58 +36,75 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
   }
   const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
-  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = rank_params(model_, p)}).time.ps;
+  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = optimizer_params(model_, p)}).time.ps;
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
-Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
-  // the class: everything that shapes one micro-batch's tasks (not dp, global batch or bucket size);
-  // a strategy whose neutral graph has the default strategy's tasks shares that class
+Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
+  // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
+  // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
   const sim::Strategy* st = p.strategy;
   bool neutral = true;
-  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack), {}};
+  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack),
+               static_cast<int>(p.recompute), static_cast<int>(p.attention), {}};
   for (const sim::Knob* k : sim::plan_knobs()) {
     key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
     neutral &= key.knobs.back() == k->neutral;
   }
   if (neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
   key.strategy = st->name;
-  ClassBound b;
-  bool cached = false;
   {
     std::lock_guard lock(mu_);
-    if (auto it = bounds_.find(key); it != bounds_.end()) {
-      b = it->second;
-      cached = true;
+    if (auto it = bounds_.find(key); it != bounds_.end()) return it->second;
+  }
+  sim::Plan q = p;
+  q.strategy = st;
+  q.dp = 1;
+  q.zero = 0;
+  q.global_batch = q.micro_batch;
+  q.recompute_method = sim::RecomputeMethod::uniform;  // every layer recomputed (full): the per-layer increment
+  q.recompute_layers = 1;
+  const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
+  double c[2] = {0, 0}, h[2] = {0, 0};
+  for (int l = 1; l <= 2; ++l) {
+    sim::ModelSpec m = model_;
+    m.layers = l;
+    const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
+    for (const auto& t : g.tasks) {
+      if (t.once_per_step || t.step_start) continue;
+      h[l - 1] += static_cast<double>(launch * t.launches);
+      if (g.streams[t.stream].kind == sim::StreamKind::compute)
+        c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
     }
   }
-  if (!cached) {
-    sim::Plan q = p;
-    q.strategy = st;
-    q.dp = 1;
-    q.global_batch = q.micro_batch;
-    const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
-    double c[2] = {0, 0}, h[2] = {0, 0};
-    for (int l = 1; l <= 2; ++l) {
-      sim::ModelSpec m = model_;
-      m.layers = l;
-      const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
-      for (const auto& t : g.tasks) {
-        if (t.once_per_step) continue;
-        h[l - 1] += static_cast<double>(launch * t.launches);
-        if (g.streams[t.stream].kind == sim::StreamKind::compute)
-          c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
-      }
-    }
-    const double L = model_.layers;
-    b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
-    b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
-    std::lock_guard lock(mu_);
-    bounds_.emplace(key, b);
+  const double L = model_.layers;
+  ClassBound b;
+  b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
+  b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
+  b.layer_compute_ps = c[1] - c[0];
+  b.layer_host_ps = h[1] - h[0];
+  std::lock_guard lock(mu_);
+  bounds_.emplace(key, b);
+  return b;
+}
+
+Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+  ClassBound b = class_bound(p);
+  const int rc = sim::recomputed_layers(p, model_.layers);
+  if (p.recompute == sim::Recompute::full && rc < model_.layers) {
+    // block: the layers beyond rc are not recomputed - the class without recompute plus the
+    // per-layer increment of recompute for rc layers
+    sim::Plan none = p;
+    none.recompute = sim::Recompute::none;
+    none.recompute_layers = 1;
+    none.recompute_method = sim::RecomputeMethod::uniform;
+    const ClassBound n = class_bound(none);
+    b.compute_ps = n.compute_ps + rc * (b.layer_compute_ps - n.layer_compute_ps);
+    b.host_ps = n.host_ps + rc * (b.layer_host_ps - n.layer_host_ps);
   }
-  const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = rank_params(model_, p)}, p.stack).ps);
+  const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = optimizer_params(model_, p)}, p.stack).ps);
   const double mb = std::max(b.compute_ps, b.host_ps);
   const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);
   // floor, and never below the closed-form GEMM bound (both are bounds; take the tighter)
@@ -131,6 +117,41 @@ sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
 }
 
 Estimate Evaluator::estimate(const sim::Plan& p) const {
+  const int rc = sim::recomputed_layers(p, model_.layers);
+  Estimate e;
+  if (p.recompute == sim::Recompute::full && (rc < model_.layers || p.recompute_layers > 1) && model_.layers > short_layers_ + 1) {
+    // full recompute of rc layers: simulated with every layer recomputed (chunks of one layer) and
+    // with none; each recomputed layer adds the difference per layer
+    sim::Plan all = p, none = p;
+    all.recompute_method = sim::RecomputeMethod::uniform;
+    all.recompute_layers = 1;
+    none.recompute = sim::Recompute::none;
+    none.recompute_method = sim::RecomputeMethod::uniform;
+    none.recompute_layers = 1;
+    const Estimate a = estimate_uniform(all);
+    if (rc == model_.layers) {
+      e = a;
+    } else {
+      e = estimate_uniform(none);
+      const double f = static_cast<double>(rc) / model_.layers;
+      auto mix = [f](Duration n, Duration r) { return Duration::from_ps(std::llround(static_cast<double>(n.ps) + f * static_cast<double>(r.ps - n.ps))); };
+      e.step_time = mix(e.step_time, a.step_time);
+      e.compute = mix(e.compute, a.compute);
+      e.exposed_comm = mix(e.exposed_comm, a.exposed_comm);
+      e.idle = mix(e.idle, a.idle);
+      for (std::size_t s = 0; s < e.streams.size() && s < a.streams.size(); ++s) e.streams[s].busy = mix(e.streams[s].busy, a.streams[s].busy);
+    }
+    e.lower_bound = compute_lower_bound(p);
+    e.step_time = std::max(e.step_time, e.lower_bound);
+    e.memory = sim::estimate_memory(model_, cluster_, p);
+    e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
+    e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
+    return e;
+  }
+  return estimate_uniform(p);
+}
+
+Estimate Evaluator::estimate_uniform(const sim::Plan& p) const {
   Estimate e;
   e.lower_bound = compute_lower_bound(p);
   const int L = model_.layers, L1 = short_layers_, L2 = short_layers_ + 1;
@@ -159,10 +180,7 @@ Estimate Evaluator::estimate(const sim::Plan& p) const {
   e.exposed_comm = dur(r1.exposed_comm, r2.exposed_comm);
   e.idle = dur(r1.idle, r2.idle);
   e.model_flops = lin(r1.model_flops, r2.model_flops);
-  e.memory.weights = lin(r1.memory.weights, r2.memory.weights);
-  e.memory.gradients = lin(r1.memory.gradients, r2.memory.gradients);
-  e.memory.optimizer = lin(r1.memory.optimizer, r2.memory.optimizer);
-  e.memory.activations = lin(r1.memory.activations, r2.memory.activations);
+  e.memory = sim::estimate_memory(model_, cluster_, p);
   e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
   e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
   return e;

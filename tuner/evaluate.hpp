@@ -19,36 +19,12 @@ using common::Duration;
 
 /// @brief Parameters one rank holds (the sum of the step graph's weight tensors), closed form.
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
-/// @brief Weights + fp32 gradients + Adam state of one rank in bytes (estimate_memory without activations).
-double static_memory_bytes(const sim::ModelSpec& m, const sim::Plan& p);
-
-/// @brief Per-GPU memory of a plan without building its graph, equal to sim::estimate_memory of
-/// the plan's full graph. Weights, fp32 gradients and Adam state are closed form (rank_params);
-/// saved activations are token-major [tokens, width] tensors, so they are linear in the tokens of a
-/// micro-batch and in the layer count and do not depend on row slicing, row axis, column chunks,
-/// strategy or bucket size. The per-token bytes of one layer and of the rest of the model are
-/// measured once per (tp, sequence_parallel, dtype, seq_len) from graphs of one and two layers
-/// with micro-batch 1, then cached. Thread-safe.
-class MemoryModel {
- public:
-  MemoryModel(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster) : model_(model), cluster_(cluster) {}
-  sim::MemoryEstimate estimate(const sim::Plan& p) const;
-
- private:
-  struct PerToken {
-    double layer = 0, rest = 0;  ///< activation bytes per token of a micro-batch: one layer, outside the layers
-  };
-  PerToken per_token(const sim::Plan& p) const;
-  const sim::ModelSpec& model_;
-  const hardware::ClusterSpec& cluster_;
-  mutable std::mutex mu_;
-  mutable std::map<std::tuple<int, bool, int, std::int64_t>, PerToken> cache_;
-};
-
 /// @brief A step predicted from two simulations of the model cut to `short_layers` and
 /// `short_layers + 1` layers, extrapolated linearly to the model's layer count: the layers of a
 /// transformer have the same shapes, so each added layer adds the same steady-state time.
-/// Memory extrapolates exactly (every layer saves the same tensors).
+/// Full recompute of some layers (block method): the two graphs are simulated with every layer
+/// recomputed and with none, and each recomputed layer adds the difference per layer. Memory is
+/// the closed-form model (sim::estimate_memory), exact.
 struct Estimate {
   Duration step_time, compute, exposed_comm, idle;
   std::vector<sim::StreamTime> streams;  ///< each stream's busy time, extrapolated
@@ -68,9 +44,11 @@ class Evaluator {
   /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
   /// kernel before the host has issued it (launch cost x launches, in graph order). Both sums are
   /// linear in the layer count, so they are taken from graphs of 1 and 2 layers and extrapolated,
-  /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack:
-  /// every dp and bucket size share the class). Bound = (accum - 1) x max(compute, host) +
-  /// max(compute + optimizer, host).
+  /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack,
+  /// recompute mode, attention kernel: every dp, ZeRO stage and bucket size share the class; a
+  /// recomputed layer adds what a layer recomputed adds in graphs of 1 and 2 layers). Bound =
+  /// (accum - 1) x max(compute, host) + max(compute + optimizer, host), the optimizer over this
+  /// rank's ZeRO shard.
   Duration compute_lower_bound(const sim::Plan& p) const;
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
@@ -90,17 +68,22 @@ class Evaluator {
   const hardware::CostModel& cost_;
   int short_layers_;
   struct ClassBound {
-    double compute_ps = 0, host_ps = 0;  ///< one micro-batch of the whole model
+    double compute_ps = 0, host_ps = 0;              ///< one micro-batch of the whole model
+    double layer_compute_ps = 0, layer_host_ps = 0;  ///< what one more layer adds
   };
   struct ClassKey {
     std::string_view strategy;  ///< its name
     int tp, micro_batch;
     bool sequence_parallel;
     std::int64_t seq_len;
-    int dtype, stack;
+    int dtype, stack, recompute, attention;
     std::vector<int> knobs;  ///< every plan knob's value where it applies, else neutral
     auto operator<=>(const ClassKey&) const = default;
   };
+  /// The bound of one micro-batch of a class (cached): `q` with dp 1, its recompute as given.
+  ClassBound class_bound(const sim::Plan& q) const;
+  /// The reduced-layer estimate of `p` as it is (recompute included, applied to every layer).
+  Estimate estimate_uniform(const sim::Plan& p) const;
   mutable std::mutex mu_;
   mutable std::map<ClassKey, ClassBound> bounds_;
 };

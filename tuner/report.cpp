@@ -35,7 +35,8 @@ nlohmann::json ranked_json(const RankedPlan& p, const RankedPlan* base) {
                       {"exposed_comm_ms", r.exposed_comm.ms()},
                       {"idle_ms", r.idle.ms()},
                       {"memory_gb", r.memory.total() / 1e9},
-                      {"activations_gb", r.memory.activations / 1e9}};
+                      {"activations_gb", r.memory.activations / 1e9},
+                      {"memory", sim::memory_json(r.memory)}};
   sim::add_stream_times(j, r);
   if (base) j["speedup"] = base->report.step_time.s() / r.step_time.s();
   return j;
@@ -138,6 +139,7 @@ nlohmann::json search_json(const SearchResult& r, const hardware::ClusterSpec& c
     refused.push_back({{"reason", sim::to_string(f.reason)}, {"plans", f.count}, {"example", plan_label(f.example)}, {"message", f.message}});
   j["search"] = {{"considered", r.considered},
                  {"infeasible", r.infeasible},
+                 {"dominated", r.dominated},
                  {"pruned", r.pruned},
                  {"screened", r.screened},
                  {"simulated_full", r.simulated_full},

@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 
 #include "common/config_error.hpp"
+#include <map>
+
 #include "sim/strategy.hpp"
 
 namespace tuner {
@@ -73,8 +75,8 @@ T take(std::string_view& in) {
 void put_estimate(std::string& out, std::uint64_t slot, const Estimate& e) {
   put(out, slot);
   for (Duration d : {e.step_time, e.compute, e.exposed_comm, e.idle, e.lower_bound}) put(out, d.ps);
-  for (double x : {e.model_flops, e.mfu, e.tokens_per_s, e.memory.weights, e.memory.gradients, e.memory.optimizer, e.memory.activations})
-    put(out, x);
+  for (double x : {e.model_flops, e.mfu, e.tokens_per_s}) put(out, x);
+  put(out, e.memory);  // every field of the breakdown (doubles only), whatever it grows to
   put(out, static_cast<std::uint8_t>(e.extrapolated));
   put(out, static_cast<std::uint64_t>(e.streams.size()));
   for (const auto& st : e.streams) {
@@ -87,9 +89,8 @@ void put_estimate(std::string& out, std::uint64_t slot, const Estimate& e) {
 std::uint64_t take_estimate(std::string_view& in, Estimate& e) {
   const auto slot = take<std::uint64_t>(in);
   for (Duration* d : {&e.step_time, &e.compute, &e.exposed_comm, &e.idle, &e.lower_bound}) d->ps = take<std::int64_t>(in);
-  for (double* x : {&e.model_flops, &e.mfu, &e.tokens_per_s, &e.memory.weights, &e.memory.gradients, &e.memory.optimizer,
-                    &e.memory.activations})
-    *x = take<double>(in);
+  for (double* x : {&e.model_flops, &e.mfu, &e.tokens_per_s}) *x = take<double>(in);
+  e.memory = take<sim::MemoryEstimate>(in);
   e.extrapolated = take<std::uint8_t>(in) != 0;
   const auto n = take<std::uint64_t>(in);
   if (n > in.size()) throw std::runtime_error("tuner: a distributed search received a malformed estimate");
@@ -122,61 +123,114 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   if (dist.size > 1 && (!dist.allgather || dist.rank < 0 || dist.rank >= dist.size))
     throw std::invalid_argument("tuner::search: a distribution needs an all-gather and a rank in [0, size)");
   res.processes = std::max(1, dist.size);
-  const std::vector<sim::Plan> plans = enumerate_plans(model, cluster, space);
+  std::vector<sim::Plan> plans = enumerate_plans(model, cluster, space);
   res.considered = plans.size();
-  const double capacity = cluster.gpu.hbm_capacity_bytes;
 
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
-  // the example of a memory refusal is the plan closest to fitting (smallest need; first on ties)
+  // the example of a memory refusal is the plan closest to fitting (smallest excess; first on ties)
   double closest = std::numeric_limits<double>::infinity();
-  auto refuse = [&](std::size_t i, sim::Infeasibility r, std::string msg, double need = 0) {
+  auto refuse = [&](std::size_t i, sim::Infeasibility r, std::string msg, double over = 0) {
     auto& f = refused[static_cast<int>(r)];
-    const bool better = r == sim::Infeasibility::memory && need < closest;
+    const bool better = r == sim::Infeasibility::memory && over < closest;
     if (f.count++ == 0 || better) {
       f.reason = r;
       f.example = plans[i];
       f.message = std::move(msg);
-      if (r == sim::Infeasibility::memory) closest = need;
+      if (r == sim::Infeasibility::memory) closest = over;
     }
     ++res.infeasible;
   };
+  auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
+    // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
+    return fmt::format("needs {:.2f} GB per GPU ({:.1f} GB model state, {:.1f} GB saved activations of a micro-batch of {}), "
+                       "{:.2f} GB over the {:.2f} GB usable of {} ({:g} % of {:.0f} GB kept free)",
+                       m.total() / 1e9, m.model_state() / 1e9, m.activations / 1e9, p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
+                       cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
+  };
 
-  // ---- feasibility (closed form) and lower bounds ----
-  std::vector<Candidate> cand;
+  // ---- feasibility: shapes (check_plan), then memory (closed form, sim/memory.hpp)
+  std::vector<char> ok(plans.size(), 0);
+  std::vector<sim::MemoryEstimate> mem(plans.size());
   for (std::size_t i = 0; i < plans.size(); ++i) {
     if (auto prob = sim::check_plan(model, cluster, plans[i])) {
       refuse(i, prob->reason, prob->message);
       continue;
     }
-    const double stat = static_memory_bytes(model, plans[i]);
-    if (stat > capacity) {
-      refuse(i, sim::Infeasibility::memory,
-             fmt::format("weights, gradients and Adam state alone need {:.1f} GB per GPU at tp={} (no ZeRO, no pipeline), {} has {:.0f} GB",
-                         stat / 1e9, plans[i].tp, cluster.gpu.name, capacity / 1e9),
-             stat);
+    ok[i] = 1;
+  }
+  parallel_for(plans.size(), res.threads, [&](std::size_t i) {
+    if (ok[i]) mem[i] = sim::estimate_memory(model, cluster, plans[i]);
+  });
+  // Memory savers only cost time where a plan fits without them. Among plans alike but for them
+  // (same layout, strategy, knobs, kernel, buckets): with a ZeRO stage and recompute mode that
+  // fits, more recompute (none < selective < full) at that stage, and a higher stage >= 2 at that
+  // recompute mode, are dominated (ZeRO-2 reduce-scatters every micro-batch what ZeRO-1 does once,
+  // ZeRO-3 adds the gathers); full recompute of every layer gives way to the fewest layers that
+  // fit (block method), which the search adds.
+  auto group_key = [](const sim::Plan& p) {
+    sim::Plan q = p;
+    q.zero = 0;
+    q.recompute = sim::Recompute::none;
+    q.recompute_method = sim::RecomputeMethod::uniform;
+    q.recompute_layers = 1;
+    return sim::describe(q) + fmt::format(" b{:g}", q.dp_bucket_mb);
+  };
+  std::map<std::string, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (ok[i]) groups[group_key(plans[i])].push_back(i);
+  std::vector<char> dominated(plans.size(), 0);
+  const std::size_t enumerated = plans.size();
+  for (auto& [key, members] : groups) {
+    // fits[zero][recompute]
+    std::array<std::array<int, 3>, sim::kMaxZeroStage + 1> fit{};
+    for (auto& row : fit) row.fill(-1);
+    for (std::size_t i : members)
+      if (mem[i].fits()) fit[plans[i].zero][static_cast<int>(plans[i].recompute)] = static_cast<int>(i);
+    for (std::size_t i : members) {
+      const auto& p = plans[i];
+      const int z = p.zero, r = static_cast<int>(p.recompute);
+      for (int r2 = 0; r2 < r && !dominated[i]; ++r2) dominated[i] = fit[z][r2] >= 0;
+      for (int z2 = 1; z2 < z && !dominated[i]; ++z2) dominated[i] = fit[z2][r] >= 0;
+    }
+    // block recompute: where full recompute fits but no recompute does, the fewest layers that fit
+    if (!space.block_recompute) continue;
+    for (std::size_t i : members) {
+      const auto& p = plans[i];
+      if (p.recompute != sim::Recompute::full || !mem[i].fits()) continue;
+      if (fit[p.zero][static_cast<int>(sim::Recompute::none)] >= 0) continue;
+      sim::Plan q = p;
+      q.recompute_method = sim::RecomputeMethod::block;
+      int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        q.recompute_layers = mid;
+        if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
+        else lo = mid + 1;
+      }
+      if (lo >= model.layers) continue;
+      q.recompute_layers = lo;
+      plans.push_back(q);
+      ok.push_back(1);
+      mem.push_back(sim::estimate_memory(model, cluster, q));
+      dominated.push_back(0);
+      dominated[i] = 1;  // the same plan recomputing more layers
+    }
+  }
+  res.considered = plans.size();
+  std::vector<Candidate> cand;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (!ok[i]) continue;
+    if (!mem[i].fits()) {
+      refuse(i, sim::Infeasibility::memory, memory_message(plans[i], mem[i]), mem[i].over());
+      continue;
+    }
+    if (dominated[i]) {
+      ++res.dominated;
       continue;
     }
     cand.push_back({i, Duration{}});
   }
-  // activation memory: closed form per plan after one tiny graph pair per (tp, SP) class
-  const MemoryModel mem(model, cluster);
-  {
-    std::vector<sim::MemoryEstimate> m(cand.size());
-    parallel_for(cand.size(), res.threads, [&](std::size_t c) { m[c] = mem.estimate(plans[cand[c].index]); });
-    std::size_t w = 0;
-    for (std::size_t c = 0; c < cand.size(); ++c) {
-      const std::size_t i = cand[c].index;
-      if (m[c].total() > capacity) {
-        refuse(i, sim::Infeasibility::memory,
-               fmt::format("needs {:.1f} GB per GPU ({:.1f} GB saved activations of a micro-batch of {}), {} has {:.0f} GB", m[c].total() / 1e9,
-                           m[c].activations / 1e9, plans[i].micro_batch, cluster.gpu.name, capacity / 1e9),
-               m[c].total());
-        continue;
-      }
-      cand[w++] = cand[c];
-    }
-    cand.resize(w);
-  }
+  (void)enumerated;
   parallel_for(cand.size(), res.threads, [&](std::size_t c) { cand[c].bound = ev.compute_lower_bound(plans[cand[c].index]); });
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
     return a.bound != b.bound ? a.bound < b.bound : a.index < b.index;

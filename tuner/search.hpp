@@ -64,6 +64,7 @@ struct SearchResult {
   std::optional<RankedPlan> baseline;   ///< the best plan of the baseline strategy (Strategy::baseline: none), full simulation
   std::size_t considered = 0;           ///< plans enumerated
   std::size_t infeasible = 0;           ///< refused: divisibility, shape or memory
+  std::size_t dominated = 0;            ///< fit, skipped: a memory saver the same plan fits without (search's comment)
   std::size_t pruned = 0;               ///< feasible, skipped because their lower bound cannot beat the incumbents
   std::size_t screened = 0;             ///< evaluated: reduced-layer simulations, extrapolated
   std::size_t simulated_full = 0;       ///< whole-model simulations (the final ranking)
@@ -78,8 +79,10 @@ struct SearchResult {
 };
 
 /// @brief Searches `space` for the fastest plan of `model` on `cluster`.
-/// 1. enumerate; 2. refuse plans that fail sim::check_plan or whose weights, gradients and
-/// optimizer state alone exceed GPU memory; 3. sort the rest by Evaluator::compute_lower_bound;
+/// 1. enumerate; 2. refuse plans that fail sim::check_plan or do not fit the GPU's memory with its
+/// fragmentation reserve (sim::estimate_memory), skip memory savers a plan fits without (more
+/// recompute, a higher ZeRO stage >= 2) and add full recompute of the fewest layers that fit (block
+/// method); 3. sort the rest by Evaluator::compute_lower_bound;
 /// 4. in rounds of 64 (fixed, so independent of the thread count), screen candidates in parallel
 /// with reduced-layer estimates, refusing those whose estimated memory exceeds the GPU's, and prune
 /// every candidate whose lower bound is >= the (top_k + extra_full)-th best estimate so far (plans

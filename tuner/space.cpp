@@ -19,6 +19,10 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
   if (strategies.empty())
     for (const sim::Strategy* st : sim::strategies())
       if (st->searched) strategies.push_back(st);
+  std::vector<hardware::AttentionKernel> kernels = s.attention;
+  const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
+  if (kernels.empty())
+    for (auto k : sim::attention_choices(own)) kernels.push_back(k);
   std::vector<sim::Plan> out;
   for (int tp : tps) {
     const int dp = std::max(1, gpus / tp);
@@ -39,15 +43,29 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
           p.sequence_parallel = sp;
           p.strategy = st;
           p.stack = s.stack;
+          p.stack_attention = own;
           for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
           // the strategy's knobs, first declared outermost; where a knob does not apply (given the
           // ones before it) only its first value, stored as neutral
           std::function<void(std::size_t)> knob = [&](std::size_t i) {
             if (i == st->knobs.size()) {
-              for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
-                if (dp == 1 && b > 0) continue;
-                p.dp_bucket_mb = s.dp_bucket_mb[b];
-                out.push_back(p);
+              for (const auto att : kernels) {
+                if (sim::attention_unsupported(c, att, p.dtype)) continue;
+                p.attention = att;
+                const std::vector<int> zs = dp == 1 ? std::vector<int>{0} : s.zero;  // ZeRO shards over dp ranks
+                for (int zero : zs) {
+                  p.zero = zero;
+                  for (const auto rc : s.recompute) {
+                    p.recompute = rc;
+                    p.recompute_method = sim::RecomputeMethod::uniform;
+                    p.recompute_layers = 1;
+                    for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
+                      if (dp == 1 && b > 0) continue;
+                      p.dp_bucket_mb = s.dp_bucket_mb[b];
+                      out.push_back(p);
+                    }
+                  }
+                }
               }
               return;
             }

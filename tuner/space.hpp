@@ -14,8 +14,8 @@ namespace tuner {
 
 /// @brief The axes of the search. Empty lists mean "derived from the model and cluster" (see
 /// enumerate_plans). The enumeration order (tp, micro_batch, sequence_parallel, strategy, the
-/// strategy's knobs in the order it declares them, dp_bucket_mb) is the final tie-break between
-/// equal plans.
+/// strategy's knobs in the order it declares them, attention kernel, ZeRO stage, recompute,
+/// dp_bucket_mb) is the final tie-break between equal plans.
 struct SearchSpace {
   std::vector<int> tp;                 ///< empty: every divisor of the cluster's GPU count
   std::vector<int> micro_batch;        ///< empty: powers of two up to min(max_micro_batch, global_batch / dp)
@@ -27,6 +27,17 @@ struct SearchSpace {
   /// its strategy declares (Knob::searched).
   std::map<std::string, std::vector<int>, std::less<>> knob_values;
   std::vector<double> dp_bucket_mb{25.0, 100.0};
+  /// Attention kernels; empty: the stack's (host.stacks.<stack>.attention) and flash, or unfused
+  /// when the stack's is flash (sim::attention_choices).
+  std::vector<hardware::AttentionKernel> attention;
+  /// ZeRO stages (tried at dp > 1 only; stage 0 at dp 1).
+  std::vector<int> zero{0, 1, 2, 3};
+  /// Recompute modes; full as uniform over single layers (Megatron-LM's usual
+  /// --recompute-method uniform --recompute-num-layers 1).
+  std::vector<sim::Recompute> recompute{sim::Recompute::none, sim::Recompute::selective, sim::Recompute::full};
+  /// Also try full recompute of only as many layers as the plan needs to fit (block method with the
+  /// fewest layers: the tuner's search adds it where no recompute does not fit and full does).
+  bool block_recompute = true;
   int global_batch = 0;      ///< sequences per step; 0: default_global_batch
   std::int64_t seq_len = 0;  ///< 0: the model's
   common::DType dtype = common::DType::bf16;

@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "executor/backend.hpp"
+#include "executor/cpu/flash_attention.hpp"
+#include "executor/zero_layout.hpp"
 #include "executor/cpu/kernels.hpp"
 #include <mpi.h>
 
@@ -109,10 +112,12 @@ class CpuBackend final : public Backend {
     MPI_CHECK(MPI_Type_commit(&stats_type_));
     MPI_CHECK(MPI_Op_create(&combine_stats_op, 1, &stats_op_));
     tp_rank_ = tp_rank;
+    dp_rank_ = tp_group;
   }
   ~CpuBackend() override {
     streams_.clear();
     if (faulted_.load()) return;  // the job is being aborted: free nothing a stuck peer might hold
+    for (auto& c : owned_comms_) MPI_Comm_free(&c);
     MPI_Op_free(&stats_op_);
     MPI_Type_free(&stats_type_);
     MPI_Comm_free(&tp_comm_);
@@ -133,8 +138,21 @@ class CpuBackend final : public Backend {
     data_.resize(g.tensors.size());
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
-      if (ti.role == sim::TensorRole::weight) data_[i] = init_weight(g, static_cast<sim::TensorId>(i), tp_rank_, t.seed);
+      if (ti.role == sim::TensorRole::weight && ti.op != Op::param_gather)
+        data_[i] = init_weight(g, static_cast<sim::TensorId>(i), tp_rank_, t.seed);
       else data_[i].assign(static_cast<std::size_t>(ti.rows * ti.cols), 0.0f);
+    }
+    // ZeRO: each parameter shard starts as this rank's part of its bucket's initial weights; the
+    // optimizer decays the parts that belong to decaying weights
+    std::map<sim::TensorId, std::vector<ShardPiece>> shard_of;
+    for (std::uint32_t i = 0; i < g.size(); ++i) {
+      if (!is_dp_bucket_collective(g, i) || g.tasks[i].op != Op::param_gather) continue;
+      const sim::TensorId shard = g.inputs(i)[0];
+      if (shard_of.count(shard)) continue;
+      auto pieces = shard_pieces(bucket_layout(g, i), g, dp_rank_);
+      for (const auto& pc : pieces)
+        std::copy_n(data_[pc.tensor].begin() + pc.tensor_offset, pc.count, data_[shard].begin() + pc.shard_offset);
+      shard_of.emplace(shard, std::move(pieces));
     }
     ints_.resize(g.tensors.size());
     // the optimizer's operands pair gradient i with weight i
@@ -142,7 +160,13 @@ class CpuBackend final : public Backend {
       if (g.tasks[i].op == Op::optimizer) {
         auto in = g.inputs(i), out = g.outputs(i);
         for (std::size_t k = 0; k < out.size(); ++k) {
-          params_.push_back({out[k], in[k], std::vector<float>(data_[out[k]].size()), std::vector<float>(data_[out[k]].size())});
+          Param prm{out[k], in[k], std::vector<float>(data_[out[k]].size()), std::vector<float>(data_[out[k]].size()), {}};
+          if (auto it = shard_of.find(out[k]); it != shard_of.end()) {
+            for (const auto& pc : it->second) prm.segments.push_back({pc.shard_offset, pc.count, decays(g.tensors[pc.tensor])});
+          } else {
+            prm.segments.push_back({0, static_cast<std::int64_t>(prm.m.size()), decays(g.tensors[out[k]])});
+          }
+          params_.push_back(std::move(prm));
         }
       }
     for (std::size_t i = 0; i < g.size(); ++i)
@@ -161,6 +185,26 @@ class CpuBackend final : public Backend {
       if (grp.name == "tp") group_comm_.push_back(tp_comm_);
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
       else throw common::ConfigError("plan", "strategy", fmt::format("the cpu backend has no communicator for group '{}'", grp.name));
+    }
+    // one communicator per (group, stream): collectives of one group issued from two streams
+    // (ZeRO: gradient reduce-scatters on dp_comm, parameter gathers on param_comm) would otherwise
+    // reach MPI in a different order on different ranks. The first stream of a group uses the
+    // group's communicator, later ones duplicates made in task order (the same on every rank).
+    for (std::uint32_t i = 0; i < g.size(); ++i) {
+      const auto& task = g.tasks[i];
+      if (!task.is_collective() || !task.group) continue;
+      const auto key = std::make_pair(*task.group, task.stream);
+      if (stream_comm_.count(key)) continue;
+      bool group_used = false;
+      for (const auto& [k, c] : stream_comm_) group_used |= k.first == *task.group;
+      MPI_Comm c = group_comm_.at(*task.group);
+      if (group_used) {
+        MPI_Comm dup = MPI_COMM_NULL;
+        MPI_CHECK(MPI_Comm_dup(c, &dup));
+        owned_comms_.push_back(dup);
+        c = dup;
+      }
+      stream_comm_.emplace(key, c);
     }
   }
 
@@ -277,8 +321,12 @@ class CpuBackend final : public Backend {
   void run_collective(std::uint32_t t) {
     const auto& task = g_->tasks[t];
     const auto& c = std::get<hardware::CollectiveOp>(task.kind);
-    const MPI_Comm comm = group_comm_.at(task.group.value());
+    const MPI_Comm comm = stream_comm_.at({task.group.value(), task.stream});
     auto in = g_->inputs(t), out = g_->outputs(t);
+    if (is_dp_bucket_collective(*g_, t)) {
+      run_bucket_collective(t, comm);
+      return;
+    }
     std::vector<MPI_Request> requests;
     requests.reserve(out.size());
     if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
@@ -358,10 +406,25 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> data_;
   std::vector<std::vector<std::int32_t>> ints_;
   std::vector<std::vector<std::int32_t>> positions_;
+  /// A run of a parameter tensor (or ZeRO shard) with one weight-decay setting.
+  struct Segment {
+    std::int64_t offset, count;
+    bool decay;
+  };
   struct Param {
     sim::TensorId w, g;
     std::vector<float> m, v;
+    std::vector<Segment> segments;
   };
+  void run_bucket_collective(std::uint32_t t, MPI_Comm comm);
+  /// The watchdog of task `t`'s exchange on `comm` (`what`: the collective), naming its ranks.
+  cpu::Watchdog watchdog_for(std::uint32_t t, MPI_Comm comm, std::string what) {
+    return {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)),
+            .describe = [this, t, comm, what] {
+              return fmt::format("{} {} '{}' waiting on {}", g_->groups[*g_->tasks[t].group].name, what, g_->task_name(t), cpu::peers_of(comm));
+            },
+            .check = [this] { check_fault(); }};
+  }
   std::vector<Param> params_;
   int opt_step_ = 0;
   std::vector<sim::TensorId> zero_each_micro_batch_;
@@ -372,6 +435,9 @@ class CpuBackend final : public Backend {
   std::vector<std::int64_t> last_comm_;  // per stream: the last task issued on it, -1 if none
   MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> group_comm_;     // per graph group
+  std::map<std::pair<sim::GroupId, sim::StreamId>, MPI_Comm> stream_comm_;  // per (group, stream) issuing on it
+  std::vector<MPI_Comm> owned_comms_;    // the duplicates among them
+  int dp_rank_ = 0;
   MPI_Datatype stats_type_ = MPI_DATATYPE_NULL;
   MPI_Op stats_op_ = MPI_OP_NULL;
   static constexpr std::uint32_t kFaulted = ~std::uint32_t{0};  // completion flag of a faulted rank (epochs never reach it)
@@ -380,6 +446,39 @@ class CpuBackend final : public Backend {
   std::atomic<bool> faulted_{false};
   std::vector<std::unique_ptr<StreamThread>> streams_;  // per graph stream: a thread for each comm stream
 };
+
+// ZeRO (executor/zero_layout.hpp): a gradient ReduceScatter packs its bucket, sums it over the DP
+// ranks, adds this rank's block to its shard (+=: ZeRO-2/3 reduce every micro-batch; the optimizer
+// zeroes the shard after its step) and zeroes the bucket's gradients (consumed); a parameter
+// AllGather unpacks every rank's shard into the bucket's weights.
+void CpuBackend::run_bucket_collective(std::uint32_t t, MPI_Comm comm) {
+  const auto& g = *g_;
+  const BucketLayout b = bucket_layout(g, t);
+  int ranks = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  std::vector<float> packed(static_cast<std::size_t>(b.shard * ranks), 0.0f);
+  MPI_Request req;
+  if (g.tasks[t].op == Op::dp_reduce) {
+    for (std::size_t i = 0; i < b.tensors.size(); ++i) {
+      auto& d = data_[b.tensors[i]];
+      std::copy(d.begin(), d.end(), packed.begin() + b.offsets[i]);
+      std::fill(d.begin(), d.end(), 0.0f);
+    }
+    std::vector<float> mine(static_cast<std::size_t>(b.shard));
+    MPI_CHECK(MPI_Ireduce_scatter_block(packed.data(), mine.data(), static_cast<int>(b.shard), MPI_FLOAT, MPI_SUM, comm, &req));
+    cpu::wait_polling(1, &req, watchdog_for(t, comm, "ZeRO bucket reduce_scatter"));
+    float* shard = f(g.outputs(t)[0]);
+    for (std::int64_t e = 0; e < b.shard; ++e) shard[e] += mine[static_cast<std::size_t>(e)];
+    return;
+  }
+  MPI_CHECK(MPI_Iallgather(f(g.inputs(t)[0]), static_cast<int>(b.shard), MPI_FLOAT, packed.data(), static_cast<int>(b.shard), MPI_FLOAT,
+                           comm, &req));
+  cpu::wait_polling(1, &req, watchdog_for(t, comm, "ZeRO bucket all_gather"));
+  for (std::size_t i = 0; i < b.tensors.size(); ++i) {
+    auto& d = data_[b.tensors[i]];
+    std::copy_n(packed.begin() + b.offsets[i], d.size(), d.begin());
+  }
+}
 
 void CpuBackend::run_compute(std::uint32_t t) {
   const auto& g = *g_;
@@ -457,16 +556,20 @@ void CpuBackend::run_compute(std::uint32_t t) {
       const auto& a = std::get<hardware::AttentionOp>(task.kind);
       cpu::AttentionShape s{.batch = a.batch, .heads = a.heads, .kv_heads = a.kv_heads, .head_dim = a.head_dim, .s_q = a.s_q,
                             .q_offset = a.q_offset, .kv_block = a.s_q, .rope = m.position == sim::Position::rope};
-      if (fwd) {
+      const bool flash = a.kernel == hardware::AttentionKernel::flash;
+      if (fwd) {  // inputs {qkv...}, outputs {ctx, probs | lse}
         std::vector<const float*> kv;
         for (auto id : in) kv.push_back(f(id));
-        cpu::attention_forward(s, kv, f(out[0]));
-      } else {  // inputs {qkv..., ctx, dctx}, outputs {dqkv...}
+        if (flash) cpu::flash_attention_forward(s, kv, f(out[0]), f(out[1]));
+        else cpu::attention_forward(s, kv, f(out[0]), f(out[1]));
+      } else {  // inputs {qkv..., ctx, probs | lse, dctx}, outputs {dqkv...}
         std::vector<const float*> kv;
-        for (std::size_t i = 0; i + 2 < in.size(); ++i) kv.push_back(f(in[i]));
+        for (std::size_t i = 0; i + 3 < in.size(); ++i) kv.push_back(f(in[i]));
         std::vector<float*> dkv;
         for (auto id : out) dkv.push_back(f(id));
-        cpu::attention_backward(s, kv, f(in[in.size() - 2]), f(in[in.size() - 1]), dkv);
+        const float *ctx = f(in[in.size() - 3]), *aux = f(in[in.size() - 2]), *dctx = f(in[in.size() - 1]);
+        if (flash) cpu::flash_attention_backward(s, kv, ctx, aux, dctx, dkv);
+        else cpu::attention_backward(s, kv, ctx, aux, dctx, dkv);
       }
       return;
     }
@@ -509,7 +612,9 @@ void CpuBackend::run_compute(std::uint32_t t) {
       const cpu::AdamW o{.lr = static_cast<float>(t_.lr), .beta1 = static_cast<float>(t_.beta1), .beta2 = static_cast<float>(t_.beta2),
                          .eps = static_cast<float>(t_.eps), .weight_decay = static_cast<float>(t_.weight_decay)};
       for (auto& p : params_)
-        cpu::adamw(o, opt_step_, f(p.w), f(p.g), p.m.data(), p.v.data(), static_cast<std::int64_t>(p.m.size()), decays(g.tensors[p.w]));
+        for (const auto& sg : p.segments)
+          cpu::adamw(o, opt_step_, f(p.w) + sg.offset, f(p.g) + sg.offset, p.m.data() + sg.offset, p.v.data() + sg.offset, sg.count,
+                     sg.decay);
       return;
     }
     default:

@@ -110,8 +110,6 @@ void swiglu_backward(const float* x, const float* dout, float* dx, i64 n, i64 f)
     }
 }
 
-namespace {
-
 /// Rotates (or, inverse, rotates back) the interleaved pairs of one head vector at `pos`.
 void rope_rotate(float* v, i64 d, i64 pos, bool inverse) {
   for (i64 i = 0; i < d / 2; ++i) {
@@ -124,14 +122,10 @@ void rope_rotate(float* v, i64 d, i64 pos, bool inverse) {
   }
 }
 
-/// Copies Q of the query slice and K, V of positions [0, kv_len) of one sequence into dense
-/// [position][head][D] buffers, RoPE applied to Q and K.
-struct Gathered {
-  std::vector<float> q, k, v;
-};
-Gathered gather(const AttentionShape& a, std::span<const float* const> qkv, i64 b, i64 kv_len) {
+AttentionRows gather_attention_rows(const AttentionShape& a, std::span<const float* const> qkv, i64 b) {
   const i64 d = a.head_dim, width = (a.heads + 2 * a.kv_heads) * d, qw = a.heads * d, kw = a.kv_heads * d;
-  Gathered g;
+  const i64 kv_len = a.q_offset + a.s_q;
+  AttentionRows g;
   g.q.resize(static_cast<std::size_t>(a.s_q * qw));
   g.k.resize(static_cast<std::size_t>(kv_len * kw));
   g.v.resize(static_cast<std::size_t>(kv_len * kw));
@@ -151,11 +145,32 @@ Gathered gather(const AttentionShape& a, std::span<const float* const> qkv, i64 
   return g;
 }
 
+void scatter_attention_grads(const AttentionShape& a, AttentionRows& grads, i64 b, std::span<float* const> dqkv) {
+  const i64 d = a.head_dim, qw = a.heads * d, kw = a.kv_heads * d, width = qw + 2 * kw, kv_len = a.q_offset + a.s_q;
+  float* own = dqkv.back();
+  for (i64 i = 0; i < a.s_q; ++i) {
+    float* dqi = grads.q.data() + i * qw;
+    if (a.rope)
+      for (i64 hh = 0; hh < a.heads; ++hh) rope_rotate(dqi + hh * d, d, a.q_offset + i, true);
+    std::copy_n(dqi, qw, own + (b * a.s_q + i) * width);
+  }
+  for (i64 pos = 0; pos < kv_len; ++pos) {
+    float* dkp = grads.k.data() + pos * kw;
+    if (a.rope)
+      for (i64 hh = 0; hh < a.kv_heads; ++hh) rope_rotate(dkp + hh * d, d, pos, true);
+    float* row = dqkv[static_cast<std::size_t>(pos / a.kv_block)] + (b * a.kv_block + pos % a.kv_block) * width;
+    for (i64 e = 0; e < kw; ++e) {
+      row[qw + e] += dkp[e];
+      row[qw + kw + e] += grads.v[pos * kw + e];
+    }
+  }
+}
+
+namespace {
 
 // Softmax probabilities of query row i (its head's q) over the keys it sees (causal, with the
-// slice's q_offset) for KV head kh, into p; returns how many keys. Shared by forward and backward
-// (backward recomputes them, as flash attention does).
-i64 causal_probs(const AttentionShape& a, const Gathered& g, const float* q, i64 kh, i64 i, float* p) {
+// slice's q_offset) for KV head kh, into p; returns how many keys.
+i64 causal_probs(const AttentionShape& a, const AttentionRows& g, const float* q, i64 kh, i64 i, float* p) {
   const i64 d = a.head_dim, kw = a.kv_heads * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const i64 n_keys = a.q_offset + i + 1;
@@ -175,17 +190,18 @@ i64 causal_probs(const AttentionShape& a, const Gathered& g, const float* q, i64
 
 }  // namespace
 
-void attention_forward(const AttentionShape& a, std::span<const float* const> qkv, float* ctx) {
+void attention_forward(const AttentionShape& a, std::span<const float* const> qkv, float* ctx, float* probs) {
   const i64 d = a.head_dim, qw = a.heads * d, kw = a.kv_heads * d, group = a.heads / a.kv_heads;
   const i64 kv_len = a.q_offset + a.s_q;
-  std::vector<float> p(static_cast<std::size_t>(kv_len));
   for (i64 b = 0; b < a.batch; ++b) {
-    Gathered g = gather(a, qkv, b, kv_len);
+    const AttentionRows g = gather_attention_rows(a, qkv, b);
     for (i64 hh = 0; hh < a.heads; ++hh) {
       const i64 kh = hh / group;
       for (i64 i = 0; i < a.s_q; ++i) {
         const float* q = g.q.data() + i * qw + hh * d;
-        const i64 n_keys = causal_probs(a, g, q, kh, i, p.data());
+        float* p = probs + ((b * a.heads + hh) * a.s_q + i) * kv_len;  // kept for the backward
+        const i64 n_keys = causal_probs(a, g, q, kh, i, p);
+        std::fill(p + n_keys, p + kv_len, 0.0f);
         float* o = ctx + (b * a.s_q + i) * qw + hh * d;
         std::fill_n(o, d, 0.0f);
         for (i64 j = 0; j < n_keys; ++j) {
@@ -198,33 +214,33 @@ void attention_forward(const AttentionShape& a, std::span<const float* const> qk
   }
 }
 
-void attention_backward(const AttentionShape& a, std::span<const float* const> qkv, const float* ctx, const float* dctx,
-                        std::span<float* const> dqkv) {
+void attention_backward(const AttentionShape& a, std::span<const float* const> qkv, const float* ctx, const float* probs,
+                        const float* dctx, std::span<float* const> dqkv) {
   const i64 d = a.head_dim, qw = a.heads * d, kw = a.kv_heads * d, group = a.heads / a.kv_heads;
-  const i64 width = qw + 2 * kw, kv_len = a.q_offset + a.s_q;
+  const i64 kv_len = a.q_offset + a.s_q;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> p(static_cast<std::size_t>(kv_len));
   for (i64 b = 0; b < a.batch; ++b) {
-    Gathered g = gather(a, qkv, b, kv_len);
-    std::vector<float> dq(g.q.size(), 0.0f), dk(g.k.size(), 0.0f), dv(g.v.size(), 0.0f);
+    const AttentionRows g = gather_attention_rows(a, qkv, b);
+    AttentionRows grads{std::vector<float>(g.q.size(), 0.0f), std::vector<float>(g.k.size(), 0.0f), std::vector<float>(g.v.size(), 0.0f)};
     for (i64 hh = 0; hh < a.heads; ++hh) {
       const i64 kh = hh / group;
       for (i64 i = 0; i < a.s_q; ++i) {
         const float* q = g.q.data() + i * qw + hh * d;
-        const i64 n_keys = causal_probs(a, g, q, kh, i, p.data());
+        const float* p = probs + ((b * a.heads + hh) * a.s_q + i) * kv_len;  // what the forward kept
+        const i64 n_keys = a.q_offset + i + 1;
         const float* o = ctx + (b * a.s_q + i) * qw + hh * d;
         const float* dout = dctx + (b * a.s_q + i) * qw + hh * d;
         float D = 0;  // rowsum(dO . O) = sum_j p_j dp_j
         for (i64 e = 0; e < d; ++e) D += dout[e] * o[e];
-        float* dqi = dq.data() + i * qw + hh * d;
+        float* dqi = grads.q.data() + i * qw + hh * d;
         for (i64 j = 0; j < n_keys; ++j) {
           const float* k = g.k.data() + j * kw + kh * d;
           const float* v = g.v.data() + j * kw + kh * d;
           float dp = 0;
           for (i64 e = 0; e < d; ++e) dp += dout[e] * v[e];
           const float ds = p[j] * (dp - D) * scale;
-          float* dkj = dk.data() + j * kw + kh * d;
-          float* dvj = dv.data() + j * kw + kh * d;
+          float* dkj = grads.k.data() + j * kw + kh * d;
+          float* dvj = grads.v.data() + j * kw + kh * d;
           for (i64 e = 0; e < d; ++e) {
             dqi[e] += ds * k[e];
             dkj[e] += ds * q[e];
@@ -233,26 +249,10 @@ void attention_backward(const AttentionShape& a, std::span<const float* const> q
         }
       }
     }
-    // back from rotated space, then into the QKV-shaped gradients
-    float* own = dqkv.back();
-    for (i64 i = 0; i < a.s_q; ++i) {
-      float* dqi = dq.data() + i * qw;
-      if (a.rope)
-        for (i64 hh = 0; hh < a.heads; ++hh) rope_rotate(dqi + hh * d, d, a.q_offset + i, true);
-      std::copy_n(dqi, qw, own + (b * a.s_q + i) * width);
-    }
-    for (i64 pos = 0; pos < kv_len; ++pos) {
-      float* dkp = dk.data() + pos * kw;
-      if (a.rope)
-        for (i64 hh = 0; hh < a.kv_heads; ++hh) rope_rotate(dkp + hh * d, d, pos, true);
-      float* row = dqkv[static_cast<std::size_t>(pos / a.kv_block)] + (b * a.kv_block + pos % a.kv_block) * width;
-      for (i64 e = 0; e < kw; ++e) {
-        row[qw + e] += dkp[e];
-        row[qw + kw + e] += dv[pos * kw + e];
-      }
-    }
+    scatter_attention_grads(a, grads, b, dqkv);  // back from rotated space, into the QKV-shaped gradients
   }
 }
+
 
 void embedding_forward(const std::int32_t* tokens, const std::int32_t* positions, const float* w, const float* pos_w,
                        i64 v_begin, i64 v_local, float* out, i64 n, i64 h) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace executor::cpu {
 
@@ -46,12 +47,24 @@ struct AttentionShape {
   i64 kv_block = 0;  ///< positions per QKV tensor (the slice's sequence length)
   bool rope = false; ///< rotate Q and K by position (theta 10000, interleaved pairs) first
 };
-/// ctx (batch * s_q, heads * D) = softmax(Q K^T / sqrt(D), causal) V.
-void attention_forward(const AttentionShape& a, std::span<const float* const> qkv, float* ctx);
-/// From ctx (the forward output) and dctx: writes (=) dQ into the last dqkv tensor, accumulates
-/// (+=) dK and dV into every dqkv tensor (same layout as qkv). Recomputes the probabilities.
-void attention_backward(const AttentionShape& a, std::span<const float* const> qkv, const float* ctx, const float* dctx,
-                        std::span<float* const> dqkv);
+/// Unfused attention: ctx (batch * s_q, heads * D) = softmax(Q K^T / sqrt(D), causal) V, keeping
+/// the probabilities: probs (batch * heads * s_q, q_offset + s_q), zero beyond each row's keys.
+/// (Flash attention, which keeps only the log-sum-exp: executor/cpu/flash_attention.hpp.)
+void attention_forward(const AttentionShape& a, std::span<const float* const> qkv, float* ctx, float* probs);
+/// From ctx (the forward output), the kept probabilities and dctx: writes (=) dQ into the last dqkv
+/// tensor, accumulates (+=) dK and dV into every dqkv tensor (same layout as qkv).
+void attention_backward(const AttentionShape& a, std::span<const float* const> qkv, const float* ctx, const float* probs,
+                        const float* dctx, std::span<float* const> dqkv);
+
+/// Q of the query slice and K, V of positions [0, q_offset + s_q) of sequence b in dense
+/// [position][head][D] buffers, RoPE applied to Q and K (shared by both attention kernels).
+struct AttentionRows {
+  std::vector<float> q, k, v;
+};
+AttentionRows gather_attention_rows(const AttentionShape& a, std::span<const float* const> qkv, i64 b);
+/// The gradients of sequence b's rows (same layout, rotated space) back into the QKV-shaped
+/// gradients: dQ (=) into the last dqkv tensor, dK and dV (+=) into every one.
+void scatter_attention_grads(const AttentionShape& a, AttentionRows& grads, i64 b, std::span<float* const> dqkv);
 
 /// Vocab-parallel embedding: out (N, H) = (token in [v_begin, v_begin + V) ? w[token - v_begin] : 0)
 /// + (pos ? pos_w[position] : 0).

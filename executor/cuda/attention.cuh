@@ -185,11 +185,13 @@ void attention_probabilities(cublasHandle_t blas, const T* qkv, const AttentionS
   CUDA_CHECK_LAUNCH();
 }
 
-// ctx (B x S, H x D) = softmax(Q K^T / sqrt(D), causal) V
+// ctx (B x S, H x D) = softmax(Q K^T / sqrt(D), causal) V; the probabilities go to `probs`
+// ((B x H x S, S), what the unfused kernel keeps for its backward), or stay in the scratch if null
 template <typename T>
 void attention_forward(cublasHandle_t blas, const T* qkv, T* ctx, char* scratch, const AttentionLayout& l, const AttentionDims& a,
-                       cudaStream_t st) {
-  const AttentionScratch<T> w(scratch, l);
+                       cudaStream_t st, T* probs = nullptr) {
+  AttentionScratch<T> w(scratch, l);
+  if (probs) w.p = probs;
   const long long bh = a.batch * a.heads, S = a.seq, D = a.head_dim;
   attention_probabilities(blas, qkv, w, a, st);
   gemm_strided_batched(blas, {.m = S, .n = D, .k = S, .a = w.p, .lda = S, .stride_a = S * S, .b = w.v, .ldb = D, .stride_b = S * D,
@@ -199,14 +201,20 @@ void attention_forward(cublasHandle_t blas, const T* qkv, T* ctx, char* scratch,
   CUDA_CHECK_LAUNCH();
 }
 
-// dqkv (set) from dctx; recomputes the probabilities from qkv
+// dqkv (set) from dctx, with the probabilities the forward kept (`probs`), or recomputed from qkv if null
 template <typename T>
 void attention_backward(cublasHandle_t blas, const T* qkv, const T* dctx, T* dqkv, char* scratch, const AttentionLayout& l,
-                        const AttentionDims& a, cudaStream_t st) {
-  const AttentionScratch<T> w(scratch, l);
+                        const AttentionDims& a, cudaStream_t st, const T* probs = nullptr) {
+  AttentionScratch<T> w(scratch, l);
   const long long bh = a.batch * a.heads, S = a.seq, D = a.head_dim;
   const cudaDataType_t X = cuda_type_of<T>();
-  attention_probabilities(blas, qkv, w, a, st);
+  if (probs) {  // q, k, v permuted again (cheap); P as the forward left it
+    w.p = const_cast<T*>(probs);
+    attention_permute_kernel<T><<<grid_for(bh * S * (D / 2), 256), 256, 0, st>>>(qkv, w.q, w.k, w.v, a);
+    CUDA_CHECK_LAUNCH();
+  } else {
+    attention_probabilities(blas, qkv, w, a, st);
+  }
   attention_dout_permute_kernel<T><<<grid_for(bh * S * D, 256), 256, 0, st>>>(dctx, w.o, a);
   CUDA_CHECK_LAUNCH();
   // dP (S, S) = dO (S, D) . V^T, into the scores buffer

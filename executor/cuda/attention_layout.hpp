@@ -51,4 +51,29 @@ inline AttentionLayout attention_layout(const hardware::AttentionOp& a, int x_by
   return l;
 }
 
+/// @brief Scratch of one flash-attention task: only the fp32 gradients of the backward (dQ, and dK,
+/// dV per query head, summed over each GQA group afterwards); no score-sized buffer.
+inline AttentionLayout flash_attention_layout(const hardware::AttentionOp& a) {
+  const auto align = [](std::uint64_t b) { return (b + 255) / 256 * 256; };
+  const std::uint64_t bh = static_cast<std::uint64_t>(a.batch * a.heads);
+  const std::uint64_t S = static_cast<std::uint64_t>(a.s_q), K = static_cast<std::uint64_t>(a.s_kv),
+                      D = static_cast<std::uint64_t>(a.head_dim);
+  AttentionLayout l;
+  if (!a.backward) return l;
+  std::uint64_t off = 0;
+  auto take = [&](std::uint64_t& field, std::uint64_t bytes) {
+    field = off;
+    off += align(bytes);
+  };
+  take(l.dq, bh * S * D * 4);
+  take(l.dk, bh * K * D * 4);
+  take(l.dv, bh * K * D * 4);
+  l.bytes = off;
+  return l;
+}
+
+/// @brief The head dimensions the CUDA flash kernel takes (one thread holds a query row's
+/// accumulators; its key tile of kFlashKeyTile rows sits in shared memory).
+inline constexpr long long kFlashMaxHeadDim = 256;
+
 }  // namespace executor::cuda

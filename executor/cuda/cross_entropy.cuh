@@ -8,11 +8,16 @@
 
 namespace executor::cuda {
 
+// The kernels are templates over the fp32 element type F (always float) only so that every .cu that
+// includes this header (device.cu, the CUDA profiler) may: a template kernel is emitted once per
+// program, a plain __global__ function defined in a header is a duplicate symbol at link time.
+
 // one block per row; logits fp32
-__global__ void cross_entropy_stats_kernel(const float* logits, const int* targets, long long v_begin, long long v_local,
-                                           float* stats) {
+template <typename F>
+__global__ void cross_entropy_stats_kernel(const F* logits, const int* targets, long long v_begin, long long v_local,
+                                           F* stats) {
   const long long r = blockIdx.x;
-  const float* l = logits + r * v_local;
+  const F* l = logits + r * v_local;
   float mx = -INFINITY;
   for (long long v = threadIdx.x; v < v_local; v += blockDim.x) mx = fmaxf(mx, l[v]);
   mx = block_max(mx);
@@ -28,18 +33,20 @@ __global__ void cross_entropy_stats_kernel(const float* logits, const int* targe
 }
 inline void cross_entropy_stats(const float* logits, const int* targets, long long v_begin, long long v_local, float* stats, long long n,
                                 cudaStream_t s) {
-  cross_entropy_stats_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(logits, targets, v_begin, v_local, stats);
+  cross_entropy_stats_kernel<float><<<static_cast<unsigned>(n), 256, 0, s>>>(logits, targets, v_begin, v_local, stats);
   CUDA_CHECK_LAUNCH();
 }
 
 // max_out (N) = stats[:, 0]
-__global__ void stats_max_kernel(const float* stats, float* max_out, long long n) {
+template <typename F>
+__global__ void stats_max_kernel(const F* stats, F* max_out, long long n) {
   const long long r = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (r < n) max_out[r] = stats[r * 3];
 }
 // after AllReduce(max): sum-exp rescaled to the global max; the max column kept by TP rank 0 only,
 // so that the following AllReduce(sum) leaves (global max, global sum-exp, target logit)
-__global__ void stats_rescale_kernel(float* stats, const float* global_max, long long n, bool keep_max) {
+template <typename F>
+__global__ void stats_rescale_kernel(F* stats, const F* global_max, long long n, bool keep_max) {
   const long long r = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (r >= n) return;
   const float m = global_max[r];
@@ -47,21 +54,22 @@ __global__ void stats_rescale_kernel(float* stats, const float* global_max, long
   stats[r * 3] = keep_max ? m : 0.0f;
 }
 inline void stats_max(const float* stats, float* max_out, long long n, cudaStream_t s) {
-  stats_max_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, s>>>(stats, max_out, n);
+  stats_max_kernel<float><<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, s>>>(stats, max_out, n);
   CUDA_CHECK_LAUNCH();
 }
 inline void stats_rescale(float* stats, const float* global_max, long long n, bool keep_max, cudaStream_t s) {
-  stats_rescale_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, s>>>(stats, global_max, n, keep_max);
+  stats_rescale_kernel<float><<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, s>>>(stats, global_max, n, keep_max);
   CUDA_CHECK_LAUNCH();
 }
 
 // With global stats: loss (N) = log-sum-exp - target logit; dlogits (N, V) (set) = (softmax - one-hot) * scale
-__global__ void cross_entropy_loss_kernel(const float* logits, const float* stats, const int* targets, long long v_begin,
-                                          long long v_local, float scale, float* dlogits, float* loss) {
+template <typename F>
+__global__ void cross_entropy_loss_kernel(const F* logits, const F* stats, const int* targets, long long v_begin,
+                                          long long v_local, float scale, F* dlogits, F* loss) {
   const long long r = blockIdx.x;
   const float lse = stats[r * 3] + logf(stats[r * 3 + 1]);
-  const float* l = logits + r * v_local;
-  float* dl = dlogits + r * v_local;
+  const F* l = logits + r * v_local;
+  F* dl = dlogits + r * v_local;
   const long long t = targets[r] - v_begin;
   for (long long v = threadIdx.x; v < v_local; v += blockDim.x)
     dl[v] = (expf(l[v] - lse) - (v == t ? 1.0f : 0.0f)) * scale;
@@ -69,7 +77,7 @@ __global__ void cross_entropy_loss_kernel(const float* logits, const float* stat
 }
 inline void cross_entropy_loss(const float* logits, const float* stats, const int* targets, long long v_begin, long long v_local,
                                float scale, float* dlogits, float* loss, long long n, cudaStream_t s) {
-  cross_entropy_loss_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(logits, stats, targets, v_begin, v_local, scale, dlogits, loss);
+  cross_entropy_loss_kernel<float><<<static_cast<unsigned>(n), 256, 0, s>>>(logits, stats, targets, v_begin, v_local, scale, dlogits, loss);
   CUDA_CHECK_LAUNCH();
 }
 

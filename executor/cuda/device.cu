@@ -15,9 +15,12 @@
 #include "executor/cuda/cuda_common.cuh"
 #include "executor/cuda/device.hpp"
 #include "executor/cuda/elementwise.cuh"
+#include "executor/cuda/flash_attention.cuh"
+#include "executor/cuda/zero_buckets.cuh"
 #include "executor/cuda/launch_plan.hpp"
 #include "executor/cuda/matmul.cuh"
 #include "executor/cuda/norm.cuh"
+#include "executor/zero_layout.hpp"
 
 namespace executor::cuda {
 namespace {
@@ -85,14 +88,19 @@ std::vector<unsigned char> host_encode(const std::vector<float>& v, common::DTyp
   return out;
 }
 
-/// One AdamW parameter: the low-precision weight the GEMMs read, its fp32 gradient, master, m, v.
+/// One AdamW parameter: the low-precision weight the GEMMs read (ZeRO: this rank's parameter
+/// shard), its fp32 gradient (shard), master, m, v; runs of elements with one weight-decay setting.
 struct Param {
   sim::TensorId weight, grad;
   float* master = nullptr;  ///< == the weight itself in fp32 runs
   float* m = nullptr;
   float* v = nullptr;
   long long count = 0;
-  bool decay = true;
+  struct Segment {
+    long long offset, count;
+    bool decay;
+  };
+  std::vector<Segment> segments;
 };
 
 class GpuDevice final : public Device {
@@ -121,6 +129,7 @@ class GpuDevice final : public Device {
   ~GpuDevice() override {
     if (faulted_) return;     // communicators aborted, kernels may be stuck: the job is being aborted
     cudaDeviceSynchronize();  // teardown only: every stream idle before freeing what they use
+    for (auto c : owned_comms_) ncclCommDestroy(c);
     if (tp_comm_) ncclCommDestroy(tp_comm_);
     if (dp_comm_) ncclCommDestroy(dp_comm_);
     gemms_.clear();
@@ -162,11 +171,49 @@ class GpuDevice final : public Device {
     for (const auto& ti : g.tensors) max_rows = std::max(max_rows, ti.rows);
     stats_max_ = static_cast<float*>(alloc(static_cast<std::size_t>(max_rows) * sizeof(float)));
 
+    // one NCCL communicator per (group, stream): collectives of one group issued from two streams
+    // (ZeRO: gradient reduce-scatters on dp_comm, parameter gathers on param_comm) may not share one.
+    // The first stream of a group uses the group's communicator; later ones new communicators made
+    // in task order (the same on every rank; make_comm is collective over MPI_COMM_WORLD).
+    for (std::uint32_t i = 0; i < g.size(); ++i) {
+      const auto& task = g.tasks[i];
+      if (!task.is_collective() || !task.group) continue;
+      const auto key = std::make_pair(*task.group, task.stream);
+      if (stream_comm_.count(key)) continue;
+      bool used = false;
+      for (const auto& [k, c] : stream_comm_) used |= k.first == *task.group;
+      ncclComm_t c = group_comm_.at(*task.group);
+      if (used) {
+        const bool tp = g.groups[*task.group].name == "tp";
+        const int tp_group = o_.world_rank / o_.tp;
+        c = tp ? make_comm(tp_group, tp_rank_, o_.tp) : make_comm(tp_rank_, tp_group, o_.dp);
+        owned_comms_.push_back(c);
+      }
+      stream_comm_.emplace(key, c);
+    }
+    // ZeRO: the bucket buffers (fp32 packed bucket + this rank's block) of each communication stream
+    if (plan.bucket_scratch_bytes > 0)
+      for (std::size_t si = 0; si < g.streams.size(); ++si)
+        if (g.streams[si].kind == sim::StreamKind::comm) bucket_scratch_[static_cast<sim::StreamId>(si)] = static_cast<char*>(alloc(plan.bucket_scratch_bytes));
     // weights: the same step-0 values as every backend (the executor's init_weight), in the run's dtype
+    std::map<sim::TensorId, std::vector<ShardPiece>> shard_of;  // ZeRO parameter shards: their pieces
+    for (std::uint32_t i = 0; i < g.size(); ++i)
+      if (is_dp_bucket_collective(g, i) && g.tasks[i].op == Op::param_gather && !shard_of.count(g.inputs(i)[0]))
+        shard_of.emplace(g.inputs(i)[0], shard_pieces(bucket_layout(g, i), g, o_.world_rank / o_.tp));
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
       if (ti.role == sim::TensorRole::weight) {
-        const auto w = setup.init_weight(static_cast<sim::TensorId>(i));
+        std::vector<float> w;
+        if (auto it = shard_of.find(static_cast<sim::TensorId>(i)); it != shard_of.end()) {
+          // this rank's part of its bucket's weights (padding stays 0)
+          w.assign(static_cast<std::size_t>(ti.rows * ti.cols), 0.0f);
+          for (const auto& pc : it->second) {
+            const auto full = setup.init_weight(pc.tensor);
+            std::copy_n(full.begin() + pc.tensor_offset, pc.count, w.begin() + pc.shard_offset);
+          }
+        } else {
+          w = setup.init_weight(static_cast<sim::TensorId>(i));
+        }
         const auto bytes = host_encode(w, ti.dtype);
         CUDA_CHECK(cudaMemcpy(ptr(static_cast<sim::TensorId>(i)), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
         if (ti.dtype != common::DType::fp32) {  // AdamW's fp32 master copy starts from the same values
@@ -184,7 +231,11 @@ class GpuDevice final : public Device {
       auto in = g.inputs(i), out = g.outputs(i);
       for (std::size_t k = 0; k < out.size(); ++k) {
         const auto& w = g.tensors[out[k]];
-        Param p{.weight = out[k], .grad = in[k], .count = w.rows * w.cols, .decay = setup.decays(out[k])};
+        Param p{.weight = out[k], .grad = in[k], .count = w.rows * w.cols, .segments = {}};
+        if (auto it = shard_of.find(out[k]); it != shard_of.end())
+          for (const auto& pc : it->second) p.segments.push_back({pc.shard_offset, pc.count, setup.decays(pc.tensor)});
+        else
+          p.segments.push_back({0, p.count, setup.decays(out[k])});
         const std::size_t bytes = static_cast<std::size_t>(p.count) * sizeof(float);
         p.m = static_cast<float*>(alloc(bytes));
         p.v = static_cast<float*>(alloc(bytes));
@@ -296,7 +347,7 @@ class GpuDevice final : public Device {
  private:
   /// Waits for stream `i` to drain, polling (cudaStreamQuery, sleeping 50 us between polls) so that
   /// the watchdog can see a stream stuck on an NCCL collective whose peer stopped: after
-  /// o_.watchdog_s seconds, or on an asynchronous NCCL error, both communicators are aborted
+  /// o_.watchdog_s seconds, or on an asynchronous NCCL error, every communicator is aborted
   /// (ncclCommAbort: the stuck kernels return) and the error names the ranks waited on.
   void drain(std::size_t i) {
     const auto start = std::chrono::steady_clock::now();
@@ -304,7 +355,9 @@ class GpuDevice final : public Device {
       const cudaError_t q = cudaStreamQuery(streams_[i]);
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) CUDA_CHECK(q);
-      for (ncclComm_t c : {tp_comm_, dp_comm_}) {
+      std::vector<ncclComm_t> comms{tp_comm_, dp_comm_};
+      comms.insert(comms.end(), owned_comms_.begin(), owned_comms_.end());  // ZeRO's per-stream communicators
+      for (ncclComm_t c : comms) {
         ncclResult_t async = ncclSuccess;
         if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess) {
           abort_comms();
@@ -324,7 +377,10 @@ class GpuDevice final : public Device {
     faulted_ = true;
     if (tp_comm_) ncclCommAbort(tp_comm_);
     if (dp_comm_) ncclCommAbort(dp_comm_);
+    for (ncclComm_t c : owned_comms_) ncclCommAbort(c);
     tp_comm_ = dp_comm_ = nullptr;
+    owned_comms_.clear();
+    stream_comm_.clear();
     group_comm_.assign(group_comm_.size(), nullptr);
   }
   std::string stream_name(std::size_t i) const { return g_->streams[i].name; }
@@ -398,6 +454,9 @@ class GpuDevice final : public Device {
   ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr;
   std::vector<ncclComm_t> group_comm_;  // indexed by sim::GroupId
   bool faulted_ = false;                // the watchdog aborted the communicators
+  std::map<std::pair<sim::GroupId, sim::StreamId>, ncclComm_t> stream_comm_;  // per (group, stream) issuing on it
+  std::vector<ncclComm_t> owned_comms_;  // the extra ones among them
+  std::map<sim::StreamId, char*> bucket_scratch_;  // ZeRO bucket buffers per communication stream
 
   const sim::StepGraph* g_ = nullptr;
   DeviceSetup setup_;
@@ -448,10 +507,24 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
       const cuda::AttentionDims d{.batch = op.batch, .heads = op.heads, .kv_heads = op.kv_heads, .seq = op.s_q, .head_dim = op.head_dim,
                                   .rope = m.position == sim::Position::rope};
       const auto layout = cuda::attention_layout(op, sizeof(T));
-      if (l.kind == LaunchKind::attention_forward) {  // inputs {qkv}, outputs {ctx}
-        cuda::attention_forward<T>(blas_, as<T>(in[0]), as<T>(out[0]), attention_scratch_, layout, d, s);
-      } else {  // inputs {qkv, ctx, dctx}, outputs {dqkv}
-        cuda::attention_backward<T>(blas_, as<T>(in[0]), as<T>(in[in.size() - 1]), as<T>(out[0]), attention_scratch_, layout, d, s);
+      if (l.kind == LaunchKind::attention_forward) {  // inputs {qkv}, outputs {ctx, probs}
+        cuda::attention_forward<T>(blas_, as<T>(in[0]), as<T>(out[0]), attention_scratch_, layout, d, s, as<T>(out[1]));
+      } else {  // inputs {qkv, ctx, probs, dctx}, outputs {dqkv}
+        cuda::attention_backward<T>(blas_, as<T>(in[0]), as<T>(in[in.size() - 1]), as<T>(out[0]), attention_scratch_, layout, d, s,
+                                    as<T>(in[in.size() - 2]));
+      }
+      return;
+    }
+    case LaunchKind::flash_attention_forward:
+    case LaunchKind::flash_attention_backward: {
+      const auto& op = std::get<hardware::AttentionOp>(task.kind);
+      const cuda::AttentionDims d{.batch = op.batch, .heads = op.heads, .kv_heads = op.kv_heads, .seq = op.s_q, .head_dim = op.head_dim,
+                                  .rope = m.position == sim::Position::rope};
+      if (l.kind == LaunchKind::flash_attention_forward) {  // inputs {qkv}, outputs {ctx, lse}
+        cuda::flash_attention_forward<T>(as<T>(in[0]), as<T>(out[0]), as<float>(out[1]), d, s);
+      } else {  // inputs {qkv, ctx, lse, dctx}, outputs {dqkv}
+        cuda::flash_attention_backward<T>(as<T>(in[0]), as<T>(in[in.size() - 3]), as<float>(in[in.size() - 2]), as<T>(in[in.size() - 1]),
+                                          as<T>(out[0]), attention_scratch_, cuda::flash_attention_layout(op), d, s);
       }
       return;
     }
@@ -509,7 +582,9 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
       const auto& a = setup_.adamw;
       const AdamWParams o{.lr = a.lr, .beta1 = a.beta1, .beta2 = a.beta2, .eps = a.eps, .weight_decay = a.weight_decay};
       for (const auto& p : params_)
-        cuda::adamw_update<T>(o, opt_step_, p.master, as<T>(p.weight), as<float>(p.grad), p.m, p.v, p.count, p.decay, s);
+        for (const auto& sg : p.segments)
+          cuda::adamw_update<T>(o, opt_step_, p.master + sg.offset, as<T>(p.weight) + sg.offset, as<float>(p.grad) + sg.offset,
+                                p.m + sg.offset, p.v + sg.offset, sg.count, sg.decay, s);
       return;
     }
     default: break;
@@ -521,7 +596,7 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
   const auto& g = *g_;
   const auto& task = g.tasks[t];
   const auto& l = plan_->launches[t];
-  ncclComm_t comm = task.group ? group_comm_.at(*task.group) : nullptr;
+  ncclComm_t comm = task.group ? stream_comm_.at({*task.group, task.stream}) : nullptr;
   if (!comm) throw std::logic_error(cat("cuda backend: ", g.task_name(t), " has no communicator"));
   auto in = g.inputs(t), out = g.outputs(t);
   const auto count = [&](sim::TensorId id) { return static_cast<std::size_t>(g.tensors[id].rows * g.tensors[id].cols); };
@@ -546,6 +621,30 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
     case LaunchKind::reduce_scatter:
       NCCL_CHECK(ncclReduceScatter(ptr(in[0]), ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), ncclSum, comm, s));
       return;
+    case LaunchKind::bucket_reduce_scatter: {  // ZeRO: pack, reduce-scatter, add into the shard, zero the gradients
+      const BucketLayout b = bucket_layout(g, t);
+      char* scratch = bucket_scratch_.at(task.stream);
+      float* packed = reinterpret_cast<float*>(scratch);
+      float* block = reinterpret_cast<float*>(scratch + (static_cast<std::uint64_t>(b.shard) * g.plan.dp * 4 + 255) / 256 * 256);
+      CUDA_CHECK(cudaMemsetAsync(packed, 0, static_cast<std::size_t>(b.shard) * g.plan.dp * 4, s));
+      for (std::size_t k = 0; k < b.tensors.size(); ++k) {
+        const std::size_t bytes = count(b.tensors[k]) * 4;
+        CUDA_CHECK(cudaMemcpyAsync(packed + b.offsets[k], ptr(b.tensors[k]), bytes, cudaMemcpyDeviceToDevice, s));
+        CUDA_CHECK(cudaMemsetAsync(ptr(b.tensors[k]), 0, bytes, s));
+      }
+      NCCL_CHECK(ncclReduceScatter(packed, block, static_cast<std::size_t>(b.shard), ncclFloat, ncclSum, comm, s));
+      cuda::shard_accumulate(as<float>(out[0]), block, b.shard, s);
+      return;
+    }
+    case LaunchKind::param_all_gather: {  // ZeRO: gather every rank's shard, unpack into the bucket's weights
+      const BucketLayout b = bucket_layout(g, t);
+      const int eb = common::dtype_bytes(g.tensors[in[0]].dtype);
+      char* packed = bucket_scratch_.at(task.stream);
+      NCCL_CHECK(ncclAllGather(ptr(in[0]), packed, static_cast<std::size_t>(b.shard), nccl_dtype(g.tensors[in[0]].dtype), comm, s));
+      for (std::size_t k = 0; k < b.tensors.size(); ++k)
+        CUDA_CHECK(cudaMemcpyAsync(ptr(b.tensors[k]), packed + b.offsets[k] * eb, count(b.tensors[k]) * eb, cudaMemcpyDeviceToDevice, s));
+      return;
+    }
     default: break;
   }
   throw std::logic_error(cat("cuda backend: ", g.task_name(t), " is not a collective"));

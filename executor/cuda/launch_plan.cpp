@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "executor/cuda/attention_layout.hpp"
+#include "executor/zero_layout.hpp"
 #include "common/config_reader.hpp"
 #include "sim/shapes.hpp"
 
@@ -141,6 +142,10 @@ std::string_view to_string(LaunchKind k) {
     case LaunchKind::all_gather: return "all_gather";
     case LaunchKind::reduce_scatter: return "reduce_scatter";
     case LaunchKind::adamw: return "adamw";
+    case LaunchKind::flash_attention_forward: return "flash_attention_forward";
+    case LaunchKind::flash_attention_backward: return "flash_attention_backward";
+    case LaunchKind::bucket_reduce_scatter: return "bucket_reduce_scatter";
+    case LaunchKind::param_all_gather: return "param_all_gather";
   }
   return "?";
 }
@@ -154,6 +159,8 @@ std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const si
   if (plan.pp != 1) return fmt::format("pp={} is not supported by the CUDA backend (expected 1)", plan.pp);
   if (plan.col_slices > 8) return fmt::format("col_slices={} is more than the CUDA residual kernel's 8 chunks", plan.col_slices);
   if (model.head_dim() % 2) return fmt::format("head_dim={} is odd; the CUDA attention kernels rotate pairs", model.head_dim());
+  if (plan.attention == hardware::AttentionKernel::flash && model.head_dim() > kFlashMaxHeadDim)
+    return fmt::format("attention=flash with head_dim={}: the CUDA flash kernel takes head_dim <= {}", model.head_dim(), kFlashMaxHeadDim);
   return std::nullopt;
 }
 
@@ -183,6 +190,7 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
     l.task = static_cast<std::uint32_t>(t);
     l.stream = task.stream;
     l.once_per_step = task.once_per_step;
+    l.step_start = task.step_start;
     if (std::holds_alternative<hardware::GemmOp>(task.kind)) {
       l.kind = LaunchKind::gemm;
       l.gemm = plan_gemm(g, t);
@@ -191,14 +199,23 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
         p.cast_scratch_bytes = std::max<std::uint64_t>(p.cast_scratch_bytes, static_cast<std::uint64_t>(a.rows * a.cols) * act_bytes);
       }
     } else if (const auto* a = std::get_if<hardware::AttentionOp>(&task.kind)) {
-      l.kind = a->backward ? LaunchKind::attention_backward : LaunchKind::attention_forward;
+      const bool flash = a->kernel == hardware::AttentionKernel::flash;
+      l.kind = flash ? (a->backward ? LaunchKind::flash_attention_backward : LaunchKind::flash_attention_forward)
+                     : (a->backward ? LaunchKind::attention_backward : LaunchKind::attention_forward);
       if (a->s_kv != a->s_q || a->q_offset != 0) unsupported(g, t, "attention over earlier sequence slices (row_axis sequence)");
-      p.attention_scratch_bytes = std::max(p.attention_scratch_bytes, attention_layout(*a, act_bytes).bytes);
+      p.attention_scratch_bytes =
+          std::max(p.attention_scratch_bytes, flash ? flash_attention_layout(*a).bytes : attention_layout(*a, act_bytes).bytes);
     } else if (std::holds_alternative<hardware::ElementwiseOp>(task.kind)) {
       l.kind = elementwise_kind(g, t);
     } else if (std::holds_alternative<hardware::CollectiveOp>(task.kind)) {
       l.kind = collective_kind(g, t);
       if (g.on_compute(t)) unsupported(g, t, "a collective on a compute stream");
+      if (is_dp_bucket_collective(g, static_cast<std::uint32_t>(t))) {
+        const auto b = bucket_layout(g, static_cast<std::uint32_t>(t));
+        l.kind = task.op == Op::param_gather ? LaunchKind::param_all_gather : LaunchKind::bucket_reduce_scatter;
+        const auto dp = static_cast<std::uint64_t>(g.plan.dp), shard = static_cast<std::uint64_t>(b.shard);
+        p.bucket_scratch_bytes = std::max(p.bucket_scratch_bytes, align_up(shard * dp * 4) + align_up(shard * 4));
+      }
     } else {
       l.kind = LaunchKind::adamw;
     }

@@ -17,8 +17,10 @@ namespace executor::cuda {
 /// (named <op>_<pass>_kernel in executor/cuda/*.cu).
 enum class LaunchKind : std::uint8_t {
   gemm,                 ///< cuBLASLt matmul, see GemmCall
-  attention_forward,    ///< RoPE + QK^T (strided-batched GEMM) + causal softmax + PV, GQA
-  attention_backward,   ///< recomputes P, then dV, dP, dS, dQ, dK; accumulates into dqkv
+  attention_forward,    ///< unfused: RoPE + QK^T (strided-batched GEMM) + causal softmax into the probs output + PV, GQA
+  attention_backward,   ///< unfused: reads the kept P, then dV, dP, dS, dQ, dK; accumulates into dqkv
+  flash_attention_forward,   ///< tiled online softmax, no score matrix in HBM; writes ctx and the log-sum-exp
+  flash_attention_backward,  ///< recomputes P per key tile from the log-sum-exp; dQ, dK, dV in fp32 scratch
   norm_forward,         ///< LayerNorm or RMSNorm of each row
   norm_backward,        ///< input gradient (+ residual gradient) and fp32 weight gradient (+=)
   activation_forward,   ///< GeLU (tanh) or SwiGLU
@@ -31,7 +33,9 @@ enum class LaunchKind : std::uint8_t {
   all_reduce,           ///< NCCL, in place (sum)
   all_gather,           ///< NCCL, [rows/tp, cols] -> [rows, cols]
   reduce_scatter,       ///< NCCL, [rows, cols] -> [rows/tp, cols]
-  adamw,                ///< fused AdamW over every weight; zeroes the gradients for the next step
+  adamw,                ///< fused AdamW over every weight (ZeRO: over this rank's shards); zeroes the gradients
+  bucket_reduce_scatter,  ///< ZeRO: pack a DP bucket's fp32 gradients, NCCL ReduceScatter, add into the shard, zero the gradients
+  param_all_gather,       ///< ZeRO: NCCL AllGather of a parameter shard, unpacked into the bucket's weights
 };
 std::string_view to_string(LaunchKind k);
 
@@ -53,6 +57,7 @@ struct Launch {
   LaunchKind kind = LaunchKind::gemm;
   sim::StreamId stream = 0;                  ///< the graph's stream (StepGraph::streams)
   bool once_per_step = false;                ///< only in the last micro-batch of a step
+  bool step_start = false;                   ///< only in the first micro-batch of a step
   std::vector<std::uint32_t> waits;          ///< events (indices) to cudaStreamWaitEvent on first
   std::optional<std::uint32_t> record;       ///< event to cudaEventRecord after the call
   std::optional<GemmCall> gemm;              ///< for LaunchKind::gemm
@@ -71,6 +76,7 @@ struct LaunchPlan {
   std::uint64_t arena_bytes = 0;
   std::uint64_t attention_scratch_bytes = 0;  ///< largest attention task's scratch (compute stream only)
   std::uint64_t cast_scratch_bytes = 0;       ///< largest fp32 GEMM operand cast to the low-precision dtype
+  std::uint64_t bucket_scratch_bytes = 0;     ///< ZeRO: largest padded bucket in fp32 plus its shard (per communication stream)
   std::uint64_t weight_params = 0;            ///< elements over all weights (AdamW master, m, v)
   std::size_t cross_stream_edges = 0;         ///< dependencies that became event waits
 };
@@ -81,8 +87,9 @@ struct LaunchPlan {
 /// backend cannot run (call check_cuda_plan first for a friendlier message).
 LaunchPlan plan_launches(const sim::StepGraph& graph);
 
-/// @brief Why the CUDA backend refuses a plan (fp8, sequence-axis row slices, pipeline stages),
-/// as one line naming the key; nullopt when it can run.
+/// @brief Why the CUDA backend refuses a plan (fp8, sequence-axis row slices, pipeline stages,
+/// flash attention with a head dim its kernel does not take), as one line naming the key; nullopt
+/// when it can run.
 std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const sim::Plan& plan);
 
 }  // namespace executor::cuda

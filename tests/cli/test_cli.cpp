@@ -144,6 +144,12 @@ TEST_CASE("bad inputs give a one-line error and a non-zero exit") {
       {"simulate --tp 8 --strategy fastest", "--strategy: expected none | domino, got 'fastest'"},
       {"whatif --sweep nodes=1,2 --profile cpu-epyc-2x", "--profile: whatif sweeps hardware parameters"},
       {"run --model tiny --profile cpu-epyc-2x", "--profile: run measures a plan"},
+      // memory savers
+      {"simulate --model gpt3-175b --nodes 16 --tp 8 --dp 16 --zero 4", "--zero: expected a ZeRO stage 0 | 1 | 2 | 3, got 4"},
+      {"simulate --model gpt3-175b --nodes 16 --tp 8 --dp 16 --recompute full --recompute-layers 97",
+       "recompute_layers: recompute_layers=97 is outside 1..96 (the model's layers)"},
+      {"simulate --model gpt3-13b --tp 8 --dtype fp32 --attention flash", "attention: attention=flash needs bf16 or fp16 activations"},
+      {"simulate --model gpt3-13b --tp 8 --recompute some", "--recompute: expected none | selective | full, got 'some'"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
@@ -153,6 +159,30 @@ TEST_CASE("bad inputs give a one-line error and a non-zero exit") {
     CHECK(r.err.find(c.expect) != std::string::npos);
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("simulate prints the per-GPU memory breakdown, line by line, and whether it fits with the reserve") {
+  // The command (gpt3-175b, 16 DGX-H100, tp 8, dp 16, ZeRO-1, full recompute): every line
+  // of the breakdown; the values themselves are derived by hand in tests/sim/test_memory.cpp.
+  const std::string cmd = "simulate --model gpt3-175b --cluster dgx-h100 --nodes 16 --tp 8 --dp 16 --zero 1 --recompute full";
+  const auto r = run(cmd);
+  REQUIRE(r.code == 0);
+  for (const char* line : {"weights", "gathered weights", "gradients", "optimizer state", "activations", "recomputed activations",
+                           "temporary buffers", "DP buckets", "NCCL buffers", "CUDA context", "total", "fragmentation reserve", "usable"})
+    CHECK(r.out.find(std::string("\n") + line + " ") != std::string::npos);
+  CHECK(r.out.find("/ dp 16 (ZeRO shard)") != std::string::npos);  // optimizer state over dp
+  CHECK(r.out.find("recompute full") != std::string::npos);
+  const auto j = run(cmd + " --json");
+  REQUIRE(j.code == 0);
+  const auto mem = nlohmann::json::parse(j.out).at("memory");
+  double sum = 0;
+  for (const char* k : {"weights_gb", "gathered_weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "recomputed_gb",
+                        "temporaries_gb", "dp_buckets_gb", "nccl_gb", "cuda_context_gb"})
+    sum += mem.at(k).get<double>();
+  CHECK(mem.at("total_gb").get<double>() == doctest::Approx(sum));
+  // 5 % of 80 GB kept free (configs/clusters/dgx-h100.yaml memory.fragmentation_reserve)
+  CHECK(mem.at("usable_gb").get<double>() == doctest::Approx(76.0));
+  CHECK(mem.at("fits").get<bool>() == (sum <= 76.0));
 }
 
 TEST_CASE("list shows the embedded models and clusters") {

@@ -228,4 +228,62 @@ TEST_CASE("attention scratch: sizes in closed form") {
   CHECK(l.p - l.s == 32768);
 }
 
+TEST_CASE("memory savers map onto launches: ZeRO bucket collectives, recompute kernels, the plan's attention kernel") {
+  // tiny: 2 layers, tp 1 x dp 2, 2 sequences per rank in one micro-batch. Each (ZeRO stage,
+  // recompute mode, attention kernel) must translate without a refusal and with every cross-stream
+  // edge waited on (check_events). Expected, from the builder (sim/builder.hpp):
+  //  - every ZeRO gradient bucket reduction (Op::dp_reduce) is a bucket_reduce_scatter and every
+  //    parameter gather (Op::param_gather) a param_all_gather; with ZeRO at least one of each;
+  //  - recompute re-runs forward tasks in the backward: selective the attention forward of each of
+  //    the 2 layers once (Megatron's core-attention recompute), full every layer's forward;
+  //  - flash runs the flash kernels; unfused and unfused_compiled both the unfused kernels, which
+  //    write the probabilities (the score matrix) for the backward.
+  using K = hardware::AttentionKernel;
+  for (int zero : {1, 3})
+    for (auto rc : {sim::Recompute::none, sim::Recompute::selective, sim::Recompute::full})
+      for (K att : {K::flash, K::unfused, K::unfused_compiled}) {
+        auto in = plan(1, 2, 2, &sim::strategy_none());
+        in.zero = zero;
+        in.recompute = rc;
+        in.attention = att;
+        const auto b = build("tiny", in);
+        INFO("zero " << zero << ", recompute " << sim::to_string(rc) << ", attention " << hardware::to_string(att));
+        const auto p = executor::cuda::plan_launches(b.graph);
+        check_events(b.graph, p);
+        int scatters = 0, gathers = 0, recomputed = 0, recomputed_attention = 0, flash = 0, unfused = 0;
+        for (std::size_t t = 0; t < b.graph.size(); ++t) {
+          const auto& task = b.graph.tasks[t];
+          const LaunchKind k = p.launches[t].kind;
+          if (task.op == sim::Op::dp_reduce) {
+            CHECK(k == LaunchKind::bucket_reduce_scatter);
+            ++scatters;
+          }
+          if (task.op == sim::Op::param_gather) {
+            CHECK(k == LaunchKind::param_all_gather);
+            ++gathers;
+          }
+          if (task.recompute) {
+            ++recomputed;
+            if (task.op == sim::Op::attention) ++recomputed_attention;
+          }
+          if (k == LaunchKind::flash_attention_forward || k == LaunchKind::flash_attention_backward) ++flash;
+          if (k == LaunchKind::attention_forward || k == LaunchKind::attention_backward) ++unfused;
+        }
+        CHECK(scatters >= 1);
+        CHECK(gathers >= 1);
+        if (rc == sim::Recompute::none) CHECK(recomputed == 0);
+        if (rc == sim::Recompute::selective) {
+          CHECK(recomputed_attention == 2);
+          CHECK(recomputed == 2);  // the core attention alone
+        }
+        if (rc == sim::Recompute::full) {
+          CHECK(recomputed_attention == 2);
+          CHECK(recomputed > 2 * 4);  // norm, QKV, attention, out-proj, ... of each layer
+        }
+        // 2 layers x (forward + backward) + the recomputed forwards, all of the plan's kind
+        CHECK(flash + unfused == 2 * 2 + recomputed_attention);
+        CHECK((att == K::flash ? unfused : flash) == 0);
+      }
+}
+
 #endif  // SLICETUNE_HAVE_CUDA_BACKEND

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "executor/cpu/flash_attention.hpp"
 #include "executor/cpu/kernels.hpp"
 
 namespace cpu = executor::cpu;
@@ -100,19 +101,52 @@ TEST_CASE("causal attention with RoPE and grouped-query heads over two sequence 
   const cpu::AttentionShape a{.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 4, .s_q = 3, .q_offset = 3, .kv_block = 3, .rope = true};
   const cpu::i64 width = (4 + 2 * 2) * 4, rows = 2 * 3;
   Vec q0 = random_vec(rows * width, 9), q1 = random_vec(rows * width, 10), r = random_vec(rows * 16, 11);
+  // the kept probabilities: batch x heads x s_q rows of q_offset + s_q keys
+  Vec probs(2 * 4 * 3 * 6);
   auto fwd = [&] {
     Vec ctx(rows * 16);
     const float* kv[] = {q0.data(), q1.data()};
-    cpu::attention_forward(a, kv, ctx.data());
+    cpu::attention_forward(a, kv, ctx.data(), probs.data());
     return ctx;
   };
   Vec ctx = fwd(), d0(rows * width, 0.0f), d1(rows * width, 0.0f);
   const float* kv[] = {q0.data(), q1.data()};
   float* dkv[] = {d0.data(), d1.data()};
-  cpu::attention_backward(a, kv, ctx.data(), r.data(), dkv);
+  cpu::attention_backward(a, kv, ctx.data(), probs.data(), r.data(), dkv);
   // slice 0's tensor: only its K and V are read (its queries belong to another task): Q part 0
   CHECK(rel_diff(d0, numeric_grad(q0, r, fwd)) < 1e-2);
   CHECK(rel_diff(d1, numeric_grad(q1, r, fwd)) < 1e-2);
+}
+
+TEST_CASE("flash attention (tiled online softmax) equals the unfused kernel over several query and key tiles") {
+  // Queries [40, 80) over keys [0, 80) in two QKV tensors of 40 positions (sequence-axis slice 1 of
+  // 2), GQA 4 heads on 2 K/V heads, D 8, RoPE: 3 query tiles of 16 (the last partial) against up to
+  // 3 key tiles of 32, so the running max and sum are rescaled across tiles and the causal edge
+  // cuts tiles. Both kernels compute the same sums in another order: outputs and gradients agree to
+  // fp32 rounding (<= 1e-5 relative as whole tensors). The backward of each reads what its own
+  // forward kept (probabilities; log-sum-exp), so equal gradients also check what flash keeps.
+  static_assert(cpu::kFlashQueryTile == 16 && cpu::kFlashKeyTile == 32);
+  const cpu::AttentionShape a{.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .s_q = 40, .q_offset = 40, .kv_block = 40, .rope = true};
+  const cpu::i64 width = (4 + 2 * 2) * 8, rows = 2 * 40, qrows = 2 * 4 * 40;
+  const Vec q0 = random_vec(rows * width, 21, 2.0f), q1 = random_vec(rows * width, 22, 2.0f), dctx = random_vec(rows * 32, 23);
+  const float* kv[] = {q0.data(), q1.data()};
+  Vec ctx_u(rows * 32), probs(qrows * 80), ctx_f(rows * 32), lse(qrows);
+  cpu::attention_forward(a, kv, ctx_u.data(), probs.data());
+  cpu::flash_attention_forward(a, kv, ctx_f.data(), lse.data());
+  CHECK(rel_diff(ctx_f, ctx_u) < 1e-5);
+  // the probabilities the unfused kernel keeps: every query row sums to 1 (zero beyond its keys)
+  for (cpu::i64 r = 0; r < qrows; r += 37) {
+    double sum = 0;
+    for (cpu::i64 c = 0; c < 80; ++c) sum += probs[r * 80 + c];
+    CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+  }
+  Vec du0(rows * width, 0.0f), du1(rows * width, 0.0f), df0(rows * width, 0.0f), df1(rows * width, 0.0f);
+  float* dkv_u[] = {du0.data(), du1.data()};
+  float* dkv_f[] = {df0.data(), df1.data()};
+  cpu::attention_backward(a, kv, ctx_u.data(), probs.data(), dctx.data(), dkv_u);
+  cpu::flash_attention_backward(a, kv, ctx_f.data(), lse.data(), dctx.data(), dkv_f);
+  CHECK(rel_diff(df0, du0) < 1e-5);
+  CHECK(rel_diff(df1, du1) < 1e-5);
 }
 
 TEST_CASE("vocab-parallel cross-entropy: merged statistics equal the whole vocabulary's, gradient matches finite differences") {

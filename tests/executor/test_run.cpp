@@ -109,6 +109,45 @@ TEST_CASE("tiny-llama (RMSNorm, SwiGLU, RoPE, GQA, untied head): sequence-axis d
   check_same(ref, run_dump("llama_seq4", 1, "tiny-llama", "--micro-batch 2 --strategy domino --row-slices 4 --row-axis sequence"));
 }
 
+/// Recompute runs the same kernels on the same inputs in the same order as the first forward, so
+/// its tensors are bit-identical; the bar is the issue's 1e-6 relative.
+void check_identical(const Dump& ref, const Dump& got) {
+  REQUIRE(got.loss.size() == ref.loss.size());
+  for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(std::abs(got.loss[s] - ref.loss[s]) / ref.loss[s] <= 1e-6);
+  REQUIRE(got.grads.size() == ref.grads.size());
+  for (const auto& [name, g] : ref.grads) {
+    REQUIRE(got.grads.count(name) == 1);
+    INFO("gradient " << name);
+    CHECK(rel_diff(got.grads.at(name), g) <= 1e-6);
+  }
+}
+
+TEST_CASE("memory savers train like the plain plan: recompute (<= 1e-6), ZeRO-1 / ZeRO-3 over dp (<= 1e-5), flash = unfused") {
+  // activation recompute: the backward reads tensors recomputed from the kept checkpoint
+  const Dump ref = run_dump("ms_ref", 2, "tiny", "--micro-batch 4 --tp 2");
+  check_identical(ref, run_dump("ms_rc_sel", 2, "tiny", "--micro-batch 4 --tp 2 --recompute selective"));
+  check_identical(ref, run_dump("ms_rc_full", 2, "tiny", "--micro-batch 4 --tp 2 --recompute full"));
+  check_identical(ref, run_dump("ms_rc_full2", 2, "tiny", "--micro-batch 4 --tp 2 --recompute full --recompute-layers 2"));
+  check_identical(ref, run_dump("ms_rc_block", 2, "tiny", "--micro-batch 4 --tp 2 --recompute full --recompute-method block"));
+  // ZeRO over dp 2 with two micro-batches (gradient accumulation into the shards) against plain
+  // data parallelism; both steps' losses (the second after the sharded optimizer step and the
+  // parameter gather) and the reassembled first-step gradients; small buckets: several shards
+  const Dump dp = run_dump("ms_dp", 2, "tiny", "--micro-batch 1 --global-batch 4 --dp-bucket-mb 0.05");
+  check_same(dp, run_dump("ms_zero1", 2, "tiny", "--micro-batch 1 --global-batch 4 --dp-bucket-mb 0.05 --zero 1"));
+  check_same(dp, run_dump("ms_zero1_nooverlap", 2, "tiny",
+                          "--micro-batch 1 --global-batch 4 --dp-bucket-mb 0.05 --zero 1 --overlap-param-gather false"));
+  check_same(dp, run_dump("ms_zero2", 2, "tiny", "--micro-batch 1 --global-batch 4 --dp-bucket-mb 0.05 --zero 2"));
+  check_same(dp, run_dump("ms_zero3", 2, "tiny", "--micro-batch 1 --global-batch 4 --zero 3"));
+  // tp 2 x dp 2 with sequence parallelism, ZeRO-3 and full recompute together
+  check_same(dp, run_dump("ms_zero3_tp2", 4, "tiny", "--micro-batch 1 --global-batch 4 --tp 2 --sequence-parallel --zero 3 --recompute full"));
+  // flash attention (tiled online softmax, the CPU cluster's kernel) against the unfused kernel
+  // that keeps the probabilities: same sums in another order, <= 1e-5
+  const Dump unfused = run_dump("ms_unfused", 1, "tiny-llama", "--micro-batch 2 --attention unfused");
+  check_same(unfused, run_dump("ms_flash", 1, "tiny-llama", "--micro-batch 2 --attention flash"));
+  check_same(unfused, run_dump("ms_flash_seq", 2, "tiny-llama",
+                               "--micro-batch 2 --tp 2 --attention flash --strategy domino --row-slices 2 --row-axis sequence"));
+}
+
 TEST_CASE("the issue's command trains: loss falls over 20 steps, step times and a measured trace are written") {
   // the issue's command (micro-batch defaults to one sequence per row slice: 2)
   REQUIRE(launch(2, "run --backend cpu --model tiny --tp 2 --strategy domino --row-slices 2 --steps 20 --json "

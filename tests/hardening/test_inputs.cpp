@@ -65,15 +65,16 @@ const std::string kTinyModel =
 }  // namespace
 
 TEST_CASE("every number in a cluster file: NaN, infinity, negative and huge values are refused, naming the key") {
-  // dgx-h100.yaml has 41 numeric keys (gpu 14, node 3, network 5 with nic_efficiency, host 12: launch_us,
+  // dgx-h100.yaml has 43 numeric keys (gpu 14, node 3, network 5 with nic_efficiency, host 12: launch_us,
   // op_overhead_us and gemm_efficiency of each of the 4 stacks, interference 4 with sm_comm_slowdown and
-  // copy_engine_bandwidth, nccl 3); each must refuse .nan, .inf, -1 and 1e300 (every key is a rate,
+  // copy_engine_bandwidth, nccl 3, memory 2: fragmentation_reserve and cuda_context_gb); each must
+  // refuse .nan, .inf, -1 and 1e300 (every key is a rate,
   // count, time or fraction with a finite range: common/limits.hpp). Before: 16 keys took NaN and
   // kernel_latency_us took anything.
   const YAML::Node root = YAML::Load(common::resolve_config("clusters", "dgx-h100").text);
   std::vector<std::vector<std::string>> leaves;
   numeric_leaves(root, {}, leaves);
-  CHECK(leaves.size() == 41);
+  CHECK(leaves.size() == 43);
   for (const auto& leaf : leaves)
     for (const char* bad : {".nan", ".inf", "-.inf", "-1", "1e300"}) {
       const std::string key = join(leaf);
@@ -98,6 +99,18 @@ TEST_CASE("integers wider than the field are refused at load, not truncated") {
   CHECK(error_of([] { sim::parse_plan_input("dp_bucket_mb: .inf\n", "p.yaml"); }) == "p.yaml: dp_bucket_mb: expected a finite number, got '.inf'");
   CHECK(error_of([] { sim::parse_plan_input("seq_len: 1000000000\n", "p.yaml"); }) ==
         "p.yaml: seq_len: expected an integer in [1, 4194304], got 1000000000");
+  // the memory savers' keys: 2^32 + 1 must not become recompute_layers 1 or ZeRO stage 1
+  CHECK(error_of([] { sim::parse_plan_input("recompute_layers: 4294967297\n", "p.yaml"); }) ==
+        "p.yaml: recompute_layers: expected an integer in [1, 4096], got 4294967297");
+  CHECK(error_of([] { sim::parse_plan_input("zero: 4294967297\n", "p.yaml"); }) == "p.yaml: zero: expected an integer in [0, 3], got 4294967297");
+  CHECK(error_of([] { sim::parse_plan_input("zero: -1\n", "p.yaml"); }) == "p.yaml: zero: expected an integer in [0, 3], got -1");
+  CHECK(error_of([] { sim::parse_plan_input("zero: 1.5\n", "p.yaml"); }).rfind("p.yaml: zero: expected an integer", 0) == 0);
+  CHECK(error_of([] { sim::parse_plan_input("recompute: full\nzero: 1\nzero: 2\n", "p.yaml"); }) == "p.yaml: zero: duplicate key (line 3, column 1)");
+  CHECK(error_of([] { sim::parse_plan_input("overlap_grad_reduce: 2\n", "p.yaml"); }).rfind("p.yaml: overlap_grad_reduce:", 0) == 0);
+  // and they still read where they are right
+  const sim::PlanInput in = sim::parse_plan_input("recompute: full\nrecompute_layers: 4096\nzero: 3\n", "p.yaml");
+  CHECK(in.recompute_layers.value_or(0) == 4096);
+  CHECK(in.zero.value_or(0) == 3);
 }
 
 TEST_CASE("duplicate keys, keys that are not names and alias bombs are refused, naming the file") {
@@ -221,6 +234,9 @@ TEST_CASE("bad flags and files through the command: one line naming the flag or 
       {{"tune", "--global-batch", "2147483647"}, "slicetune: error: --global-batch: expected an integer in [1, 16777216]"},
       {{"simulate", "--seq-len", "1000000000"}, "slicetune: error: --seq-len: expected an integer in [1, 4194304], got 1000000000"},
       {{"simulate", "--tp", "4294967304"}, "slicetune: error: --tp: expected an integer in [1, 1048576], got 4294967304"},
+      {{"simulate", "--zero", "4294967297"}, "slicetune: error: --zero: expected a ZeRO stage 0 | 1 | 2 | 3, got 4294967297"},
+      {{"simulate", "--recompute", "full", "--recompute-layers", "4294967297"},
+       "slicetune: error: --recompute-layers: expected an integer in [1, 4096], got 4294967297"},
       {{"simulate", "--dp-bucket-mb", "inf"}, "slicetune: error: --dp-bucket-mb: expected a finite number in (0, 1000000], got inf"},
       {{"simulate", "--dp-bucket-mb", "nan"}, "slicetune: error: --dp-bucket-mb: expected a finite number"},
       {{"simulate", "--plan", s / "dup.yaml"}, "dup.yaml: tp: duplicate key (line 2, column 1)"},
@@ -247,7 +263,7 @@ TEST_CASE("bad flags and files through the command: one line naming the flag or 
       {{"simulate", "--model", "gpt3-175b", "--strategy", "domino", "--row-axis", "sequence", "--row-slices", "16384"},
        "slicetune: error: --row-slices: expected an integer in 1..64, got '16384'"},
       {{"simulate", "--model", "gpt3-175b", "--strategy", "domino", "--row-axis", "sequence", "--row-slices", "64", "--col-slices", "64"},
-       "slicetune: error: flags: row_slices: 96 layers x 64 row slices x 64 column chunks make up to 1734086 tasks per rank, more than "
+       "slicetune: error: flags: row_slices: 96 layers x 64 row slices x 64 column chunks make up to 1746438 tasks per rank, more than "
        "the 1000000"},
 #ifdef SLICETUNE_HAVE_EXECUTOR
       {{"run", "--model", "tiny", "--lr", "inf"}, "slicetune: error: --lr: expected a finite number in (0, 1], got inf"},

@@ -94,6 +94,28 @@ TEST_CASE("a profile survives format -> parse -> format byte for byte") {
   CHECK(back.cluster.node.gpus_per_node == 2);
 }
 
+TEST_CASE("a profile whose cluster lists fused ops (host.stacks of dgx-h100) writes and reads back") {
+  // `slicetune profile --backend cuda` starts from the embedded cluster of the GPU's generation
+  // (profiler/cuda_profiler.cpp), whose stacks carry lists such as `fused: [gelu]` and `fused: []`.
+  // Expected: every stack's fused set and attention kernel after format -> parse equal those of
+  // the cluster file read directly (the first run on an H200 failed here: lists were written as "").
+  const auto text = common::resolve_config("clusters", "dgx-h100").text;
+  const ClusterSpec direct = parse_cluster(text, "dgx-h100.yaml");
+  Profile p = power_law_profile();
+  p.cluster_node = YAML::Load(text);
+  p.cluster = cluster_from_node(p.cluster_node, "profile: cluster");
+  const Profile back = parse_profile(format_profile(p), "mem.yaml");
+  int stacks_with_fused_ops = 0;
+  for (Stack s : kAllStacks) {
+    const auto i = static_cast<int>(s);
+    CAPTURE(i);
+    CHECK(back.cluster.host.stacks[i].fused == direct.host.stacks[i].fused);
+    CHECK(back.cluster.host.stacks[i].attention == direct.host.stacks[i].attention);
+    stacks_with_fused_ops += direct.host.stacks[i].fused != 0;
+  }
+  CHECK(stacks_with_fused_ops >= 1);  // dgx-h100.yaml: megatron-core fuses gelu, cuda_graphs residual
+}
+
 TEST_CASE("every committed profile under configs/profiles loads and writes back identically") {
   // Expected: load -> save gives the identical file (the round-trip criterion), for the real
   // profiles measured on machines, not only for synthetic ones.

@@ -31,55 +31,72 @@ sim::Plan plan(int tp, int dp, int mb, int gb, bool sp, const sim::Strategy* st,
 }  // namespace
 
 TEST_CASE("toy model: memory worked out by hand") {
-  // Toy (tests/tuner/toy.hpp): L=4, h=256, ffn=1024, V=1024, S=128, LayerNorm (2h params per
-  // norm), learned positions, tied embeddings, tp=1, bf16.
+  // Toy (tests/tuner/toy.hpp): L=4, h=256, a=4 heads, ffn=1024, V=1024, S=128, LayerNorm (2h
+  // params per norm), learned positions, tied embeddings, tp=1, bf16, flash attention.
   // params = V h + S h + L (2*2h + 3h^2 + h^2 + 2 h ffn) + 2h = 262144 + 32768 + 4*787456 + 512 = 3,445,248
-  // static bytes = 18 B per parameter (2 bf16 weight + 4 fp32 grad + 12 Adam) = 62,014,464
-  // saved activations per token: per layer x, norm1, ctx, x_mid, norm2 (h each), qkv (3h),
-  // fc1 out and activation (ffn each) = 8h + 2 ffn = 4096 elements; outside the layers the last
-  // residual and the final-norm output (2h) -> 2 B * (4*4096 + 512) = 33,792 B per token.
+  // model state = 18 B per parameter (2 bf16 weight + 4 fp32 grad + 12 fp32 master and Adam) = 62,014,464
+  // saved activations per token: per layer x, norm1, ctx, x_mid, norm2 (h each), qkv (3h), fc1
+  // out and activation (ffn each) = 8h + 2 ffn = 4096 bf16 elements, plus flash attention's fp32
+  // log-sum-exp per head (4 x 4 B); outside the layers the last residual and the final-norm
+  // output (2h) -> 4 * (2 * 4096 + 16) + 2 * 512 = 33,856 B per token.
   const auto m = toy::model();
   const auto c = toy::cluster(1, 1e12);
-  const tuner::MemoryModel mem(m, c);
   for (int mb : {1, 4, 8}) {
     const auto p = plan(1, 1, mb, 8, false, &sim::strategy_none(), 1, sim::RowAxis::batch, 1, 128);
     CHECK(tuner::rank_params(m, p) == 3445248);
-    const auto e = mem.estimate(p);
+    const auto e = sim::estimate_memory(m, c, p);
     CHECK(e.weights + e.gradients + e.optimizer == doctest::Approx(62014464.0));
-    CHECK(e.activations == doctest::Approx(33792.0 * 128 * mb));
+    CHECK(e.activations == doctest::Approx(33856.0 * 128 * mb));
   }
 }
 
-TEST_CASE("closed-form memory equals estimate_memory of the full graph") {
-  // The closed form claims exactness (same tensors, linear in tokens and layers) for every
-  // slicing; compare with the graph-based estimate over a spread of plans.
+TEST_CASE("closed-form memory equals the step graph's saved and recomputed tensors") {
+  // The closed form (sim::estimate_memory) claims to count exactly the activation tensors the
+  // builder makes that a forward task writes and a backward (or recompute) task reads, for every
+  // slicing, sequence parallelism, attention kernel and recompute mode; compare it with the
+  // graph's own tensors (sim::saved_activation_bytes, sim::recompute_working_bytes).
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
-  const tuner::MemoryModel mem(m, c);
   const sim::Strategy* const none = &sim::strategy_none();
   const sim::Strategy* const domino = &sim::strategy_domino();
   using A = sim::RowAxis;
-  const std::vector<sim::Plan> plans{
+  std::vector<sim::Plan> base{
       plan(8, 2, 4, 64, false, none, 1, A::batch, 1, 2048),     plan(8, 2, 4, 64, true, domino, 2, A::batch, 2, 2048),
       plan(4, 4, 2, 64, false, domino, 4, A::sequence, 1, 2048), plan(8, 2, 2, 16, true, domino, 2, A::sequence, 4, 1024),
       plan(2, 8, 1, 64, false, domino, 1, A::batch, 2, 2048)};
+  std::vector<sim::Plan> plans;
+  for (const auto& b : base)
+    for (auto att : {hardware::AttentionKernel::flash, hardware::AttentionKernel::unfused})
+      for (int variant = 0; variant < 5; ++variant) {
+        sim::Plan p = b;
+        p.attention = att;
+        if (variant == 1) p.recompute = sim::Recompute::selective;
+        if (variant >= 2) p.recompute = sim::Recompute::full;
+        if (variant == 3) p.recompute_layers = 3;  // uniform chunks of 3 layers (40 = 13 x 3 + 1)
+        if (variant == 4) {
+          p.recompute_method = sim::RecomputeMethod::block;
+          p.recompute_layers = 7;
+        }
+        if (variant % 2) p.zero = 1 + variant % 3;
+        plans.push_back(p);
+      }
   for (const auto& p : plans) {
     CAPTURE(sim::describe(p));
     REQUIRE_FALSE(sim::check_plan(m, c, p));
-    const auto g = sim::estimate_memory(sim::build_step_graph(m, c, p));
-    const auto e = mem.estimate(p);
-    CHECK(e.weights == doctest::Approx(g.weights).epsilon(1e-12));
-    CHECK(e.gradients == doctest::Approx(g.gradients).epsilon(1e-12));
-    CHECK(e.optimizer == doctest::Approx(g.optimizer).epsilon(1e-12));
-    CHECK(e.activations == doctest::Approx(g.activations).epsilon(1e-12));
+    const auto g = sim::build_step_graph(m, c, p);
+    const auto e = sim::estimate_memory(m, c, p);
+    CHECK(e.activations == doctest::Approx(sim::saved_activation_bytes(g)).epsilon(1e-12));
+    CHECK(e.recomputed == doctest::Approx(sim::recompute_working_bytes(g)).epsilon(1e-12));
   }
 }
 
 TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-layer estimate tracks it") {
   // Lower bound: solo time of GEMMs and attention only; the engine runs compute at most at solo
   // speed on one in-order stream, so bound <= step time for every plan. The estimate simulates 2
-  // and 3 layers and extrapolates; the engine is periodic per layer, so we expect < 1 % error.
+  // and 3 layers and extrapolates; the engine is periodic per layer, so we expect a small error:
+  // < 2 % (measured worst 1.4 %, tp8 dp2 mb2 sp domino 2x4 seq, since sequence parallelism gathers
+  // the norm outputs again in the backward; 1 % held before). The final ranking simulates whole.
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
@@ -100,8 +117,8 @@ TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-lay
     CHECK(ev.compute_lower_bound(p) <= full.step_time);
     const double err = std::abs(est.step_time.s() - full.step_time.s()) / full.step_time.s();
     worst = std::max(worst, err);
-    CHECK(err < 0.01);
-    CHECK(est.memory.total() == doctest::Approx(full.memory.total()).epsilon(1e-9));
+    CHECK(err < 0.02);
+    CHECK(est.memory.total() == doctest::Approx(full.memory.total()).epsilon(1e-12));
   }
   MESSAGE("max reduced-layer estimate error over " << plans.size() << " plans: " << 100 * worst << " %");
 }

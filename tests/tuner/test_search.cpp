@@ -8,6 +8,7 @@
 #include "common/config_error.hpp"
 #include "hardware/cost_model.hpp"
 #include "tests/tuner/toy.hpp"
+#include "sim/memory.hpp"
 #include "tuner/search.hpp"
 #include "sim/strategy.hpp"
 
@@ -21,6 +22,11 @@ tuner::SearchSpace toy_space() {
   s.knob_values["col_slices"] = {1, 2};
   s.dp_bucket_mb = {25};
   s.global_batch = 8;
+  // memory savers held at one setting: no ZeRO (one GPU), no recompute, flash attention
+  s.zero = {0};
+  s.recompute = {sim::Recompute::none};
+  s.attention = {hardware::AttentionKernel::flash};
+  s.block_recompute = false;
   return s;
 }
 
@@ -29,9 +35,11 @@ tuner::SearchSpace toy_space() {
 TEST_CASE("one GPU, toy model: the optimum worked out by hand") {
   // Space: tp 1 on one GPU, global batch 8, micro-batch {1,2,4,8}, none or domino with row slices
   // {1,2,4} (batch or sequence axis) and column chunks {1,2}.
-  // Memory (hand-derived in test_memory_bounds): 62,014,464 B static + 33,792 B per token of a
-  // micro-batch of 128-token sequences: mb 4 needs 79.3 MB, mb 8 needs 96.6 MB. With 88 MB per
-  // GPU every mb-8 plan is refused for memory.
+  // Memory (hand-derived in test_memory_bounds): 62,014,464 B static + 33,856 B per token of a
+  // micro-batch of 128-token sequences, plus the largest temporary, the loss's fp32 logits and
+  // their gradient (8 B x 1024 vocabulary per token): mb 4 needs 62.01 + 17.33 + 4.19 = 83.5 MB,
+  // mb 8 needs 62.01 + 34.67 + 8.39 = 105.1 MB. With 88 MB per GPU (toy::cluster: no CUDA
+  // context, no reserve) every mb-8 plan is refused for memory.
   // Time: every kernel of this model takes a few us (one wave of tiles) while eager PyTorch
   // issues one op per 12 us, so the step is launch-bound: step ~ 12 us x ops per step. Ops per
   // step = micro-batches x ops per micro-batch; row slices and column chunks only multiply ops
@@ -77,7 +85,7 @@ TEST_CASE("one GPU, toy model: the optimum worked out by hand") {
 TEST_CASE("infeasible plans are counted by reason, with an example and a message") {
   // gpt3-13b on one DGX-H100, tp {1, 8}, micro-batch {1, 2}, none or domino with row slices
   // {1, 2, 4} on the batch axis, one bucket size, global batch 16: 2 tp x 2 mb x 4 = 16 plans.
-  // tp 1: weights + grads + Adam = 18 B x 12.85 B params = 231 GB > 80 GB, so every plan there that
+  // tp 1: weights + grads + Adam = 18 B x 12.85 B params = 231 GB > 76 GB usable, so every plan there that
   // passes the divisibility checks is refused for memory: mb 1: none, domino 1 (2); mb 2: none,
   // domino 1, domino 2 (3) -> 5. Row slices not dividing the micro-batch: mb 1 with rs 2, 4 and
   // mb 2 with rs 4, at both tp -> 6. tp 8: 29 GB static + at most 2 sequences of activations: fits.
@@ -93,6 +101,11 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   s.knob_values["col_slices"] = {1};
   s.dp_bucket_mb = {25};
   s.global_batch = 16;
+  // memory savers at their defaults: no ZeRO, no recompute, the cluster's (unfused) attention
+  s.zero = {0};
+  s.recompute = {sim::Recompute::none};
+  s.attention = {hardware::AttentionKernel::unfused};
+  s.block_recompute = false;
   tuner::SearchOptions o;
   o.threads = 2;
   o.top_k = 2;
@@ -137,7 +150,7 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   const auto a = tuner::search(m, c, *cost, s, o1);
   CHECK(calls >= 1);
   CHECK(last.done == last.total);
-  CHECK(last.total == a.considered - a.infeasible);
+  CHECK(last.total == a.considered - a.infeasible - a.dominated);
   const auto b = tuner::search(m, c, *cost, s, o3);
   CHECK(a.considered == b.considered);
   CHECK(a.infeasible == b.infeasible);
@@ -228,6 +241,7 @@ TEST_CASE("a search split over 3 processes gives every process the one-process r
     CHECK(r.processes == kProcs);
     CHECK(r.considered == one.considered);
     CHECK(r.infeasible == one.infeasible);
+    CHECK(r.dominated == one.dominated);
     CHECK(r.pruned == one.pruned);
     CHECK(r.screened == one.screened);
     CHECK(r.max_screen_error == one.max_screen_error);
@@ -237,6 +251,8 @@ TEST_CASE("a search split over 3 processes gives every process the one-process r
       CHECK(r.top[i].estimate.step_time == one.top[i].estimate.step_time);
       CHECK(r.top[i].estimate.streams.size() == one.top[i].estimate.streams.size());
       CHECK(r.top[i].estimate.memory.total() == one.top[i].estimate.memory.total());
+      CHECK(r.top[i].estimate.memory.usable() == one.top[i].estimate.memory.usable());  // capacity and reserve travel too
+      CHECK(r.top[i].estimate.memory.nccl == one.top[i].estimate.memory.nccl);
       CHECK(r.top[i].report.step_time == one.top[i].report.step_time);
     }
     REQUIRE(r.baseline);
@@ -257,4 +273,34 @@ TEST_CASE("a distributed search: a process's error reaches every process, none w
                     }};
   CHECK_THROWS_WITH_AS(tuner::search(m, c, *cost, tuner::SearchSpace{}, o), "cluster.yaml: gpu.tflops: expected a number",
                        common::ConfigError);
+}
+
+TEST_CASE("gpt3-175b on 16 DGX-H100: nothing fits without ZeRO, the search finds plans with it (no pipeline parallelism)") {
+  // 128 GPUs; tp must divide 96 heads and 128 GPUs: tp <= 32. Without ZeRO a rank keeps 18 B per
+  // parameter (bf16 weight, fp32 gradient, fp32 master + Adam m, v) of ~175e9 / tp: at tp 32
+  // 18 x 5.48e9 = 98.7 GB > 76 GB usable (80 GB less the 5 % reserve), whatever the activations.
+  const auto m = sim::load_model("gpt3-175b");
+  auto c = hardware::load_cluster("dgx-h100");
+  c.nodes = 16;
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  tuner::SearchOptions o;
+  o.threads = 2;
+  o.top_k = 1;
+  o.extra_full = 0;
+  tuner::SearchSpace plain;
+  plain.zero = {0};
+  plain.micro_batch = {1};
+  const auto none = tuner::search(m, c, *cost, plain, o);
+  CHECK(none.top.empty());
+  for (const auto& f : none.refusals)
+    if (f.reason == sim::Infeasibility::memory) CHECK(f.example.tp == 32);  // the closest to fitting
+  // with ZeRO (stages 1-3 searched, recompute and attention too) plans fit
+  tuner::SearchSpace s;
+  s.micro_batch = {1, 2};
+  const auto r = tuner::search(m, c, *cost, s, o);
+  REQUIRE_FALSE(r.top.empty());
+  const auto& best = r.top[0];
+  CHECK(best.plan.zero >= 1);
+  CHECK(best.report.memory.fits());
+  CHECK(sim::estimate_memory(m, c, best.plan).total() == doctest::Approx(best.report.memory.total()));
 }

@@ -1,5 +1,5 @@
 // defines: toy::model, toy::cluster — a model small enough that every kernel runs in one wave,
-// on a cluster of `gpus` H100s with `hbm_bytes` of memory each (tests only)
+// on a cluster of `gpus` H100s with `hbm_bytes` of memory each, all of it usable (tests only)
 #pragma once
 #include "hardware/cluster.hpp"
 #include "sim/model.hpp"
@@ -19,6 +19,9 @@ inline hardware::ClusterSpec cluster(int gpus, double hbm_bytes) {
   c.node.gpus_per_node = gpus;
   c.network.nics_per_node = gpus;
   c.gpu.hbm_capacity_bytes = hbm_bytes;
+  // the hand derivations count what the model trains with: no CUDA context, no reserve
+  c.memory.cuda_context_bytes = 0;
+  c.memory.fragmentation_reserve = 0;
   return c;
 }
 

@@ -1,0 +1,95 @@
+#include "tuner/savers.hpp"
+
+#include <fmt/format.h>
+
+#include "common/table.hpp"
+#include "sim/strategy.hpp"
+
+namespace tuner {
+
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p) {
+  std::vector<sim::Plan> variants;
+  std::vector<std::string> names;
+  auto add = [&](const sim::Plan& q, std::string name) {
+    variants.push_back(q);
+    names.push_back(std::move(name));
+  };
+  for (auto rc : {sim::Recompute::none, sim::Recompute::selective, sim::Recompute::full}) {
+    sim::Plan q = p;
+    q.recompute = rc;
+    q.recompute_method = sim::RecomputeMethod::uniform;
+    q.recompute_layers = 1;
+    add(q, fmt::format("recompute {}", sim::to_string(rc)));
+    if (rc == sim::Recompute::full && p.recompute == rc && !(p.recompute_method == q.recompute_method && p.recompute_layers == 1))
+      add(p, fmt::format("recompute full, {} {}", sim::to_string(p.recompute_method), p.recompute_layers));
+  }
+  if (p.dp > 1)
+    for (int z = 0; z <= sim::kMaxZeroStage; ++z) {
+      sim::Plan q = p;
+      q.zero = z;
+      add(q, fmt::format("zero {}", z));
+    }
+  for (auto k : sim::attention_choices(p.stack_attention)) {
+    sim::Plan q = p;
+    q.attention = k;
+    add(q, fmt::format("attention {}", hardware::to_string(k)));
+  }
+  std::vector<SaverRow> rows(variants.size());
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    auto& r = rows[i];
+    r.setting = names[i];
+    r.plan = variants[i];
+    r.is_plan = variants[i] == p;
+    if (auto why = sim::check_plan(ev.model(), ev.cluster(), variants[i])) {
+      r.invalid = why->message;
+      continue;
+    }
+    r.memory = sim::estimate_memory(ev.model(), ev.cluster(), variants[i]);
+    bool known = false;  // the same plan under another row's name (the plan's own setting of each saver)
+    for (std::size_t j = 0; j < i && !known; ++j)
+      if (!rows[j].invalid && rows[j].plan == variants[i]) {
+        r.step_time = rows[j].step_time;
+        known = true;
+      }
+    if (!known) r.step_time = ev.simulate(variants[i]).step_time;
+  }
+  return rows;
+}
+
+std::string savers_table(const std::vector<SaverRow>& rows) {
+  const SaverRow* own = nullptr;
+  for (const auto& r : rows)
+    if (r.is_plan && !r.invalid) own = &r;
+  common::Table t({"memory saver", "step time", "vs plan", "memory", "vs plan", "fits"}, {"", "ms", "ms", "GB", "GB", ""});
+  for (const auto& r : rows) {
+    const std::string name = r.setting + (r.is_plan ? " (plan)" : "");
+    if (r.invalid) {
+      t.row({name, "-", "-", "-", "-", "cannot run: " + *r.invalid});
+      continue;
+    }
+    const std::string fits = r.memory.fits() ? "yes" : fmt::format("no, {:.1f} GB over", r.memory.over() / 1e9);
+    t.row({name, fmt::format("{:.1f}", r.step_time.ms()), own ? fmt::format("{:+.1f}", r.step_time.ms() - own->step_time.ms()) : "-",
+           fmt::format("{:.1f}", r.memory.total() / 1e9), own ? fmt::format("{:+.1f}", (r.memory.total() - own->memory.total()) / 1e9) : "-",
+           fits});
+  }
+  return t.str();
+}
+
+nlohmann::json savers_json(const std::vector<SaverRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json j = {{"setting", r.setting}, {"is_plan", r.is_plan}};
+    if (r.invalid) {
+      j["invalid"] = *r.invalid;
+    } else {
+      j["step_time_ms"] = r.step_time.ms();
+      j["memory_gb"] = r.memory.total() / 1e9;
+      j["fits"] = r.memory.fits();
+      j["over_gb"] = r.memory.over() / 1e9;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace tuner

@@ -1,0 +1,31 @@
+// defines: tuner::SaverRow, explain_savers, savers_table, savers_json (what each memory saver of
+//          a plan costs in time and saves in memory: the plan with each saver varied alone)
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/evaluate.hpp"
+
+namespace tuner {
+
+/// @brief The plan with one memory saver set otherwise, simulated whole.
+struct SaverRow {
+  std::string setting;  ///< "recompute selective", "zero 1", "attention unfused"
+  bool is_plan = false; ///< the plan's own setting
+  sim::Plan plan;
+  std::optional<std::string> invalid;  ///< why the variant cannot run (check_plan), if it cannot
+  Duration step_time;
+  sim::MemoryEstimate memory;
+};
+
+/// @brief `p` with each setting of recompute (none, selective, full over every layer, and its own
+/// if it is a block), ZeRO stage (0..3, at dp > 1) and attention kernel varied alone; each variant
+/// simulated whole (sim::Engine) and priced by the memory model. Rows in that order.
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p);
+/// @brief The rows as a table: step time and memory, and their difference from the plan's own.
+std::string savers_table(const std::vector<SaverRow>& rows);
+nlohmann::json savers_json(const std::vector<SaverRow>& rows);
+
+}  // namespace tuner
