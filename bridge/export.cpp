@@ -1,6 +1,7 @@
 #include "bridge/export.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <vector>
@@ -165,11 +166,24 @@ std::string megatron(const ExportInput& in) {
                        p.zero == 3 ? " or --use-torch-fsdp2" : "");
   const auto elements = bucket_elements(p);
   if (!elements) out += fmt::format("# Not expressible exactly: dp_bucket_mb {} is not a whole number of 4-byte gradients.\n", p.dp_bucket_mb);
+  if (!p.pipeline_layers.empty())
+    out += fmt::format("# Not expressible exactly: pipeline_layers {} (Megatron-LM splits the layers evenly, or sets the first and last stage's\n"
+                       "# own counts with --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers); the flags below split evenly.\n",
+                       fmt::join(p.pipeline_layers, ","));
   // --attention-backend says flash or unfused; the compiled unfused kernel (torch.compile) is no backend of its own
   out += annotation(Framework::megatron, st, p.stack == hardware::Stack::cpp, p, !elements, p.attention == hardware::AttentionKernel::unfused_compiled);
   std::vector<Line> a = shape_lines(in, false);
   a.push_back({fmt::format("--tensor-model-parallel-size {}", p.tp), fmt::format("tp: each layer's GEMMs split over {} GPUs", p.tp)});
-  a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
+  if (p.pp == 1) {
+    a.push_back({"--pipeline-model-parallel-size 1", "pp: no pipeline stages"});
+  } else {
+    a.push_back({fmt::format("--pipeline-model-parallel-size {}", p.pp),
+                 fmt::format("pp: {} pipeline stages ({})", p.pp, p.vp > 1 ? "interleaved schedule" : "1F1B")});
+    if (p.vp > 1)
+      a.push_back({fmt::format("--num-layers-per-virtual-pipeline-stage {}", in.model.layers / p.virtual_stages()),
+                   fmt::format("vp {}: the interleaved schedule, {} model chunks per rank", p.vp, p.vp)});
+    if (p.p2p_overlap) a.push_back({"--overlap-p2p-communication", "pipeline transfers overlap compute"});
+  }
   if (p.sequence_parallel) a.push_back({"--sequence-parallel", "norms and residuals on seq/tp tokens: all-gather + reduce-scatter instead of all-reduce"});
   add_strategy_args(st, a);
   a.push_back({fmt::format("--micro-batch-size {}", p.micro_batch), "sequences per micro-batch"});
@@ -249,6 +263,8 @@ std::string nemo(const ExportInput& in) {
   const StrategyInFramework st = express_strategy(Framework::nemo, p);
   out += strategy_comments(Framework::nemo, st);
   if (p.stack == hardware::Stack::cpp) out += "# Not expressible in NeMo: stack cpp.\n";
+  if (!p.pipeline_layers.empty())
+    out += fmt::format("# Not expressible exactly: pipeline_layers {} (an uneven split); the overrides below split evenly.\n", fmt::join(p.pipeline_layers, ","));
   out += annotation(Framework::nemo, st, p.stack == hardware::Stack::cpp, p, false, p.attention != p.stack_attention);
   const char* act = m.activation == sim::Activation::swiglu ? "fast-swiglu" : "gelu";
   std::vector<Line> a{
@@ -272,7 +288,11 @@ std::string nemo(const ExportInput& in) {
       {fmt::format("model.share_embeddings_and_output_weights={}", m.tied_embeddings ? "True" : "False"), "tied LM head"},
       {"model.bias=False", "no linear biases"},
       {fmt::format("model.tensor_model_parallel_size={}", p.tp), "tp"},
-      {"model.pipeline_model_parallel_size=1", "no pipeline stages"},
+      {fmt::format("model.pipeline_model_parallel_size={}", p.pp), p.pp > 1 ? "pipeline stages" : "no pipeline stages"},
+      {fmt::format("model.virtual_pipeline_model_parallel_size={}", p.vp > 1 ? std::to_string(p.vp) : std::string("null")),
+       p.vp > 1 ? "model chunks per pipeline rank: the interleaved schedule" : "no interleaving"},
+      {fmt::format("model.overlap_p2p_comm={}", p.p2p_overlap ? "True" : "False"),
+       p.p2p_overlap ? "pipeline transfers overlap compute" : "pipeline transfers block compute"},
       {fmt::format("model.sequence_parallel={}", p.sequence_parallel ? "True" : "False"), "sequence parallelism"},
       {fmt::format("model.micro_batch_size={}", p.micro_batch), "sequences per micro-batch"},
       {fmt::format("model.global_batch_size={}", p.global_batch), fmt::format("sequences per step ({} accumulation step(s))", p.grad_accum_steps())},

@@ -17,7 +17,7 @@ void ImportedPlan::merge(const ImportedPlan& o) {
   take(model.hidden, o.model.hidden); take(model.ffn_hidden, o.model.ffn_hidden); take(model.vocab, o.model.vocab);
   take(model.max_positions, o.model.max_positions); take(model.norm, o.model.norm); take(model.activation, o.model.activation);
   take(model.position, o.model.position); take(model.tied_embeddings, o.model.tied_embeddings);
-  take(world_size, o.world_size); take(nodes, o.nodes); take(pp, o.pp);
+  take(world_size, o.world_size); take(nodes, o.nodes); take(pp, o.pp); take(layers_per_virtual_stage, o.layers_per_virtual_stage);
   modelled.insert(modelled.end(), o.modelled.begin(), o.modelled.end());
   not_modelled.insert(not_modelled.end(), o.not_modelled.begin(), o.not_modelled.end());
   ignored.insert(ignored.end(), o.ignored.begin(), o.ignored.end());
@@ -105,12 +105,35 @@ sim::Target resolve_imported(const ImportedPlan& imp, const sim::TargetInput& in
     pi = sim::load_plan_input(in.plan_file);
     t.plan_source = in.plan_file + " + " + imp.source;
   }
-  pi.merge(imp.plan);
+  sim::PlanInput framework = imp.plan;
+  if (imp.layers_per_virtual_stage) {
+    // Megatron-LM: vp = layers / (pp x layers per virtual stage), which must divide exactly
+    const int pp = framework.pp.value_or(1), k = *imp.layers_per_virtual_stage;
+    if (pp < 2) throw common::ConfigError(imp.source, "--num-layers-per-virtual-pipeline-stage", "needs --pipeline-model-parallel-size > 1");
+    if (t.model.layers % (pp * k))
+      throw common::ConfigError(imp.source, "--num-layers-per-virtual-pipeline-stage",
+                                fmt::format("{} layers are not divisible by pp x {} = {} x {}", t.model.layers, k, pp, k));
+    framework.vp = t.model.layers / (pp * k);
+    if (*framework.vp > 1) framework.schedule = sim::PipelineSchedule::interleaved;
+  }
+  pi.merge(framework);
   pi.merge(in.flags);
-  if (check && imp.pp && *imp.pp != 1)
-    throw common::ConfigError(imp.source, "--pipeline-model-parallel-size", fmt::format("pp={}: slicetune models pp = 1 only (not yet)", *imp.pp));
-  t.plan = check ? sim::resolve_plan(t.model, t.cluster, pi, t.plan_source) : sim::fill_plan(t.model, t.cluster, pi, t.plan_source);
-  if (imp.pp) t.plan.pp = *imp.pp;  // as the framework was asked (check_plan refuses pp > 1 for simulation)
+  if (check) {
+    t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
+    return t;
+  }
+  // unchecked (bridge::check reports what is wrong): a pp that does not divide the GPUs / tp cannot
+  // give dp its default, so the plan is filled without it and gets it back as the framework was asked
+  const int pp = pi.pp.value_or(1), tp = pi.tp.value_or(1);
+  if (!pi.dp && pp > 1 && t.cluster.total_gpus() % (static_cast<long long>(tp) * pp) != 0) {
+    sim::PlanInput q = pi;
+    q.pp.reset();
+    q.vp.reset();
+    t.plan = sim::fill_plan(t.model, t.cluster, q, t.plan_source);
+    t.plan.pp = pp;
+    return t;
+  }
+  t.plan = sim::fill_plan(t.model, t.cluster, pi, t.plan_source);
   return t;
 }
 

@@ -41,7 +41,8 @@ struct ImportedPlan {
   ModelOverrides model;
   std::optional<int> world_size;      ///< GPUs in the job (launcher: nproc x nnodes, or WORLD_SIZE)
   std::optional<int> nodes;           ///< launcher --nnodes
-  std::optional<int> pp;              ///< pipeline stages as given (slicetune models pp = 1 only)
+  std::optional<int> pp;              ///< pipeline stages as given (also in plan.pp)
+  std::optional<int> layers_per_virtual_stage;  ///< Megatron-LM's --num-layers-per-virtual-pipeline-stage (vp from the model's layers)
   std::vector<ImportedFlag> modelled;      ///< set a plan or model field
   std::vector<ImportedFlag> not_modelled;  ///< change the step but slicetune cannot model them yet (recompute, ...)
   std::vector<ImportedFlag> ignored;       ///< do not change one step's cost (learning rate, data paths, ...)

@@ -221,14 +221,22 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       r.modelled(name, value, "tp");
     } else if (name == "--pipeline-model-parallel-size") {
       out.pp = pos();
-      if (*out.pp == 1) r.modelled(name, value, "pp 1");
-      else r.not_modelled(name, value, "pipeline parallelism: slicetune models pp = 1 only (not yet)");
-    } else if (name == "--context-parallel-size" || name == "--expert-model-parallel-size" ||
-               name == "--num-layers-per-virtual-pipeline-stage" || name == "--virtual-pipeline-model-parallel-size") {
-      if (pos() == 1 && name != "--num-layers-per-virtual-pipeline-stage") r.modelled(name, value, "1 (none, as modelled)");
+      out.plan.pp = *out.pp;
+      r.modelled(name, value, *out.pp == 1 ? "pp 1" : "pp (pipeline stages; the 1F1B schedule unless a virtual pipeline size is given)");
+    } else if (name == "--virtual-pipeline-model-parallel-size") {
+      out.plan.vp = pos();
+      if (*out.plan.vp > 1) out.plan.schedule = sim::PipelineSchedule::interleaved;
+      r.modelled(name, value, *out.plan.vp == 1 ? "vp 1" : "vp (model chunks per pipeline rank: the interleaved schedule)");
+    } else if (name == "--num-layers-per-virtual-pipeline-stage") {
+      out.layers_per_virtual_stage = pos();
+      r.modelled(name, value, "vp = layers / (pp x this): the interleaved schedule");
+    } else if (name == "--overlap-p2p-communication") {
+      out.plan.p2p_overlap = true;
+      r.modelled(name, value, "p2p_overlap (pipeline transfers overlap compute)");
+    } else if (name == "--context-parallel-size" || name == "--expert-model-parallel-size") {
+      if (pos() == 1) r.modelled(name, value, "1 (none, as modelled)");
       else r.not_modelled(name, value, name == "--context-parallel-size" ? "context parallelism is not modelled yet"
-                                       : name == "--expert-model-parallel-size" ? "expert parallelism is not modelled yet"
-                                                                                 : "interleaved pipeline schedule is not modelled yet");
+                                                                         : "expert parallelism is not modelled yet");
     } else if (name == "--num-experts") {
       r.not_modelled(name, value, "mixture-of-experts layers are not modelled yet");
     } else if (name == "--micro-batch-size") {
@@ -385,6 +393,11 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
     out.plan.dp_bucket_mb = static_cast<double>(*bucket_elements) * bytes / 1e6;
     r.modelled("--ddp-bucket-size", std::to_string(*bucket_elements), fmt::format("dp_bucket_mb {} ({} parameters x {} bytes)",
                                                                                   *out.plan.dp_bucket_mb, *bucket_elements, bytes));
+  }
+  // pipelined: Megatron-LM exchanges activations with blocking send/recv unless --overlap-p2p-communication
+  if (out.pp && *out.pp > 1 && !out.has_flag("--overlap-p2p-communication")) {
+    out.plan.p2p_overlap = false;
+    r.modelled("(no --overlap-p2p-communication)", "", "p2p_overlap false: the stages' transfers block compute (Megatron-LM's default)");
   }
   if (!out.has_flag("--overlap-grad-reduce") && out.has_flag("--tensor-model-parallel-size")) {
     out.plan.overlap_grad_reduce = false;

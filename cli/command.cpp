@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -63,7 +64,14 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan, const PlanD
   if (!with_plan) return;
   cmd->add_option("--plan", f.plan, "plan YAML file (flags below override it)");
   cmd->add_option("--tp", f.tp, "tensor-parallel size (default 1)");
-  cmd->add_option("--dp", f.dp, "data-parallel size (default GPUs / tp)");
+  cmd->add_option("--dp", f.dp, "data-parallel size (default GPUs / (tp x pp))");
+  cmd->add_option("--pp", f.pp, "pipeline stages (default 1)");
+  cmd->add_option("--vp", f.vp, "model chunks (virtual stages) per pipeline rank: > 1 runs the interleaved schedule (default 1)");
+  cmd->add_option("--schedule", f.schedule, "pipeline schedule: 1f1b (default with vp 1) | interleaved (default with vp > 1)");
+  cmd->add_option("--pipeline-layers", f.pipeline_layers,
+                  "layers per virtual stage, comma-separated (pp x vp entries, e.g. 7,9,9,7; default an even split)");
+  cmd->add_option("--p2p-overlap", f.p2p_overlap,
+                  "true | false: pipeline transfers overlap compute (default true with the interleaved schedule, as Megatron-LM)");
   cmd->add_option("--micro-batch", f.micro_batch, "sequences per micro-batch (default " + d.micro_batch + ")");
   cmd->add_option("--global-batch", f.global_batch, "sequences per step (default micro_batch x dp)");
   cmd->add_option("--seq-len", f.seq_len, "sequence length (default the model's)");
@@ -136,6 +144,36 @@ sim::TargetInput TargetFlags::input() const {
   };
   positive("--tp", tp, p.tp, lim::kMaxGpus);
   positive("--dp", dp, p.dp, lim::kMaxGpus);
+  positive("--pp", pp, p.pp, lim::kMaxLayers);
+  positive("--vp", vp, p.vp, lim::kMaxLayers);
+  if (cmd->count("--schedule")) {
+    sim::PipelineSchedule sc;
+    if (!sim::parse_pipeline_schedule(schedule, sc)) bad_flag("--schedule", "expected 1f1b | interleaved, got '" + schedule + "'");
+    p.schedule = sc;
+  }
+  if (cmd->count("--pipeline-layers")) {
+    std::vector<int> layers;
+    std::string_view rest = pipeline_layers;
+    while (true) {
+      const auto comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      int v = 0;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+      if (ec != std::errc() || end != item.data() + item.size() || v <= 0 || v > lim::kMaxLayers)
+        bad_flag("--pipeline-layers",
+                 fmt::format("expected layer counts from 1 to {} separated by commas (e.g. 7,9,9,7), got '{}'", lim::kMaxLayers, pipeline_layers));
+      layers.push_back(v);
+      if (layers.size() > static_cast<std::size_t>(lim::kMaxLayers))
+        bad_flag("--pipeline-layers", fmt::format("expected at most {} stages", lim::kMaxLayers));
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+    p.pipeline_layers = std::move(layers);
+  }
+  if (cmd->count("--p2p-overlap")) {
+    if (p2p_overlap != "true" && p2p_overlap != "false") bad_flag("--p2p-overlap", "expected true | false, got '" + p2p_overlap + "'");
+    p.p2p_overlap = p2p_overlap == "true";
+  }
   positive("--micro-batch", micro_batch, p.micro_batch, lim::kMaxMicroBatch);
   positive("--global-batch", global_batch, p.global_batch, lim::kMaxGlobalBatch);
   if (cmd->count("--seq-len")) p.seq_len = int_flag("--seq-len", seq_len, 1, lim::kMaxSeqLen);

@@ -24,7 +24,8 @@ struct TargetFlags {
   // integers are read 64 bits wide and range-checked (common/limits.hpp) before they are narrowed
   long long nodes = 0;
   std::string plan;
-  long long tp = 0, dp = 0, micro_batch = 0, global_batch = 0;
+  long long tp = 0, dp = 0, pp = 0, vp = 0, micro_batch = 0, global_batch = 0;
+  std::string schedule, pipeline_layers, p2p_overlap;
   long long seq_len = 0;
   std::string dtype, strategy, stack;
   std::map<std::string, std::string, std::less<>> knobs;  ///< flag -> text, one per registered knob (sim/strategy.hpp)

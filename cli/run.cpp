@@ -14,6 +14,7 @@
 #include "executor/run_target.hpp"
 #include "common/atomic_write.hpp"
 #include "common/table.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "sim/trace.hpp"
 
 namespace {
@@ -55,8 +56,9 @@ void run_run(const RunFlags& f) {
 void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::BackendKind kind, int steps, int warmup) {
   const sim::Target t = executor::resolve_run_target(f.target.input(), mpi.size());
   const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi.rank());
-  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp,
-                                               .device = -1, .cpu_threads = static_cast<int>(f.threads), .watchdog_s = f.watchdog_s});
+  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp,
+                                               .pipeline_wraps = t.plan.vp > 1, .device = -1, .cpu_threads = static_cast<int>(f.threads),
+                                               .watchdog_s = f.watchdog_s});
   executor::RunOptions o{.steps = steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}, .watchdog_s = f.watchdog_s};
   if (!f.quiet)
     o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, steps, ms, loss); };
@@ -67,7 +69,14 @@ void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::Bac
   if (!f.out.empty()) common::write_file_atomically(f.out, j.dump(1) + "\n");
   if (!f.trace.empty()) {
     sim::ChromeTrace trace;
-    for (std::size_t k = 0; k < r.timelines.size(); ++k) trace.add(fmt::format("measured rank {}", k), g, executor::to_task_timing(r.timelines[k]));
+    // every rank's own graph: pipeline stages differ
+    std::vector<sim::StepGraph> others;
+    others.reserve(r.timelines.size());
+    for (std::size_t k = 0; k < r.timelines.size(); ++k) {
+      const bool same = t.plan.pp == 1 || sim::pipeline_position(t.plan, static_cast<int>(k)).stage == 0;
+      if (!same) others.push_back(sim::build_step_graph(t.model, t.cluster, t.plan, static_cast<int>(k)));
+      trace.add(fmt::format("measured rank {}", k), same ? g : others.back(), executor::to_task_timing(r.timelines[k]));
+    }
     trace.write(f.trace);
   }
   if (!f.dump_grads.empty()) {
@@ -99,7 +108,7 @@ void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::Bac
 const bool registered = cli::register_command(40, [](CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   flags->target.cluster = "cpu-host";
-  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)");
   cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
   cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "training steps, warm-up included")->capture_default_str();
@@ -127,7 +136,7 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
 
 namespace {
 const bool registered = cli::register_command(40, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp)");
+  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)");
   cmd->allow_extras();
   cmd->callback([] { throw common::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
 });

@@ -11,6 +11,7 @@
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph_json.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/report_json.hpp"
 #include "sim/strategy.hpp"
 #include "sim/trace.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 struct SimulateFlags {
   cli::TargetFlags target;
-  bool json = false;
+  bool json = false, all_micro_batches = false;
   std::string trace, dot, dot_layers, save_graph, graph, export_framework;
 };
 
@@ -38,13 +39,14 @@ std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
   return {a, b};
 }
 
-/// The target of a saved graph: its model and plan, on its cluster unless --cluster / --nodes say otherwise.
-sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
+/// The target of a saved graph (or of a pipelined step's stage graphs): its model and plan, on its
+/// cluster unless --cluster / --nodes say otherwise.
+sim::Target graph_target(const SimulateFlags& f, std::vector<sim::StepGraph>& graphs) {
   const auto& cmd = *f.target.cmd;
-  for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--micro-batch", "--global-batch", "--seq-len", "--dtype", "--sequence-parallel",
-                           "--strategy", "--dp-bucket-mb", "--stack", "--megatron-args", "--megatron-args-file", "--deepspeed-config",
-                           "--recompute", "--recompute-method", "--recompute-layers", "--zero", "--overlap-grad-reduce",
-                           "--overlap-param-gather", "--attention"})
+  for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--pp", "--vp", "--schedule", "--pipeline-layers", "--p2p-overlap", "--micro-batch",
+                           "--global-batch", "--seq-len", "--dtype", "--sequence-parallel", "--strategy", "--dp-bucket-mb", "--stack",
+                           "--megatron-args", "--megatron-args-file", "--deepspeed-config", "--recompute", "--recompute-method",
+                           "--recompute-layers", "--zero", "--overlap-grad-reduce", "--overlap-param-gather", "--attention"})
     if (cmd.count(flag)) cli::bad_flag(flag, "the model and plan come from the --graph file; drop this flag");
   for (const sim::Knob* k : sim::plan_knobs())
     if (cmd.count(std::string(k->flag))) cli::bad_flag(std::string(k->flag), "the plan comes from the --graph file; drop this flag");
@@ -56,9 +58,9 @@ sim::Target graph_target(const SimulateFlags& f, sim::StepGraph& g) {
   // range-checked (nodes and nodes x GPUs per node) before anything is sized by it
   if (in.nodes) hardware::set_nodes(t.cluster, *in.nodes, "--nodes");
   else hardware::set_nodes(t.cluster, nodes, f.graph + ": nodes");
-  g = sim::load_graph(j, f.graph, t.cluster);
-  t.model = g.model;
-  t.plan = g.plan;
+  graphs = sim::load_graphs(j, f.graph, t.cluster);
+  t.model = graphs[0].model;
+  t.plan = graphs[0].plan;
   t.plan_source = f.graph;
   return t;
 }
@@ -70,17 +72,28 @@ void run_simulate(const SimulateFlags& f) {
   common::check_output_path(f.save_graph, "--save-graph");
   if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
   sim::Target t;
-  sim::StepGraph g;
+  std::vector<sim::StepGraph> graphs(1);
   if (!f.graph.empty()) {
-    t = graph_target(f, g);
+    t = graph_target(f, graphs);
   } else {
     t = f.target.resolve();
-    g = sim::build_step_graph(t.model, t.cluster, t.plan);
   }
   if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
   auto cost = f.target.cost_model(t.cluster, t.plan.stack);
-  sim::Engine engine(*cost, {.timeline = !f.trace.empty()});
-  sim::StepReport r = engine.simulate(g);
+  sim::StepReport r;
+  std::string note;
+  if (!f.graph.empty()) {
+    r = sim::simulate_stages(sim::Engine(*cost, {.timeline = !f.trace.empty()}), graphs);
+  } else {
+    // a trace shows every micro-batch; otherwise a long pipelined step is extrapolated from two shorter ones
+    auto sp = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = !f.trace.empty()}, f.all_micro_batches || !f.trace.empty());
+    graphs = std::move(sp.graphs);
+    r = std::move(sp.report);
+    if (sp.extrapolated())
+      note = fmt::format("pipeline: {} and {} of the {} micro-batches simulated, the step extrapolated linearly from them (--all-micro-batches: all)\n",
+                         sp.micro_batches_lo, sp.micro_batches_hi, t.plan.grad_accum_steps());
+  }
+  const sim::StepGraph& g = graphs[0];
   if (!f.trace.empty()) sim::ChromeTrace(cost.get()).add("predicted", r).write(f.trace);
   if (!f.dot.empty()) {
     sim::DotOptions d;
@@ -89,7 +102,14 @@ void run_simulate(const SimulateFlags& f) {
     g.write_dot(os, d);
     common::write_file_atomically(f.dot, os.str());
   }
-  if (!f.save_graph.empty()) sim::save_graph(f.save_graph, g, t.cluster);
+  std::size_t saved_tasks = 0;
+  if (!f.save_graph.empty()) {
+    // the step's own graphs: an extrapolated pipelined step was simulated with fewer micro-batches
+    const auto whole = note.empty() ? std::vector<sim::StepGraph>{} : sim::build_stage_graphs(t.model, t.cluster, t.plan);
+    const auto& out = note.empty() ? graphs : whole;
+    for (const auto& sg : out) saved_tasks += sg.size();
+    sim::save_graphs(f.save_graph, out, t.cluster);
+  }
   if (!r.memory.fits())
     fmt::print(stderr,
                "slicetune: warning: the plan needs {:.1f} GB per GPU, {:.1f} GB more than the {:.1f} GB it may use of {} ({:.0f} GB, "
@@ -116,13 +136,20 @@ void run_simulate(const SimulateFlags& f) {
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}, stack {}\n\n", t.plan_source, sim::describe(t.plan),
              t.plan.global_batch, t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len,
              common::to_string(t.plan.dtype), hardware::to_string(t.plan.stack));
+  fmt::print("{}{}", note, note.empty() ? "" : "\n");
   fmt::print("{}", sim::report_table(t, r, range));
   if (range)
     fmt::print("\nrange: where the true step time lies if this prediction errs as the model's out-of-sample step predictions did ({}; docs/accuracy.md)\n",
                range->band->basis);
   fmt::print("\n{}", sim::memory_table(t.plan, r.memory));
   if (!f.trace.empty()) fmt::print("\ntrace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", f.trace);
-  if (!f.save_graph.empty()) fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, g.size());
+  if (!f.save_graph.empty()) {
+    if (t.plan.pp > 1)
+      fmt::print("graph: {} ({} stage graphs, {} tasks, every micro-batch; simulate it again with --graph)\n", f.save_graph, t.plan.pp,
+                 saved_tasks);
+    else
+      fmt::print("graph: {} ({} tasks; simulate it again with --graph)\n", f.save_graph, saved_tasks);
+  }
 }
 
 const bool registered = cli::register_command(10, [](CLI::App& app) {
@@ -132,9 +159,12 @@ const bool registered = cli::register_command(10, [](CLI::App& app) {
   cmd->footer(cli::kRangeHelp);
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write a Chrome-trace timeline (Perfetto) of the step");
-  cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT");
+  cmd->add_option("--dot", flags->dot, "write the step graph in Graphviz DOT (pipelined plans: stage 0's)");
+  cmd->add_flag("--all-micro-batches", flags->all_micro_batches,
+                "pipelined plans: simulate every micro-batch of the step (default: two shorter steps, extrapolated, when m > 3 pp)");
   cmd->add_option("--dot-layers", flags->dot_layers, "with --dot: draw only layers FIRST-LAST (e.g. 0-1) or one layer");
-  cmd->add_option("--save-graph", flags->save_graph, "write the step graph as JSON (tasks, tensors, streams, groups, edges)");
+  cmd->add_option("--save-graph", flags->save_graph,
+                  "write the step graph as JSON (tasks, tensors, streams, groups, edges; pipelined plans: one graph per stage, every micro-batch)");
   cmd->add_option("--graph", flags->graph,
                   "simulate a step graph saved with --save-graph (or edited by hand) instead of building one; its cluster unless "
                   "--cluster/--nodes");

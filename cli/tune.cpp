@@ -84,7 +84,9 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     why.emplace_back("best", tuner::explain_plan(ev, best.plan));
     // the runner-up: the best plan with another layout (tp, micro-batch, SP, strategy, slices), not
     // just another bucket size or row axis
-    auto layout = [](const sim::Plan& q) { return std::tuple(q.tp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices); };
+    auto layout = [](const sim::Plan& q) {
+      return std::tuple(q.tp, q.pp, q.vp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices);
+    };
     for (std::size_t i = 1; i < r.top.size(); ++i)
       if (layout(r.top[i].plan) != layout(best.plan) || i + 1 == r.top.size()) {
         why.emplace_back("runner-up", tuner::explain_plan(ev, r.top[i].plan));
@@ -135,7 +137,11 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   }
   if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
   if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
-  if (!why.empty()) fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step):\n{}", tuner::explain_table(why));
+  bool pipelined = false;
+  for (const auto& [name, b] : why) pipelined |= b.plan.pp > 1;
+  if (!why.empty())
+    fmt::print("\nwhy it wins (simulated timeline of the last micro-batch x micro-batches per step{}):\n{}",
+               pipelined ? "; pipelined plans: every stage's timeline of the whole step" : "", tuner::explain_table(why));
   if (!savers.empty())
     fmt::print("\nwhat its memory savers cost and save (the recommended plan with each one varied alone, simulated whole):\n{}",
                tuner::savers_table(savers));

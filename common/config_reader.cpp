@@ -206,6 +206,27 @@ long long ConfigReader::integer_or(const std::string& key, long long fallback) {
   return has(key) ? integer(key) : fallback;
 }
 
+std::vector<long long> ConfigReader::positive_integer_list(const std::string& key) {
+  YAML::Node n = node_[key];
+  if (!n) fail(key, "missing (required)");
+  if (!n.IsSequence()) fail(key, "expected a list of positive integers, e.g. [10, 11, 11, 10]");
+  used_.insert(key);
+  std::vector<long long> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string item = fmt::format("{}[{}]", key, i);
+    if (!n[i].IsScalar()) fail(item, "expected a positive integer");
+    long long v = 0;
+    try {
+      v = n[i].as<long long>();
+    } catch (const YAML::Exception&) {
+      fail(item, fmt::format("expected a positive integer, got '{}'", n[i].as<std::string>()));
+    }
+    if (v <= 0) fail(item, fmt::format("expected a positive integer, got {}", v));
+    out.push_back(v);
+  }
+  return out;
+}
+
 bool ConfigReader::boolean(const std::string& key) {
   auto n = scalar(key);
   try {

@@ -49,6 +49,8 @@ class ConfigReader {
   /// An integer in [1, hi].
   long long positive_integer(const std::string& key, long long hi = (1LL << 53));
   long long integer_or(const std::string& key, long long fallback);
+  /// A YAML sequence of positive integers ([10, 11, 11, 10]); the error names the element ("key[2]").
+  std::vector<long long> positive_integer_list(const std::string& key);
   bool boolean(const std::string& key);
   bool boolean_or(const std::string& key, bool fallback);
   /// One of `choices`; the error lists them.

@@ -5,10 +5,10 @@
 //
 //   backend.prepare(graph, init)                     // once: allocate every tensor, init weights
 //   for each step:
-//     for each micro-batch m (grad_accum_steps of them):
-//       backend.begin_micro_batch(batch_m)           // upload token ids / targets of every slice
-//       for task t in vertex (= host issue) order, skipping once_per_step tasks unless m is last
-//       and step_start tasks unless m is the first:
+//     for each round (grad_accum_steps / graph.micro_batches of them: a pipeline stage's graph is the whole step):
+//       backend.begin_micro_batch(batch)             // upload token ids / targets of every micro-batch and slice
+//       for task t in vertex (= host issue) order, skipping once_per_step tasks unless the round is the last
+//       and step_start tasks unless it is the first:
 //         backend.issue(t, waits(t))                 // waits: predecessors of t on OTHER streams
 //       backend.end_micro_batch(timing)              // wait for all streams; per-task start/end
 //
@@ -18,8 +18,11 @@
 //    (all issued earlier, on other streams) has finished — CPU: the compute stream runs on the
 //    calling thread and waits on a completion flag; CUDA: cudaStreamWaitEvent on the producer's
 //    event. Same-stream predecessors are ordered by the stream itself and are not listed;
-//  - collectives (Task::group tp / dp) run on their communicator; every rank of the group issues
-//    the same collectives in the same order (the graphs are identical), so they match by order;
+//  - collectives (Task::group tp / dp / embd) run on their communicator; every rank of the group
+//    issues the same collectives in the same order (the graphs are identical), so they match by order;
+//  - pipeline transfers (send_recv on group pp_fwd / pp_bwd): a task with an input sends it to the
+//    neighbouring stage's rank of the same lane, one with an output receives into it (pp_fwd: to the
+//    next stage / from the previous; pp_bwd: the reverse); each direction's transfers keep their order;
 //  - timing: start/end of every issued task in nanoseconds since begin_micro_batch (steady
 //    clock on CPU, CUDA events on GPU), filled by end_micro_batch.
 //
@@ -45,12 +48,15 @@ std::string_view to_string(BackendKind k);
 bool parse_backend_kind(std::string_view s, BackendKind& out);
 
 /// @brief Where this process sits: its MPI rank in MPI_COMM_WORLD and the group split.
-/// World rank r is TP rank r % tp of TP group r / tp (StepGraph::rank / tp: the instance of the graph's "tp" group).
+/// World rank r = t + tp x (d + dp x s): TP rank t, DP rank d, pipeline stage s (sim/pipeline_schedule.hpp,
+/// pipeline_position); r / tp is its TP group (the instance of the graph's "tp" group).
 struct BackendOptions {
   int world_rank = 0;
   int world_size = 1;
   int tp = 1;
   int dp = 1;
+  int pp = 1;
+  bool pipeline_wraps = false;  ///< the interleaved schedule: the last stage sends on to the first (CUDA communicators)
   int device = -1;       ///< CUDA device ordinal; -1: local rank (OMPI/SLURM local rank % devices)
   int cpu_threads = 1;   ///< CPU backend: OpenBLAS threads per rank
   /// A collective or exchange that makes no progress for this long throws FaultError naming the

@@ -94,44 +94,49 @@ bool decays(const sim::TensorInfo& w) {
 
 std::int64_t tokens_per_step(const sim::Plan& p) { return static_cast<std::int64_t>(p.global_batch) * p.seq_len; }
 
-Batch make_batch(const sim::StepGraph& g, std::uint64_t seed, int step, int micro, int dp_rank) {
+Batch make_batch(const sim::StepGraph& g, std::uint64_t seed, int step, int micro0, int dp_rank) {
   const auto& p = g.plan;
   const std::int64_t V = g.model.vocab, S = p.seq_len;
   const int slices = p.row_slices;
   Batch b;
-  b.tokens.resize(slices);
-  b.targets.resize(slices);
-  b.positions.resize(slices);
-  // Sequence q of this micro-batch: the global sequence index (step, dp rank, micro-batch, q)
-  // decides its tokens, so any split of the global batch sees the same data.
-  const std::int64_t seq_index0 = (static_cast<std::int64_t>(step) * p.global_batch) +
-                                  (static_cast<std::int64_t>(dp_rank) * p.grad_accum_steps() + micro) * p.micro_batch;
-  std::vector<std::vector<std::int32_t>> seqs(static_cast<std::size_t>(p.micro_batch));
-  for (int q = 0; q < p.micro_batch; ++q) {
-    std::uint64_t h = splitmix(seed * 0x51ED27ull ^ splitmix(static_cast<std::uint64_t>(seq_index0 + q)));
-    auto& s = seqs[static_cast<std::size_t>(q)];
-    s.resize(static_cast<std::size_t>(S + 1));
-    // next = (5 cur + 3) mod V, restarting at a random token with probability 1/16
-    std::int64_t cur = static_cast<std::int64_t>(h % static_cast<std::uint64_t>(V));
-    for (std::int64_t i = 0; i <= S; ++i) {
-      s[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(cur);
-      h = splitmix(h);
-      cur = (h & 15) == 0 ? static_cast<std::int64_t>((h >> 8) % static_cast<std::uint64_t>(V)) : (5 * cur + 3) % V;
-    }
-  }
-  for (int sl = 0; sl < slices; ++sl) {
-    const bool by_batch = p.row_axis == sim::RowAxis::batch;
-    const std::int64_t nb = by_batch ? p.micro_batch / slices : p.micro_batch;
-    const std::int64_t ns = by_batch ? S : S / slices;
-    for (std::int64_t bi = 0; bi < nb; ++bi)
-      for (std::int64_t si = 0; si < ns; ++si) {
-        const std::int64_t q = by_batch ? sl * nb + bi : bi;
-        const std::int64_t pos = by_batch ? si : sl * ns + si;
-        const auto& s = seqs[static_cast<std::size_t>(q)];
-        b.tokens[sl].push_back(s[static_cast<std::size_t>(pos)]);
-        b.targets[sl].push_back(s[static_cast<std::size_t>(pos + 1)]);
-        b.positions[sl].push_back(static_cast<std::int32_t>(pos));
+  const auto n = static_cast<std::size_t>(g.micro_batches * slices);
+  b.tokens.resize(n);
+  b.targets.resize(n);
+  b.positions.resize(n);
+  for (int k = 0; k < g.micro_batches; ++k) {
+    const int micro = micro0 + k;
+    // Sequence q of this micro-batch: the global sequence index (step, dp rank, micro-batch, q)
+    // decides its tokens, so any split of the global batch sees the same data.
+    const std::int64_t seq_index0 = (static_cast<std::int64_t>(step) * p.global_batch) +
+                                    (static_cast<std::int64_t>(dp_rank) * p.grad_accum_steps() + micro) * p.micro_batch;
+    std::vector<std::vector<std::int32_t>> seqs(static_cast<std::size_t>(p.micro_batch));
+    for (int q = 0; q < p.micro_batch; ++q) {
+      std::uint64_t h = splitmix(seed * 0x51ED27ull ^ splitmix(static_cast<std::uint64_t>(seq_index0 + q)));
+      auto& s = seqs[static_cast<std::size_t>(q)];
+      s.resize(static_cast<std::size_t>(S + 1));
+      // next = (5 cur + 3) mod V, restarting at a random token with probability 1/16
+      std::int64_t cur = static_cast<std::int64_t>(h % static_cast<std::uint64_t>(V));
+      for (std::int64_t i = 0; i <= S; ++i) {
+        s[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(cur);
+        h = splitmix(h);
+        cur = (h & 15) == 0 ? static_cast<std::int64_t>((h >> 8) % static_cast<std::uint64_t>(V)) : (5 * cur + 3) % V;
       }
+    }
+    for (int sl = 0; sl < slices; ++sl) {
+      const std::size_t at = batch_index(g, k, sl);
+      const bool by_batch = p.row_axis == sim::RowAxis::batch;
+      const std::int64_t nb = by_batch ? p.micro_batch / slices : p.micro_batch;
+      const std::int64_t ns = by_batch ? S : S / slices;
+      for (std::int64_t bi = 0; bi < nb; ++bi)
+        for (std::int64_t si = 0; si < ns; ++si) {
+          const std::int64_t q = by_batch ? sl * nb + bi : bi;
+          const std::int64_t pos = by_batch ? si : sl * ns + si;
+          const auto& s = seqs[static_cast<std::size_t>(q)];
+          b.tokens[at].push_back(s[static_cast<std::size_t>(pos)]);
+          b.targets[at].push_back(s[static_cast<std::size_t>(pos + 1)]);
+          b.positions[at].push_back(static_cast<std::int32_t>(pos));
+        }
+    }
   }
   return b;
 }

@@ -6,6 +6,7 @@
 // coordinates) only, so a tp=2 domino run and a tp=1 unsliced run start from the same model and
 // see the same data.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -21,16 +22,19 @@ struct TrainingOptions {
   double weight_decay = 0.1;  ///< decoupled; matrices and embeddings only, not norm weights
 };
 
-/// @brief One micro-batch of one DP rank, laid out per row slice: tokens[s][row] is the token id
-/// of row `row` of slice s's input tensor (token-major: batch-major, then position), targets the
-/// next token, positions the absolute position in its sequence (learned positions, RoPE).
+/// @brief The micro-batches a graph issues (StepGraph::micro_batches: one, or a pipeline stage's
+/// whole step) of one DP rank, laid out per micro-batch and row slice: tokens[k][row] with
+/// k = micro-batch of the graph x row_slices + slice (Task::micro / TensorInfo::micro, 0 when
+/// untagged) is the token id of row `row` of that slice's input tensor (token-major: batch-major,
+/// then position), targets the next token, positions the absolute position in its sequence.
 struct Batch {
   std::vector<std::vector<std::int32_t>> tokens, targets, positions;
 };
 
-/// @brief The micro-batch `micro` of step `step` for DP rank `dp_rank`, split into the graph's
-/// row slices. Sequences follow a seeded affine pattern (next = (a * cur + b) mod vocab, with a
-/// few random restarts), so a model that learns it drives the loss towards zero.
+/// @brief Micro-batches micro .. micro + graph.micro_batches - 1 of step `step` for DP rank
+/// `dp_rank`, split into the graph's row slices. Sequences follow a seeded affine pattern
+/// (next = (a * cur + b) mod vocab, with a few random restarts), so a model that learns it drives
+/// the loss towards zero.
 Batch make_batch(const sim::StepGraph& g, std::uint64_t seed, int step, int micro, int dp_rank);
 
 /// @brief Where a rank's weight tensor sits in the full (unsharded) weight.
@@ -57,5 +61,10 @@ bool decays(const sim::TensorInfo& w);
 /// @brief Tokens whose loss one step averages: global_batch x seq_len (the loss gradient is
 /// scaled by its inverse, so DP sums and micro-batch accumulation give the mean's gradient).
 std::int64_t tokens_per_step(const sim::Plan& p);
+
+/// @brief Index into Batch::tokens / targets / positions of a tensor or task's micro-batch and slice.
+inline std::size_t batch_index(const sim::StepGraph& g, int micro, int slice) {
+  return static_cast<std::size_t>(std::max(0, micro) * g.plan.row_slices + std::max(0, slice));
+}
 
 }  // namespace executor

@@ -9,6 +9,7 @@
 
 #include "common/check.hpp"
 #include "executor/cpu/wait_polling.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "executor/zero_layout.hpp"
 
 namespace executor {
@@ -78,36 +79,70 @@ std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& 
   return out;
 }
 
-/// Full (unsharded) weight gradients, summed onto world rank 0.
+/// Full (unsharded) weight gradients, summed onto world rank 0: within each pipeline stage onto its
+/// first rank, then from there to rank 0 (stages hold different weights).
 std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b, double watchdog_s) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  const int tp_rank = rank % g.plan.tp, dp_rank = rank / g.plan.tp;
-  const auto unsharded = unshard_grads(g, b, tp_rank, watchdog_s);
-  std::vector<std::pair<std::string, std::vector<float>>> out;
+  const auto pos = sim::pipeline_position(g.plan, rank);
+  MPI_Comm stage_comm;
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.stage, pos.lane, &stage_comm));
+  const auto unsharded = unshard_grads(g, b, pos.tp_rank, watchdog_s);  // ZeRO (pp = 1: check_plan refuses ZeRO with pp > 1)
+  std::vector<std::pair<std::string, std::vector<float>>> mine;
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& t = g.tensors[i];
     if (t.role != sim::TensorRole::weight_grad || t.op == sim::Op::dp_reduce) continue;  // not ZeRO's shards
+    // the last stage's copy of a tied embedding: after the embedding-group sum it equals stage 0's
+    if (pos.stage > 0 && g.model.tied_embeddings && t.op == sim::Op::embedding && t.variant == 0) continue;
     const auto id = static_cast<sim::TensorId>(i);
     const auto layout = weight_layout(g, id);
     std::vector<float> full(static_cast<std::size_t>(layout.full_rows * layout.full_cols), 0.0f);
     // after the DP reduction every DP rank holds the same gradient: DP rank 0 contributes;
     // replicated weights: TP rank 0 contributes
-    if (dp_rank == 0 && (!layout.replicated || tp_rank == 0)) {
+    if (pos.dp_rank == 0 && (!layout.replicated || pos.tp_rank == 0)) {
       const auto it = unsharded.find(id);
       const auto local = it != unsharded.end() ? it->second : b.read_tensor(id);
       for (std::int64_t r = 0; r < t.rows; ++r)
         for (std::int64_t c = 0; c < t.cols; ++c)
-          full[static_cast<std::size_t>(layout.global_index(g, t, tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
+          full[static_cast<std::size_t>(layout.global_index(g, t, pos.tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
     }
-    std::vector<float> sum(rank == 0 ? full.size() : 0);
+    std::vector<float> sum(pos.lane == 0 ? full.size() : 0);
     MPI_Request req;
-    MPI_CHECK(MPI_Ireduce(full.data(), rank == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0,
-                          MPI_COMM_WORLD, &req));
+    MPI_CHECK(MPI_Ireduce(full.data(), pos.lane == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0,
+                          stage_comm, &req));
     finish(req, watchdog_s, "the gradient gather (MPI_Reduce)");
-    if (rank == 0) out.emplace_back(t.name(), std::move(sum));
+    if (pos.lane == 0) mine.emplace_back(t.name(), std::move(sum));
   }
-  return out;
+  MPI_CHECK(MPI_Comm_free(&stage_comm));
+  // stage leaders to rank 0: a count, then (name, values) per tensor
+  constexpr int kTag = 7301;
+  if (pos.lane == 0 && pos.stage > 0) {
+    int count = static_cast<int>(mine.size());
+    MPI_CHECK(MPI_Send(&count, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD));
+    for (const auto& [name, v] : mine) {
+      int sizes[2] = {static_cast<int>(name.size()), static_cast<int>(v.size())};
+      MPI_CHECK(MPI_Send(sizes, 2, MPI_INT, 0, kTag, MPI_COMM_WORLD));
+      MPI_CHECK(MPI_Send(name.data(), sizes[0], MPI_CHAR, 0, kTag, MPI_COMM_WORLD));
+      MPI_CHECK(MPI_Send(v.data(), sizes[1], MPI_FLOAT, 0, kTag, MPI_COMM_WORLD));
+    }
+    return {};
+  }
+  if (rank != 0) return {};
+  for (int s = 1; s < g.plan.pp; ++s) {
+    const int src = sim::world_rank_of(g.plan, 0, 0, s);
+    int count = 0;
+    MPI_CHECK(MPI_Recv(&count, 1, MPI_INT, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    for (int k = 0; k < count; ++k) {
+      int sizes[2];
+      MPI_CHECK(MPI_Recv(sizes, 2, MPI_INT, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      std::string name(static_cast<std::size_t>(sizes[0]), ' ');
+      std::vector<float> v(static_cast<std::size_t>(sizes[1]));
+      MPI_CHECK(MPI_Recv(name.data(), sizes[0], MPI_CHAR, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      MPI_CHECK(MPI_Recv(v.data(), sizes[1], MPI_FLOAT, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      mine.emplace_back(std::move(name), std::move(v));
+    }
+  }
+  return mine;
 }
 
 }  // namespace
@@ -142,7 +177,9 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   const auto& p = g.plan;
   const std::size_t n = g.size();
-  const int dp_rank = rank / p.tp, accum = p.grad_accum_steps();
+  const int dp_rank = sim::pipeline_position(p, rank).dp_rank, accum = p.grad_accum_steps();
+  // a graph of one micro-batch runs accum times; a pipeline stage's graph holds the whole step
+  const int rounds = accum / g.micro_batches;
 
   // waits[t]: predecessors of t on other streams (same-stream order is the stream's own)
   std::vector<std::vector<std::uint32_t>> waits(n);
@@ -165,13 +202,13 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
     const auto step_begin = Clock::now();
     double loss_sum = 0;
     std::vector<TaskClock> timing;
-    for (int micro = 0; micro < accum; ++micro) {
-      const bool last = micro == accum - 1;
-      const Batch batch = make_batch(g, o.training.seed, step, micro, dp_rank);
+    for (int round = 0; round < rounds; ++round) {
+      const bool last = round == rounds - 1;
+      const Batch batch = make_batch(g, o.training.seed, step, round * g.micro_batches, dp_rank);
       const auto mb_begin = Clock::now();
       backend.begin_micro_batch(batch);
       const bool hold_optimizer = capture_grads && step == 0 && last;
-      const bool first = micro == 0;
+      const bool first = round == 0;
       auto runs = [&](const sim::Task& x) { return (!x.once_per_step || last) && (!x.step_start || first); };
       for (std::uint32_t t = 0; t < n; ++t) {
         const auto& task = g.tasks[t];
@@ -249,20 +286,34 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       if (!d.empty()) r.task_median_us[t] = median(d);
     }
   }
-  std::vector<std::int64_t> mine(2 * n), all(rank == 0 ? 2 * n * static_cast<std::size_t>(world) : 0);
+  // every rank's median-step timeline onto rank 0 (pipeline stages have graphs of different sizes)
+  std::vector<std::int64_t> mine(2 * n);
   for (std::size_t t = 0; t < n; ++t) {
     mine[2 * t] = step_timelines[r.median_step][t].start_ns;
     mine[2 * t + 1] = step_timelines[r.median_step][t].end_ns;
   }
+  int my_count = static_cast<int>(2 * n);
+  std::vector<int> counts(rank == 0 ? world : 0), displs(rank == 0 ? world : 0);
   MPI_Request gather;
-  MPI_CHECK(MPI_Igather(mine.data(), static_cast<int>(2 * n), MPI_INT64_T, all.data(), static_cast<int>(2 * n), MPI_INT64_T, 0,
-                        MPI_COMM_WORLD, &gather));
+  MPI_CHECK(MPI_Igather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &gather));
   finish(gather, o.watchdog_s, "the timeline gather (MPI_Gather)");
+  std::size_t total = 0;
+  for (int k = 0; k < static_cast<int>(counts.size()); ++k) {
+    displs[k] = static_cast<int>(total);
+    total += static_cast<std::size_t>(counts[k]);
+  }
+  std::vector<std::int64_t> all(total);
+  MPI_CHECK(MPI_Igatherv(mine.data(), my_count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, 0, MPI_COMM_WORLD,
+                         &gather));
+  finish(gather, o.watchdog_s, "the timeline gather (MPI_Gatherv)");
   if (rank == 0) {
-    r.timelines.assign(world, std::vector<TaskClock>(n));
-    for (int k = 0; k < world; ++k)
-      for (std::size_t t = 0; t < n; ++t)
-        r.timelines[k][t] = {all[(k * n + t) * 2], all[(k * n + t) * 2 + 1]};
+    r.timelines.assign(world, {});
+    for (int k = 0; k < world; ++k) {
+      const std::size_t nk = static_cast<std::size_t>(counts[k]) / 2;
+      r.timelines[k].resize(nk);
+      for (std::size_t t = 0; t < nk; ++t)
+        r.timelines[k][t] = {all[static_cast<std::size_t>(displs[k]) + 2 * t], all[static_cast<std::size_t>(displs[k]) + 2 * t + 1]};
+    }
     r.overlap = measure_overlap(g, r.timelines[0]);
   }
   return r;

@@ -26,10 +26,12 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
     t.plan_source = in.plan_file;
   }
   pi.merge(in.flags);
-  const int tp = pi.tp.value_or(1);
+  const int tp = pi.tp.value_or(1), pp = pi.pp.value_or(1);
   if (tp > 0 && world % tp != 0)
     throw common::ConfigError("--tp", "", fmt::format("tp={} does not divide the {} MPI ranks (mpirun -np)", tp, world));
-  if (!pi.dp && tp > 0) pi.dp = world / tp;
+  if (tp > 0 && pp > 0 && world % (tp * pp) != 0)
+    throw common::ConfigError("--pp", "", fmt::format("tp x pp = {} x {} does not divide the {} MPI ranks (mpirun -np)", tp, pp, world));
+  if (!pi.dp && tp > 0 && pp > 0) pi.dp = world / (tp * pp);
   if (!pi.dtype && t.cluster.gpu.arch == hardware::GpuArch::cpu) pi.dtype = common::DType::fp32;
   // The executor issues every task from C++ (no Python, no graph capture): the cpp stack, not the
   // eager one that describes Megatron-LM (host.stacks.eager).
@@ -42,8 +44,8 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   }
   t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
   if (t.plan.gpus() != world)
-    throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp = {} x {} = {} ranks, got {}", t.plan.tp, t.plan.dp,
-                                                             t.plan.gpus(), world));
+    throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp x pp = {} x {} x {} = {} ranks, got {}", t.plan.tp,
+                                                             t.plan.dp, t.plan.pp, t.plan.gpus(), world));
   return t;
 }
 

@@ -35,8 +35,22 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   streams_.compute = add_stream({.name = "compute", .kind = StreamKind::compute});
   streams_.tp_comm = add_stream({.name = "tp_comm", .kind = StreamKind::comm});
   streams_.dp_comm = add_stream({.name = "dp_comm", .kind = StreamKind::comm});
+  if (p.pp > 1) {
+    // DP members of a stage: t + tp x (d + dp x s) for every d; count the nodes they span
+    const PipelinePosition pos = pipeline_position(p, rank);
+    int nodes = 0, last = -1;
+    for (int d = 0; d < p.dp; ++d) {
+      const int node = world_rank_of(p, pos.tp_rank, d, pos.stage) / c.node.gpus_per_node;
+      if (node != last) ++nodes;
+      last = node;
+    }
+    dp_nodes_ = std::max(1, nodes);
+  }
   tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
-  dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = rank % p.tp});
+  dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = p.pp > 1 ? rank % p.tp + p.tp * pipeline_position(p, rank).stage : rank % p.tp});
+  range_ = {0, m.layers};
+  chunks_ = {range_};
+  if (p.pp > 1) setup_pipeline(rank);
 
   const int r = p.row_slices;
   for (int i = 0; i < r; ++i) {
@@ -68,13 +82,15 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   dlogits_.assign(r, kNoTensor);
   emit_weights();
   // activation recompute: which layers run their forward again, in which chunks
-  chunks_ = recompute_chunks(p, m.layers);
+  // (pipelined: each model chunk of the stage is a stage of its own to Megatron-LM's recompute)
   chunk_of_layer_.assign(m.layers, -1);
-  for (std::size_t c = 0; c < chunks_.size(); ++c)
-    for (int l = chunks_[c].first; l < chunks_[c].end; ++l) chunk_of_layer_[l] = static_cast<int>(c);
-  recomputed_.assign(chunks_.size(), std::vector<char>(r, 0));
-  // DP buckets (and ZeRO's shards and parameter gathers)
-  if (reduces_dp()) plan_buckets();
+  for (const auto& ch : chunks_)
+    for (const auto& k : recompute_chunks(p, ch.end - ch.first)) rc_chunks_.push_back({ch.first + k.first, ch.first + k.end});
+  for (std::size_t c = 0; c < rc_chunks_.size(); ++c)
+    for (int l = rc_chunks_[c].first; l < rc_chunks_[c].end; ++l) chunk_of_layer_[l] = static_cast<int>(c);
+  recomputed_.assign(rc_chunks_.size(), std::vector<char>(r, 0));
+  // DP buckets (and ZeRO's shards and parameter gathers); a pipeline stage fills its own (grad_ready)
+  if (reduces_dp() && p.pp == 1) plan_buckets();
 }
 
 StreamId Builder::add_stream(StreamSpec s) {
@@ -103,6 +119,10 @@ TensorId Builder::tensor(std::int64_t rows, std::int64_t cols, DType dt, TensorR
   t.chunk = static_cast<std::int8_t>(chunk);
   t.backward = backward;
   t.variant = variant;
+  if (role != TensorRole::weight && role != TensorRole::weight_grad) {
+    t.micro = static_cast<std::int16_t>(micro_);
+    t.model_chunk = static_cast<std::int8_t>(model_chunk_);
+  }
   g_.tensors.push_back(t);
   state_.push_back({kNone, kNone});
   return static_cast<TensorId>(g_.tensors.size() - 1);
@@ -117,6 +137,8 @@ Task Builder::task(TaskKind kind, Op op, Phase phase, int layer, const Slice& s,
   t.layer = static_cast<std::int16_t>(layer);
   t.slice = static_cast<std::int8_t>(sliced_ ? s.index : -1);
   t.chunk = static_cast<std::int8_t>(chunk);
+  t.micro = static_cast<std::int16_t>(micro_);
+  t.model_chunk = static_cast<std::int8_t>(model_chunk_);
   t.recompute = recomputing_;
   return t;
 }
@@ -152,6 +174,10 @@ std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const
     s.readers = kNone;
   }
   if (t.is_collective() && t.group) t.seq = group_seq_[*t.group]++;
+  if (!pending_sends_.empty() && t.stream == streams_.compute) {  // blocking transfers (p2p_overlap false)
+    for (auto send : pending_sends_) edge(send, id);
+    pending_sends_.clear();
+  }
   if (!unit_of_weight_.empty())  // ZeRO-3: the last reader of each unit's gathered weights
     for (TensorId x : in)
       if (x < unit_of_weight_.size() && unit_of_weight_[x] > 0) unit_last_reader_[unit_of_weight_[x] - 1] = static_cast<std::int32_t>(id);
@@ -216,23 +242,39 @@ void Builder::emit_weights() {
     rank_params_ += s.params();
     return std::pair{w, d};
   };
-  std::tie(w_emb_, d_emb_) = weight(sh_.embedding(), -1);
-  if (m_.position == Position::learned) std::tie(w_pos_, d_pos_) = weight(sh_.positions(), -1);
+  // A pipeline stage holds the embedding on virtual stage 0, the layers of its chunks, the final norm
+  // and LM head on the last virtual stage; with tied embeddings the last stage keeps its own copy of
+  // the embedding as the head (Megatron-LM), its gradient summed with the first stage's (embd group).
+  bool first = false, last = false;
+  for (const auto& ch : chunks_) {
+    first |= ch.first == 0;
+    last |= ch.end == m_.layers;
+  }
+  stage_first_ = first;
+  stage_last_ = last;
+  if (first) {
+    std::tie(w_emb_, d_emb_) = weight(sh_.embedding(), -1);
+    if (m_.position == Position::learned) std::tie(w_pos_, d_pos_) = weight(sh_.positions(), -1);
+  }
   lw_.resize(m_.layers);
   const auto shapes = sh_.layer_weights();  // norm1, qkv, out_proj, norm2, fc1, fc2
-  for (int l = 0; l < m_.layers; ++l) {
-    auto& w = lw_[l];
-    std::tie(w.norm1, w.d_norm1) = weight(shapes[0], l);
-    std::tie(w.qkv, w.d_qkv) = weight(shapes[1], l);
-    std::tie(w.out, w.d_out) = weight(shapes[2], l);
-    std::tie(w.norm2, w.d_norm2) = weight(shapes[3], l);
-    std::tie(w.fc1, w.d_fc1) = weight(shapes[4], l);
-    std::tie(w.fc2, w.d_fc2) = weight(shapes[5], l);
-  }
+  for (const auto& ch : chunks_)
+    for (int l = ch.first; l < ch.end; ++l) {
+      auto& w = lw_[l];
+      std::tie(w.norm1, w.d_norm1) = weight(shapes[0], l);
+      std::tie(w.qkv, w.d_qkv) = weight(shapes[1], l);
+      std::tie(w.out, w.d_out) = weight(shapes[2], l);
+      std::tie(w.norm2, w.d_norm2) = weight(shapes[3], l);
+      std::tie(w.fc1, w.d_fc1) = weight(shapes[4], l);
+      std::tie(w.fc2, w.d_fc2) = weight(shapes[5], l);
+    }
+  if (!last) return;
   std::tie(w_fnorm_, d_fnorm_) = weight(sh_.final_norm(), -1);
-  if (m_.tied_embeddings) {
+  if (m_.tied_embeddings && first) {
     w_head_ = w_emb_;
     d_head_ = d_emb_;
+  } else if (m_.tied_embeddings) {
+    std::tie(w_head_, d_head_) = weight(sh_.embedding(), -1);
   } else {
     std::tie(w_head_, d_head_) = weight(sh_.lm_head(), -1);
   }
@@ -241,6 +283,11 @@ void Builder::emit_weights() {
 // ---- forward ------------------------------------------------------------------------------------------
 
 void Builder::emit_embedding(const Slice& s) {
+  if (skip_fwd()) return;
+  if (!holds_embedding()) {  // the activation of the previous virtual stage
+    ss_[s.index].x = transfer(true, false, kNoTensor, rows(s), s);
+    return;
+  }
   gather_for_forward(-1);
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId tok = tensor(T, 1, DType::fp32, TensorRole::input, Op::embedding, -1, s.index);
@@ -257,6 +304,7 @@ void Builder::emit_embedding(const Slice& s) {
 }
 
 void Builder::emit_attn_fwd(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -291,6 +339,7 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
 }
 
 void Builder::emit_attn_residual(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   auto& sv = saved_[l][s.index];
@@ -303,6 +352,7 @@ void Builder::emit_attn_residual(int l, const Slice& s) {
 }
 
 void Builder::emit_mlp_fwd(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -325,6 +375,7 @@ void Builder::emit_mlp_fwd(int l, const Slice& s) {
 }
 
 void Builder::emit_mlp_residual(int l, const Slice& s) {
+  if (skip_fwd()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId x = act(R, h, Op::residual2, l, s.index);
@@ -336,8 +387,13 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
 }
 
 void Builder::emit_head_fwd(const Slice& s) {
+  if (skip_fwd()) return;
   gather_for_forward(m_.layers);
   auto& st = ss_[s.index];
+  if (!holds_head()) {  // on to the next virtual stage
+    transfer(true, true, st.x, 0, s);
+    return;
+  }
   const std::int64_t T = s.tokens(), h = sh_.h, V = sh_.V, R = rows(s);
   TensorId nf = act(R, h, Op::final_norm, -1, s.index);
   add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
@@ -348,8 +404,7 @@ void Builder::emit_head_fwd(const Slice& s) {
   logits_[s.index] = logits;
   // vocab-parallel cross-entropy: local max, sum-exp and target logit, then one TP AllReduce
   TensorId stats = tensor(T, 3, DType::fp32, TensorRole::activation, Op::loss_comm, -1, s.index);
-  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, targets_[s.index]},
-      {stats});
+  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, target(s)}, {stats});
   if (p_.tp > 1) {
     Task t = tp_task(CollectiveKind::all_reduce, static_cast<double>(T) * 3 * 4, Op::loss_comm, Phase::fwd, -1, s);
     std::get<CollectiveOp>(t.kind).dtype = DType::fp32;
@@ -359,18 +414,24 @@ void Builder::emit_head_fwd(const Slice& s) {
 }
 
 void Builder::emit_loss(const Slice& s) {
+  if (skip_fwd() || !holds_head()) return;
   const std::int64_t T = s.tokens(), V = sh_.V;
   TensorId dl = tensor(T, V, DType::fp32, TensorRole::gradient, Op::lm_head, -1, s.index, -1, true);
   TensorId loss = tensor(T, 1, DType::fp32, TensorRole::activation, Op::loss, -1, s.index);
   add(task(ew(ElementwiseKind::cross_entropy, T * V, 8.0), Op::loss, Phase::fwd, -1, s),
-      {logits_[s.index], stats_[s.index], targets_[s.index]}, {dl, loss});
+      {logits_[s.index], stats_[s.index], target(s)}, {dl, loss});
   dlogits_[s.index] = dl;
 }
 
 // ---- backward -----------------------------------------------------------------------------------------
 
 BackwardTasks Builder::emit_head_bwd(const Slice& s) {
+  if (skip_bwd()) return {};
   auto& st = ss_[s.index];
+  if (!holds_head()) {  // the gradient of this chunk's output, from the next virtual stage
+    st.dy = transfer(false, false, kNoTensor, rows(s), s);
+    return {};
+  }
   const std::int64_t T = s.tokens(), h = sh_.h;
   gather_for_backward(m_.layers);
   // sequence parallelism: the sequence-sharded norm output is gathered again for the weight
@@ -385,6 +446,7 @@ BackwardTasks Builder::emit_head_bwd(const Slice& s) {
 }
 
 void Builder::emit_final_norm_bwd(const Slice& s) {
+  if (skip_bwd() || !holds_head()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
   TensorId dx = grad(R, h, Op::final_norm, -1, s.index);
@@ -394,6 +456,7 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
 }
 
 BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return {};
   gather_for_backward(l);
   ensure_recomputed(l, s);
   auto& st = ss_[s.index];
@@ -417,6 +480,7 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
 }
 
 void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return;
   ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
@@ -428,6 +492,7 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
 }
 
 BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return {};
   ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
@@ -469,6 +534,7 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
 }
 
 void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
+  if (skip_bwd()) return;
   ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
@@ -480,7 +546,12 @@ void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
 }
 
 void Builder::emit_embedding_bwd(const Slice& s) {
+  if (skip_bwd()) return;
   auto& st = ss_[s.index];
+  if (!holds_embedding()) {  // the gradient of this chunk's input, to the previous virtual stage
+    transfer(false, true, st.dy, 0, s);
+    return;
+  }
   const std::int64_t T = s.tokens(), h = sh_.h;
   TensorId dyg = gather_in(st.dy, Op::embed_comm, Phase::bwd_dgrad, -1, s);
   Task t = task(ew(ElementwiseKind::embedding, T * h, bpe() + 8.0, true), Op::embedding, Phase::bwd_wgrad, -1, s);
@@ -493,29 +564,44 @@ void Builder::emit_embedding_bwd(const Slice& s) {
 // ---- data-parallel gradient buckets, the step's end -----------------------------------------------------
 
 void Builder::head_grads_ready() {
-  if (!m_.tied_embeddings) grad_ready(d_head_);
+  if (skip_bwd() || !holds_head()) return;
+  if (!(m_.tied_embeddings && holds_embedding())) grad_ready(d_head_);  // tied on one rank: the embedding's gradient
 }
 
 void Builder::mlp_grads_ready(int l) {
-  grad_ready(l == m_.layers - 1 ? d_fnorm_ : lw_[l + 1].d_norm1);
+  if (skip_bwd()) return;
+  if (l + 1 < range_.end) grad_ready(lw_[l + 1].d_norm1);
+  else if (l == m_.layers - 1) grad_ready(d_fnorm_);  // else: the next layer is another chunk's
   grad_ready(lw_[l].d_fc2);
   grad_ready(lw_[l].d_fc1);
 }
 
 void Builder::attn_grads_ready(int l) {
+  if (skip_bwd()) return;
   grad_ready(lw_[l].d_norm2);
   grad_ready(lw_[l].d_out);
   grad_ready(lw_[l].d_qkv);
 }
 
 void Builder::embedding_grads_ready() {
-  grad_ready(lw_[0].d_norm1);
+  if (skip_bwd()) return;
+  grad_ready(lw_[range_.first].d_norm1);
+  if (!holds_embedding()) return;
   if (m_.position == Position::learned) grad_ready(d_pos_);
   grad_ready(d_emb_);
 }
 
 void Builder::grad_ready(TensorId dw) {
   if (!reduces_dp()) return;
+  if (p_.pp > 1) {
+    // a pipeline stage (no ZeRO: check_plan refuses it): its gradients are complete in the last
+    // micro-batch's backward; buckets fill in that order and each is one AllReduce after it
+    if (!grads_final_) return;
+    pp_bucket_.push_back(dw);
+    pp_bucket_params_ += g_.tensors[dw].rows * g_.tensors[dw].cols;
+    if (static_cast<double>(pp_bucket_params_) * 4.0 >= p_.dp_bucket_mb * 1e6) flush_pp_bucket();
+    return;
+  }
   const int b = bucket_of_.at(dw);
   if (b < 0 || --buckets_[b].pending > 0) return;
   // Megatron-LM's DDP starts a bucket's reduction when its last gradient is ready (with
@@ -524,12 +610,30 @@ void Builder::grad_ready(TensorId dw) {
   else deferred_.push_back(b);
 }
 
+void Builder::flush_pp_bucket() {
+  if (pp_bucket_.empty()) return;
+  Task t;
+  t.kind = CollectiveOp{
+      .kind = CollectiveKind::all_reduce, .bytes = pp_bucket_params_ * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
+  t.stream = streams_.dp_comm;
+  t.op = Op::dp_reduce;
+  t.phase = Phase::dp_reduce;
+  t.group = dp_group_;
+  t.once_per_step = true;
+  t.layer = -1;
+  add(std::move(t), pp_bucket_, pp_bucket_);
+  pp_bucket_.clear();
+  pp_bucket_params_ = 0;
+}
+
 // Sequence parallelism: a TP rank's norm-weight gradients cover only its rows of the sequence;
 // Megatron sums them over the TP group once per step before the optimizer (finalize_model_grads).
 void Builder::emit_sp_norm_grads() {
   if (!p_.sequence_parallel || p_.tp == 1) return;
-  std::vector<TensorId> norms{d_fnorm_};
-  for (const auto& w : lw_) norms.insert(norms.end(), {w.d_norm1, w.d_norm2});
+  std::vector<TensorId> norms;
+  if (stage_last_) norms.push_back(d_fnorm_);
+  for (const auto& ch : chunks_)
+    for (int l = ch.first; l < ch.end; ++l) norms.insert(norms.end(), {lw_[l].d_norm1, lw_[l].d_norm2});
   Task t;
   t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce,
                         .bytes = static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4,
@@ -571,8 +675,10 @@ void Builder::emit_optimizer() {
 
 StepGraph Builder::finish() {
   if (!p_.shards_optimizer() || !reduces_dp()) emit_sp_norm_grads();  // ZeRO: per bucket (flush_bucket)
+  if (p_.pp > 1 && reduces_dp()) flush_pp_bucket();
   for (int b : deferred_) flush_bucket(b);
   deferred_.clear();
+  emit_embedding_grads();
   emit_optimizer();
   emit_zero_step_end();
   const auto n = g_.tasks.size();
@@ -584,7 +690,10 @@ StepGraph Builder::finish() {
 
 StepGraph build_step_graph(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, int rank) {
   Builder b(model, cluster, plan, rank);
-  plan.strategy->schedule(b);
+  if (plan.pp > 1)
+    b.emit_pipeline(plan.strategy->schedule);
+  else
+    plan.strategy->schedule(b);
   return b.finish();
 }
 

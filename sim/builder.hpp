@@ -15,6 +15,17 @@
 // host issues them; finish() ends the step (the last DP bucket, sequence-parallel norm gradients,
 // optimizer, ZeRO's parameter gathers) and assembles the DAG.
 //
+// Pipelined plans (pp > 1; sim/pipeline_schedule.hpp): the graph is one pipeline stage's whole step.
+// The builder walks the stage's schedule - every forward and backward pass of every micro-batch
+// through each of its model chunks, in order - and for each pass calls the strategy's schedule
+// with only that pass's pieces live: a forward pass emits the forward pieces of the chunk's layers
+// [first_layer(), end_layer()) and ignores the backward ones, and the reverse. At a chunk's edges
+// the pieces change meaning: emit_embedding receives the activation from the previous virtual stage
+// when the chunk does not hold the embedding, emit_head_fwd sends it on when the chunk does not hold
+// the head, emit_head_bwd / emit_embedding_bwd receive and send the gradient. So a strategy that
+// schedules [first_layer(), end_layer()) schedules a stage, and Domino and Megatron-LM work inside
+// every stage unchanged.
+//
 // The memory savers are the builder's, so every strategy gets them without a line of its own:
 //  - activation recompute (sim/recompute.hpp): the first backward piece of a recomputed chunk's
 //    top layer (emit_mlp_bwd) first re-emits the chunk's forward for that slice (tasks flagged
@@ -40,6 +51,7 @@
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
 
@@ -77,7 +89,16 @@ class Builder {
   const hardware::ClusterSpec& cluster() const { return c_; }
   const Plan& plan() const { return p_; }
   const Shapes& shapes() const { return sh_; }
+  /// The model's layer count.
   int layers() const { return m_.layers; }
+  /// The layers the pass being emitted covers, [first_layer(), end_layer()): every layer without
+  /// pipelining, the current model chunk's with it. Strategies loop over this range.
+  int first_layer() const { return range_.first; }
+  int end_layer() const { return range_.end; }
+  /// Whether the layers being emitted start at the embedding / end at the LM head (pipelining:
+  /// virtual stage 0 / the last one; always without).
+  bool holds_embedding() const { return range_.first == 0; }
+  bool holds_head() const { return range_.end == m_.layers; }
   /// The row slices of the micro-batch (one, the whole micro-batch, when the plan does not slice).
   const std::vector<Slice>& slices() const { return slices_; }
 
@@ -134,6 +155,10 @@ class Builder {
     if (!edges_.empty() && edges_.back().first == from && edges_.back().second == to) return;
     edges_.emplace_back(from, to);
   }
+
+  /// Pipelined plans: emits the stage's whole step - every pass of its schedule
+  /// (pipeline_order), each through `schedule` (the strategy's) with only that pass's pieces live.
+  void emit_pipeline(void (*schedule)(Builder&));
 
   /// Ends the step and assembles the graph. Call once, after the strategy's schedule.
   StepGraph finish();
@@ -192,7 +217,22 @@ class Builder {
   void emit_weights();
   void grad_ready(TensorId dw);
   void emit_sp_norm_grads();
+  void emit_embedding_grads();
+  void flush_pp_bucket();  ///< pipelined plans: the DP bucket being filled (grad_ready)
   void emit_optimizer();
+  // pipelining (sim/builder_pipeline.cpp)
+  enum class Live : std::uint8_t { all, forward, backward };  ///< which pieces of the strategy's schedule emit
+  bool skip_fwd() const { return live_ == Live::backward && !recomputing_; }  ///< recompute re-emits forward pieces in a backward pass
+  bool skip_bwd() const { return live_ == Live::forward; }
+  void setup_pipeline(int rank);
+  /// A point-to-point transfer with the neighbouring virtual stage: sends `x`, or receives into a new
+  /// tensor of `rows` x h (returned). Forward: the activation to the next stage; backward: its gradient to the previous.
+  TensorId transfer(bool forward, bool send, TensorId x, std::int64_t rows, const Slice& s);
+  TensorId target(const Slice& s);
+  /// Per-pass state: what crosses from one emit_* call to the next within a (micro-batch, chunk).
+  struct PassState;
+  void save_pass(PassState& ps);
+  void load_pass(PassState& ps);
   // activation recompute (sim/recompute_emit.cpp)
   void ensure_recomputed(int l, const Slice& s);
   void recompute_chunk(int chunk, const Slice& s);
@@ -232,10 +272,26 @@ class Builder {
   TensorId w_emb_ = 0, w_pos_ = 0, w_head_ = 0, w_fnorm_ = 0, d_emb_ = 0, d_pos_ = 0, d_head_ = 0, d_fnorm_ = 0;
   std::vector<TensorId> tokens_, targets_, nf_, logits_, stats_, dlogits_;
   std::vector<TensorId> all_weights_, all_grads_;
+  std::vector<TensorId> pp_bucket_;  // pipelined plans: DP bucket being filled
+  std::int64_t pp_bucket_params_ = 0;
   std::int64_t rank_params_ = 0;
+  // pipelining: what this stage holds and the pass being emitted
+  LayerRange range_;                 ///< layers of the pass being emitted
+  std::vector<LayerRange> chunks_;   ///< per model chunk of this rank: its layers
+  int stage_ = 0, micro_ = -1, model_chunk_ = -1;
+  bool stage_first_ = true, stage_last_ = true;  ///< holds the embedding / the final norm and head
+  Live live_ = Live::all;
+  bool grads_final_ = true;          ///< weight gradients complete when *_grads_ready is called (last micro-batch)
+  struct Pipe {
+    StreamId send_next = 0, recv_prev = 0, send_prev = 0, recv_next = 0;
+    std::optional<GroupId> fwd_out, fwd_in, bwd_out, bwd_in;  ///< per direction: to / from the neighbouring ranks
+    int nodes_next = 1, nodes_prev = 1;
+  } pipe_;
+  std::optional<GroupId> embd_group_;  ///< tied embeddings on the first and last stage (Megatron's embedding group)
+  std::vector<std::uint32_t> pending_sends_;  ///< blocking transfers the next compute task waits for
   // ---- recompute
   std::vector<int> chunk_of_layer_;                    // -1: kept whole
-  std::vector<RecomputeChunk> chunks_;
+  std::vector<RecomputeChunk> rc_chunks_;              // (chunks_ are the pipeline's model chunks)
   std::vector<std::vector<char>> recomputed_;          // [chunk][slice]
   bool recomputing_ = false;                           // tasks made now are flagged Task::recompute
   // ---- DP buckets and ZeRO

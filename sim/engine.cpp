@@ -26,13 +26,36 @@ struct Peer {
   GroupId group;
 };
 
+/// Whether the host waits, after issuing task i, until the GPU has run it and everything issued before
+/// it (torch.cuda.synchronize), issuing the tasks after it from then on at its launch cost each:
+/// a pipeline receive of a plan without p2p_overlap. Megatron-LM's blocking exchange
+/// (p2p_communication.py _communicate: the batched sends and receives posted together, waited for,
+/// then torch.cuda.synchronize() "to protect against race condition when using
+/// batch_isend_irecv()"), so a stage's host issues the pass that needs the data only once it has
+/// arrived and cannot run ahead of its GPU across passes.
+/// The receives of one exchange (a pass's row slices) are posted together and waited for once: the
+/// sync comes after the last of consecutive receives. The 1F1B schedule only: its graphs issue each
+/// exchange where Megatron-LM does (the sends of a pass, then the receives the next pass needs);
+/// Megatron-LM's interleaved schedule exchanges both directions at once after a forward and a
+/// backward pass (send_forward_backward_recv_forward_backward), an order its graphs do not
+/// reproduce, so a blocking interleaved plan keeps the host's lead.
+bool host_sync(const StepGraph& g, std::size_t i) {
+  auto receive = [&](std::size_t k) { return g.tasks[k].op == Op::pipe && g.tasks[k].n_inputs == 0; };
+  return g.plan.schedule == PipelineSchedule::one_f_one_b && !g.plan.p2p_overlap && receive(i) && !(i + 1 < g.size() && receive(i + 1));
+}
+
 struct RankState {
   const StepGraph* g = nullptr;
   std::unique_ptr<CostTable> table;       // distinct costs of this rank's tasks
   std::vector<std::uint32_t> cost_index;  // task -> its cost in `table`
   const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
   std::vector<std::vector<std::uint32_t>> queue;  // per stream: included tasks, issue order
-  std::vector<std::int64_t> issue_ps;             // host has issued task i by then
+  std::vector<std::int64_t> issue_ps;             // host has issued task i by then (kNever: behind a host sync not yet reached)
+  std::vector<std::int64_t> host_ps;              // the host's launch time through task i, from the step's start
+  std::vector<std::uint32_t> syncs;               // included tasks with host_sync, in issue order
+  std::vector<std::uint32_t> sync_need;           // per sync: included tasks issued up to it (all must complete)
+  std::size_t next_sync = 0;                      // the sync the host waits at (or will)
+  std::uint32_t done_before_sync = 0;             // completed tasks issued up to syncs[next_sync]
   std::vector<std::uint32_t> pending;
   std::vector<TaskTiming> timing;
   std::vector<std::size_t> head;     // per stream
@@ -43,10 +66,14 @@ struct RankState {
   std::vector<std::vector<std::uint32_t>> by_seq;  // per group: the task with each sequence number
 };
 
+struct RankStats {
+  std::int64_t compute = 0, exposed = 0, idle = 0;
+  std::vector<std::int64_t> busy;  // per stream
+};
+
 struct RunStats {
   std::int64_t end = 0;
-  std::int64_t compute = 0, exposed = 0, idle = 0;
-  std::vector<std::int64_t> busy;  // per stream of the first rank
+  std::vector<RankStats> ranks;  // per simulated graph
   std::size_t events = 0;
 };
 
@@ -95,6 +122,8 @@ class Simulation {
       max_running += ns;
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
       std::int64_t host = 0;
+      rs.host_ps.assign(n, 0);
+      std::uint32_t included = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const Task& t = g.tasks[i];
         if (!runs_in(t, which)) {
@@ -105,8 +134,15 @@ class Simulation {
         rs.cost_index[i] = rs.table->index(t);
         // checked: a hand-edited graph (simulate --graph) may carry 65,535 launches per task
         host = common::checked_add(host, common::checked_mul(launch, t.launches, "simulated time"), "simulated time");
-        rs.issue_ps[i] = host;
+        rs.host_ps[i] = host;
+        // tasks behind a host sync are issued once the host gets past it (release_sync)
+        rs.issue_ps[i] = rs.syncs.empty() ? host : kNever;
         rs.queue[t.stream].push_back(static_cast<std::uint32_t>(i));
+        ++included;
+        if (host_sync(g, i)) {
+          rs.syncs.push_back(static_cast<std::uint32_t>(i));
+          rs.sync_need.push_back(included);
+        }
       }
       rs.peers.resize(g.groups.size());
       rs.by_seq.resize(g.groups.size());
@@ -134,6 +170,10 @@ class Simulation {
     active_key_.reserve(max_running);
     // the memo key packs a rank in 12 bits and a flow partner in 10: beyond that, no memo
     if (ranks_.size() > 0xFFF || max_running > 0x3FF) memoize_ = false;
+    // More than two distinct ranks (pipeline stages) run out of phase: their joint running sets
+    // rarely repeat, and a memo of them grows by a long key per event (measured on gpt3-175b at
+    // pp 16: 2.4 s and 284 MB with it, 1.5 s and 105 MB without; same step to the picosecond).
+    if (ranks_.size() > 2) memoize_ = false;
     for (const auto& rs : ranks_) rank_views_.push_back({rs.running, rs.compute_streams, rs.comm_streams});
     view_.ranks = rank_views_;
     view_.link_bytes_per_ps = link_bytes_per_ps_;
@@ -169,6 +209,7 @@ class Simulation {
   }
   void start(int r, StreamId s, std::int64_t now, std::uint32_t flow);
   void complete(std::size_t a, std::int64_t now);
+  void release_sync(RankState& rs, std::int64_t now);
   void update_rates();
 
   bool timeline_;
@@ -190,6 +231,9 @@ class Simulation {
   RateMemo memo_;
   std::uint32_t next_flow_ = 0;
   std::vector<StreamId> peer_streams_;  // scratch: where each peer starts its member of a collective
+  std::vector<char> dirty_;             // per rank: a task of it completed since its streams were scanned
+  std::vector<std::int64_t> rank_wake_;  // per rank: the earliest issue time its scan waits for
+  std::uint64_t memo_lookups_ = 0, memo_hits_ = 0;
 };
 
 void Simulation::start(int r, StreamId s, std::int64_t now, std::uint32_t flow) {
@@ -222,10 +266,21 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
     return;
   }
   if (timeline_) rs.timing[a.task].end = Duration::from_ps(now);
+  dirty_[static_cast<std::size_t>(a.rank)] = 1;
   rs.running[a.stream] = kIdle;
   ++rs.head[a.stream];
   for (auto v : boost::make_iterator_range(rs.g->successors(a.task))) --rs.pending[v];
+  if (rs.next_sync < rs.syncs.size() && a.task <= rs.syncs[rs.next_sync] && ++rs.done_before_sync == rs.sync_need[rs.next_sync])
+    release_sync(rs, now);
   a.task = ~0u;  // removed by the caller
+}
+
+// Every task issued up to the sync has run: the host goes on from now, issuing the tasks up to the
+// next sync at its launch cost each (its lead over the GPU is gone).
+void Simulation::release_sync(RankState& rs, std::int64_t now) {
+  const std::uint32_t at = rs.syncs[rs.next_sync++];
+  const std::size_t end = rs.next_sync < rs.syncs.size() ? rs.syncs[rs.next_sync] + std::size_t{1} : rs.issue_ps.size();
+  for (std::size_t j = at + std::size_t{1}; j < end; ++j) rs.issue_ps[j] = now + (rs.host_ps[j] - rs.host_ps[at]);
 }
 
 // The models' rates are a function of the running set alone - which task cost runs on which rank
@@ -246,9 +301,18 @@ void Simulation::update_rates() {
     key = key_;
   }
   if (memoize_) {
+    ++memo_lookups_;
     if (const auto known = memo_.find(key)) {
+      ++memo_hits_;
       for (std::size_t i = 0; i < active_.size(); ++i) active_[i].rate = (*known)[i];
       return;
+    }
+    // Ranks out of phase (pipeline stages) rarely repeat a running set: a memo that hits less than
+    // one lookup in four (over a window of lookups) costs more than it saves, so it is dropped. The rates are the same
+    // either way (the models' rates depend on the running set alone).
+    if (memo_lookups_ == 4096) {  // judged per window of 4096 lookups
+      memoize_ = memo_hits_ * 4 >= memo_lookups_;
+      memo_lookups_ = memo_hits_ = 0;
     }
   }
   for (auto& a : active_) a.rate = 1.0;
@@ -263,15 +327,28 @@ void Simulation::update_rates() {
 
 RunStats Simulation::run() {
   RunStats st;
-  st.busy.assign(ranks_[0].g->streams.size(), 0);
+  st.ranks.resize(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) st.ranks[r].busy.assign(ranks_[r].g->streams.size(), 0);
   std::int64_t now = 0;
+  // A rank's streams are scanned again only when something on it completed (dirty_) or its next
+  // issue time has come (rank_wake_): nothing else can make one of its tasks ready. A collective
+  // waiting on a peer is found when the peer, whose state changed, is scanned.
+  dirty_.assign(ranks_.size(), 1);
+  rank_wake_.assign(ranks_.size(), kNever);
   for (;;) {
     std::int64_t wake = kNever;
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       auto& rs = ranks_[r];
+      if (!dirty_[r] && rank_wake_[r] > now) {
+        wake = std::min(wake, rank_wake_[r]);
+        continue;
+      }
+      dirty_[r] = 0;
+      std::int64_t& rank_wake = rank_wake_[r];
+      rank_wake = kNever;
       for (std::size_t si = 0; si < rs.queue.size(); ++si) {
         const auto s = static_cast<StreamId>(si);
-        if (!ready(r, s, now, wake)) continue;
+        if (!ready(r, s, now, rank_wake)) continue;
         const Task& task = rs.g->tasks[rs.queue[s][rs.head[s]]];
         if (task.group && task.is_collective() && !rs.peers[*task.group].empty()) {
           // a collective starts when every simulated member of its group has reached it
@@ -291,10 +368,11 @@ RunStats Simulation::run() {
         }
         start(r, s, now, next_flow_++);
       }
+      wake = std::min(wake, rank_wake);
     }
     if (active_.empty()) {
       if (wake == kNever) break;
-      st.idle += wake - now;
+      for (auto& rk : st.ranks) rk.idle += wake - now;
       now = wake;
       continue;
     }
@@ -317,16 +395,19 @@ RunStats Simulation::run() {
     }
     const std::int64_t dt = next - now;
     if (dt > 0) {
-      const auto& r0 = ranks_[0];
-      bool comp = false, comm = false;
-      for (std::size_t s = 0; s < r0.running.size(); ++s)
-        if (r0.running[s] != kIdle) {
-          st.busy[s] += dt;
-          (r0.compute_stream[s] ? comp : comm) = true;
-        }
-      if (comp) st.compute += dt;
-      if (!comp && comm) st.exposed += dt;
-      if (!comp && !comm) st.idle += dt;
+      for (std::size_t r = 0; r < ranks_.size(); ++r) {
+        const auto& rs = ranks_[r];
+        auto& rk = st.ranks[r];
+        bool comp = false, comm = false;
+        for (std::size_t s = 0; s < rs.running.size(); ++s)
+          if (rs.running[s] != kIdle) {
+            rk.busy[s] += dt;
+            (rs.compute_stream[s] ? comp : comm) = true;
+          }
+        if (comp) rk.compute += dt;
+        if (!comp && comm) rk.exposed += dt;
+        if (!comp && !comm) rk.idle += dt;
+      }
       for (auto& a : active_) a.remaining = std::max(0.0, a.remaining - a.rate * static_cast<double>(dt));
     }
     now = next;
@@ -369,6 +450,13 @@ Duration StepReport::busy(std::string_view name) const {
   return Duration{};
 }
 
+Duration StepReport::busy_prefix(std::string_view prefix) const {
+  Duration d{};
+  for (const auto& s : streams)
+    if (s.name.starts_with(prefix)) d += s.busy;
+  return d;
+}
+
 StepReport Engine::simulate(const StepGraph& graph) const {
   const StepGraph* one[] = {&graph};
   return simulate(std::span<const StepGraph* const>(one, 1));
@@ -378,54 +466,75 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   if (ranks.empty()) throw std::invalid_argument("Engine::simulate: no graphs");
   const StepGraph& g0 = *ranks[0];
   const int accum = g0.plan.grad_accum_steps();
+  if (g0.micro_batches < 1 || accum % g0.micro_batches)
+    throw std::invalid_argument(fmt::format("Engine::simulate: the graph issues {} micro-batches, the plan has {} per step", g0.micro_batches, accum));
+  const int repeats = accum / g0.micro_batches;  // times the graph runs in a step
   StepReport rep;
   rep.tasks = g0.size();
-  // micro-batches 1 .. accum - 1 are alike but for the first one's step_start tasks (ZeRO's
-  // parameter gathers): simulated once each kind, the last one (DP reduction, optimizer) apart
+  // A pipeline stage's graph (micro_batches > 1) is the whole step: simulated once, every task in.
+  // Otherwise the graph is one micro-batch: micro-batches 1 .. accum - 1 are alike but for the
+  // first one's step_start tasks (ZeRO's parameter gathers): simulated once each kind, the last
+  // one (DP reduction, optimizer) apart.
+  if (repeats > 1 && g0.micro_batches > 1)
+    throw std::invalid_argument(fmt::format("Engine::simulate: a graph of {} micro-batches repeated {} times per step", g0.micro_batches, repeats));
   bool has_start = false;
   for (const StepGraph* g : ranks)
     for (const auto& t : g->tasks) has_start |= t.step_start;
   RunStats first{}, mid{};
   bool mid_simulated = false;
-  if (accum > 1) {
+  if (repeats > 1) {
     first = Simulation(ranks, cost_, options_.models, MicroBatch::first, false).run();
     mid = first;
-    if (has_start && accum > 2) {
+    if (has_start && repeats > 2) {
       mid = Simulation(ranks, cost_, options_.models, MicroBatch::middle, false).run();
       mid_simulated = true;
     }
   }
-  Simulation last(ranks, cost_, options_.models, accum > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
+  Simulation last(ranks, cost_, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
   RunStats ls = last.run();
-  const std::int64_t k = std::max<std::int64_t>(0, accum - 2);
+  const std::int64_t k = std::max<std::int64_t>(0, repeats - 2);
   // checked: the micro-batches of a long step must not wrap to a negative time
   auto total = [&](std::int64_t f, std::int64_t m, std::int64_t b) {
-    const std::int64_t firsts = accum > 1 ? f : 0;
+    const std::int64_t firsts = repeats > 1 ? f : 0;
     return Duration::from_ps(
         common::checked_add(common::checked_add(firsts, common::checked_mul(m, k, "simulated time"), "simulated time"), b, "simulated time"));
   };
   rep.step_time = total(first.end, mid.end, ls.end);
-  rep.micro_batch_time = Duration::from_ps(accum > 1 ? mid.end : ls.end);
-  rep.compute = total(first.compute, mid.compute, ls.compute);
-  for (std::size_t s = 0; s < g0.streams.size(); ++s) {
-    auto busy = [s](const RunStats& r) { return r.busy.empty() ? std::int64_t{0} : r.busy[s]; };
-    rep.streams.push_back({.name = g0.streams[s].name, .kind = g0.streams[s].kind, .busy = total(busy(first), busy(mid), ls.busy[s])});
-  }
-  rep.exposed_comm = total(first.exposed, mid.exposed, ls.exposed);
-  rep.idle = total(first.idle, mid.idle, ls.idle);
-  rep.events = first.events + (mid_simulated ? mid.events : 0) + ls.events;
-  for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * accum;
+  rep.micro_batch_time = Duration::from_ps(repeats > 1 ? mid.end : ls.end / g0.micro_batches);
   const auto& cl = cost_.cluster();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const StepGraph& g = *ranks[r];
+    const RankStats& l = ls.ranks[r];
+    const RankStats* f = repeats > 1 ? &first.ranks[r] : nullptr;
+    const RankStats* m = repeats > 1 ? &mid.ranks[r] : nullptr;
+    RankBusy rb;
+    rb.rank = g.rank;
+    rb.compute = total(f ? f->compute : 0, m ? m->compute : 0, l.compute);
+    rb.exposed_comm = total(f ? f->exposed : 0, m ? m->exposed : 0, l.exposed);
+    rb.idle = total(f ? f->idle : 0, m ? m->idle : 0, l.idle);
+    for (std::size_t s = 0; s < g.streams.size(); ++s)
+      rb.streams.push_back({.name = g.streams[s].name,
+                            .kind = g.streams[s].kind,
+                            .busy = total(f ? f->busy[s] : 0, m ? m->busy[s] : 0, l.busy[s])});
+    rb.memory = estimate_memory(g, cl);
+    rep.ranks.push_back(std::move(rb));
+  }
+  rep.compute = rep.ranks[0].compute;
+  rep.streams = rep.ranks[0].streams;
+  rep.exposed_comm = rep.ranks[0].exposed_comm;
+  rep.idle = rep.ranks[0].idle;
+  rep.events = first.events + (mid_simulated ? mid.events : 0) + ls.events;
+  for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * repeats;
   const double gpus = g0.plan.gpus();
   rep.mfu = rep.model_flops / (rep.step_time.s() * gpus * cl.gpu.peak_flops(g0.plan.dtype));
   rep.tokens_per_s = static_cast<double>(g0.plan.global_batch) * static_cast<double>(g0.plan.seq_len) / rep.step_time.s();
-  // the closed form needs a model; a hand-built graph without one gets only what its tensors say
-  if (g0.model.layers > 0 && g0.model.heads > 0) rep.memory = estimate_memory(g0.model, cl, g0.plan);
-  rep.memory.activations = saved_activation_bytes(g0);  // the graph's own tensors (equal for built graphs; edited ones may differ)
-  rep.memory.recomputed = recompute_working_bytes(g0);
+  rep.memory = rep.ranks[0].memory;
+  for (const auto& rb : rep.ranks)
+    if (rb.memory.total() > rep.memory.total()) rep.memory = rb.memory;
   if (options_.timeline) {
+    // 0 for a pipeline stage's whole-step graph
     const Duration offset =
-        Duration::from_ps(common::checked_add(accum > 1 ? first.end : 0, common::checked_mul(mid.end, k, "simulated time"), "simulated time"));
+        Duration::from_ps(common::checked_add(repeats > 1 ? first.end : 0, common::checked_mul(mid.end, k, "simulated time"), "simulated time"));
     for (auto& rs : last.ranks()) {
       RankTimeline tl;
       tl.graph = rs.g;

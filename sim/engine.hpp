@@ -35,6 +35,18 @@ struct StreamTime {
   Duration busy;
 };
 
+/// @brief How one simulated graph (a pipeline stage, a grid position) spent the step.
+struct RankBusy {
+  int rank = 0;                     ///< StepGraph::rank of the graph
+  Duration compute;                 ///< a compute stream busy
+  Duration exposed_comm;            ///< a communication stream busy while no compute stream is
+  Duration idle;                    ///< nothing busy: waiting for other ranks (the pipeline bubble), launch-bound
+  std::vector<StreamTime> streams;  ///< each stream's busy time
+  MemoryEstimate memory;            ///< estimate_memory of its graph
+  /// Fraction of the step its compute streams were not busy: (step - compute) / step.
+  double compute_idle_fraction(Duration step) const { return step.ps > 0 ? 1.0 - compute.s() / step.s() : 0.0; }
+};
+
 /// @brief What one simulated training step costs. Busy times are those of the first graph given.
 struct StepReport {
   Duration step_time;               ///< whole step: (accum - 1) micro-batches + the last + optimizer
@@ -48,11 +60,14 @@ struct StepReport {
   double tokens_per_s = 0;
   std::size_t tasks = 0;   ///< tasks in the first rank's graph
   std::size_t events = 0;  ///< engine events processed (all runs)
-  MemoryEstimate memory;
+  MemoryEstimate memory;             ///< the first graph's; with several graphs, the one that needs most (the worst stage)
+  std::vector<RankBusy> ranks;       ///< every graph given, in order (ranks[0] repeats the figures above)
   std::vector<RankTimeline> timelines;  ///< filled when EngineOptions::timeline
 
   /// Busy time of the stream named `name` ("tp_comm"); zero if the graph has no such stream.
   Duration busy(std::string_view name) const;
+  /// Summed busy time of the first graph's streams whose names start with `prefix` ("pp_").
+  Duration busy_prefix(std::string_view prefix) const;
 };
 
 struct EngineOptions {
@@ -71,7 +86,10 @@ class Engine {
  public:
   explicit Engine(const hardware::CostModel& cost, EngineOptions options = {}) : cost_(cost), options_(std::move(options)) {}
 
-  /// One graph standing for all ranks identical to it by symmetry.
+  /// One graph standing for all ranks identical to it by symmetry. A graph of one micro-batch
+  /// (StepGraph::micro_batches 1) is run twice: once without the once-per-step tasks, standing for
+  /// the first grad_accum_steps - 1 micro-batches, and once with them; a pipeline stage's graph,
+  /// which holds the whole step, once.
   StepReport simulate(const StepGraph& graph) const;
   /// Several ranks with different graphs (roles: pipeline stages, grid positions), simulated
   /// together. A collective starts on all simulated members of its group (same name and

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <limits>
 #include <set>
 
@@ -10,6 +12,7 @@
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 #include "common/strict_json.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "sim/report_json.hpp"
 
 namespace sim {
@@ -19,6 +22,7 @@ namespace {
 using nlohmann::json;
 constexpr int kFormatVersion = 1;
 constexpr const char* kFormat = "slicetune-step-graph";
+constexpr const char* kPipelineFormat = "slicetune-pipeline-step-graphs";  ///< one slicetune-step-graph per stage
 
 json model_json(const ModelSpec& m) {
   return {{"name", m.name},
@@ -213,6 +217,11 @@ json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
                        {"slice", t.slice},
                        {"chunk", t.chunk},
                        {"variant", t.variant}});
+  if (g.plan.pp > 1)  // pipelined graphs tag tensors with their model chunk and micro-batch
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      tensors[i]["model_chunk"] = g.tensors[i].model_chunk;
+      tensors[i]["micro"] = g.tensors[i].micro;
+    }
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Task& t = g.tasks[i];
     json row = {{"name", g.task_name(i)},
@@ -231,20 +240,41 @@ json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
                 {"inputs", std::vector<TensorId>(g.inputs(i).begin(), g.inputs(i).end())},
                 {"outputs", std::vector<TensorId>(g.outputs(i).begin(), g.outputs(i).end())}};
     if (t.group) {
-      row["group"] = g.groups[*t.group].name;
+      const GroupSpec& gr = g.groups[*t.group];
+      row["group"] = gr.name;
+      // two groups of one name (a pipeline stage's neighbours both ways round the ring): which one
+      if (std::count_if(g.groups.begin(), g.groups.end(), [&](const GroupSpec& o) { return o.name == gr.name; }) > 1)
+        row["group_instance"] = gr.instance;
       row["seq"] = t.seq;
+    }
+    if (g.plan.pp > 1) {
+      row["model_chunk"] = t.model_chunk;
+      row["micro"] = t.micro;
     }
     tasks.push_back(std::move(row));
     for (auto v : boost::make_iterator_range(g.successors(i))) edges.push_back({i, v});
   }
-  return {{"format", kFormat},  {"version", kFormatVersion},  {"cluster", cluster.name},      {"nodes", cluster.nodes},
-          {"rank", g.rank},     {"represents", g.represents}, {"model", model_json(g.model)}, {"plan", plan_json(g.plan)},
-          {"streams", streams}, {"groups", groups},           {"tensors", tensors},           {"tasks", tasks},
-          {"edges", edges}};
+  json out = {{"format", kFormat},  {"version", kFormatVersion},  {"cluster", cluster.name},      {"nodes", cluster.nodes},
+              {"rank", g.rank},     {"represents", g.represents}, {"model", model_json(g.model)}, {"plan", plan_json(g.plan)},
+              {"streams", streams}, {"groups", groups},           {"tensors", tensors},           {"tasks", tasks},
+              {"edges", edges}};
+  if (g.plan.pp > 1) out["micro_batches"] = g.micro_batches;
+  return out;
+}
+
+json graphs_to_json(const std::vector<StepGraph>& graphs, const hardware::ClusterSpec& cluster) {
+  if (graphs.size() == 1 && graphs[0].plan.pp == 1) return graph_to_json(graphs[0], cluster);
+  json stages = json::array();
+  for (const auto& g : graphs) stages.push_back(graph_to_json(g, cluster));
+  return {{"format", kPipelineFormat}, {"version", kFormatVersion}, {"cluster", cluster.name}, {"nodes", cluster.nodes}, {"stages", stages}};
 }
 
 void save_graph(const std::string& path, const StepGraph& g, const hardware::ClusterSpec& cluster) {
   common::write_file_atomically(path, graph_to_json(g, cluster).dump(1) + "\n");
+}
+
+void save_graphs(const std::string& path, const std::vector<StepGraph>& graphs, const hardware::ClusterSpec& cluster) {
+  common::write_file_atomically(path, graphs_to_json(graphs, cluster).dump(1) + "\n");
 }
 
 json read_graph_file(const std::string& path) {
@@ -257,7 +287,9 @@ std::pair<std::string, int> saved_cluster(const json& j, const std::string& sour
   return {r.string("cluster"), static_cast<int>(r.integer("nodes", 1, common::limits::kMaxNodes))};
 }
 
-StepGraph load_graph(const json& j, const std::string& source, const hardware::ClusterSpec& cluster) {
+namespace {
+
+StepGraph load_one(const json& j, const std::string& source, const hardware::ClusterSpec& cluster, bool stage_of_pipeline) {
   Reader r(j, source, "");
   if (r.string("format") != kFormat) r.fail("format", fmt::format("expected \"{}\"", kFormat));
   if (r.integer("version", 0, 1 << 20) != kFormatVersion) r.fail("version", fmt::format("expected {}", kFormatVersion));
@@ -274,6 +306,20 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
   plan.erase("grad_accum_steps");  // derived; plan_json writes it for readers
   g.plan = resolve_plan(g.model, cluster, parse_plan_input(plan.dump(), fmt::format("{}: plan", source)),
                         fmt::format("{}: plan", source));
+  if (g.plan.pp > 1 && !stage_of_pipeline)
+    throw common::ConfigError(source, "plan.pp",
+                              fmt::format("pp={}: a pipelined step has one graph per stage; this file holds one graph (pp 1), a pipelined "
+                                          "plan's file has \"format\": \"{}\" and its \"stages\"",
+                                          g.plan.pp, kPipelineFormat));
+  if (g.plan.pp == 1 && stage_of_pipeline) r.fail("plan.pp", "expected pp > 1 in a stage of a pipelined step");
+  g.micro_batches = 1;
+  if (g.plan.pp > 1) {
+    g.micro_batches = static_cast<int>(r.integer("micro_batches", 1, std::numeric_limits<int>::max()));
+    if (g.micro_batches != g.plan.grad_accum_steps())
+      r.fail("micro_batches", fmt::format("expected the plan's {} micro-batches per pipeline, got {}", g.plan.grad_accum_steps(), g.micro_batches));
+  }
+  const bool pipelined = g.plan.pp > 1;
+  const int max_chunk = g.plan.vp - 1, max_micro = g.micro_batches - 1;
 
   const json& streams = r.array("streams");
   if (streams.empty() || streams.size() > 255) r.fail("streams", "expected 1..255 streams");
@@ -295,7 +341,8 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
                    .nodes = static_cast<int>(s.integer("nodes", 1, cluster.nodes)),
                    .instance = static_cast<int>(s.integer("instance", 0, gpus - 1))};
     for (const auto& o : g.groups)
-      if (o.name == spec.name) s.fail("name", fmt::format("group '{}' is declared twice", spec.name));
+      if (o.name == spec.name && o.instance == spec.instance)
+        s.fail("name", fmt::format("group '{}' instance {} is declared twice", spec.name, spec.instance));
     s.finish();
     g.groups.push_back(std::move(spec));
   }
@@ -316,6 +363,10 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
     t.slice = static_cast<std::int8_t>(s.integer("slice", -1, std::numeric_limits<std::int8_t>::max()));
     t.chunk = static_cast<std::int8_t>(s.integer("chunk", -1, std::numeric_limits<std::int8_t>::max()));
     t.variant = static_cast<std::uint8_t>(s.integer("variant", 0, 255));
+    if (pipelined) {
+      t.model_chunk = static_cast<std::int8_t>(s.integer("model_chunk", -1, max_chunk));
+      t.micro = static_cast<std::int16_t>(s.integer("micro", -1, max_micro));
+    }
     s.finish();
     g.tensors.push_back(t);
   }
@@ -340,9 +391,14 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
     if (s.has("group")) {
       const auto id = [&] {
         const std::string name = s.string("group");
+        const int named = static_cast<int>(std::count_if(g.groups.begin(), g.groups.end(), [&](const GroupSpec& o) { return o.name == name; }));
+        if (named == 0) s.fail("group", fmt::format("no group named '{}' in \"groups\"", name));
+        if (named > 1 && !s.has("group_instance"))
+          s.fail("group_instance", fmt::format("{} groups are named '{}': expected the instance of the one meant", named, name));
+        const auto instance = s.has("group_instance") ? std::optional<std::int64_t>(s.integer("group_instance", 0, 1 << 30)) : std::nullopt;
         for (std::size_t k = 0; k < g.groups.size(); ++k)
-          if (g.groups[k].name == name) return static_cast<GroupId>(k);
-        s.fail("group", fmt::format("no group named '{}' in \"groups\"", name));
+          if (g.groups[k].name == name && (!instance || g.groups[k].instance == *instance)) return static_cast<GroupId>(k);
+        s.fail("group_instance", fmt::format("no group '{}' with instance {} in \"groups\"", name, instance.value_or(-1)));
       }();
       t.group = id;
       // a group's sequence numbers count its collectives: below the task count (the engine indexes by them)
@@ -359,6 +415,10 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
     t.step_start = s.boolean("step_start");
     t.recompute = s.boolean("recompute");
     t.launches = static_cast<std::uint16_t>(s.integer("launches", 0, std::numeric_limits<std::uint16_t>::max()));
+    if (pipelined) {
+      t.model_chunk = static_cast<std::int8_t>(s.integer("model_chunk", -1, max_chunk));
+      t.micro = static_cast<std::int16_t>(s.integer("micro", -1, max_micro));
+    }
     t.operand_begin = static_cast<std::uint32_t>(g.operands.size());
     for (const char* key : {"inputs", "outputs"}) {
       const json& ids = s.array(key);
@@ -394,6 +454,43 @@ StepGraph load_graph(const json& j, const std::string& source, const hardware::C
   out.model = std::move(g.model);
   out.rank = g.rank;
   out.represents = g.represents;
+  out.micro_batches = g.micro_batches;
+  return out;
+}
+
+}  // namespace
+
+StepGraph load_graph(const json& j, const std::string& source, const hardware::ClusterSpec& cluster) {
+  return load_one(j, source, cluster, false);
+}
+
+std::vector<StepGraph> load_graphs(const json& j, const std::string& source, const hardware::ClusterSpec& cluster) {
+  Reader r(j, source, "");
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != kPipelineFormat) {
+    std::vector<StepGraph> one;
+    one.push_back(load_one(j, source, cluster, false));
+    return one;
+  }
+  r.string("format");
+  if (r.integer("version", 0, 1 << 20) != kFormatVersion) r.fail("version", fmt::format("expected {}", kFormatVersion));
+  r.get("cluster");
+  r.get("nodes");
+  const json& stages = r.array("stages");
+  std::vector<StepGraph> out;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    out.push_back(load_one(stages[i], fmt::format("{}: stages[{}]", source, i), cluster, true));
+    const Plan& p = out.front().plan;
+    if (!(out.back().plan == p) || !(out.back().model.name == out.front().model.name && out.back().model.layers == out.front().model.layers))
+      r.fail(fmt::format("stages[{}].plan", i), "expected the model and plan of stages[0]: a pipelined step is one plan");
+    if (out.back().rank != world_rank_of(p, 0, 0, static_cast<int>(i)))
+      r.fail(fmt::format("stages[{}].rank", i),
+             fmt::format("expected {} (stage {}'s first rank: tp rank 0, dp rank 0), got {}", world_rank_of(p, 0, 0, static_cast<int>(i)), i,
+                         out.back().rank));
+  }
+  if (out.empty()) r.fail("stages", "expected one graph per pipeline stage");
+  if (static_cast<int>(out.size()) != out.front().plan.pp)
+    r.fail("stages", fmt::format("expected pp={} graphs (one per stage), got {}", out.front().plan.pp, out.size()));
+  r.finish();
   return out;
 }
 

@@ -55,7 +55,18 @@ double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
 }
 
 MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+  if (p.pp > 1) return worst_stage_memory(m, c, p);
   return estimate_memory(m, c, p, whole_model(m));
+}
+
+MemoryEstimate estimate_memory(const StepGraph& g, const hardware::ClusterSpec& c) {
+  if (g.pipelined()) return estimate_stage_memory(g, c);
+  MemoryEstimate r;
+  // the closed form needs a model; a hand-built graph without one gets only what its tensors say
+  if (g.model.layers > 0 && g.model.heads > 0) r = estimate_memory(g.model, c, g.plan);
+  r.activations = saved_activation_bytes(g);  // the graph's own tensors (equal for built graphs; edited ones may differ)
+  r.recomputed = recompute_working_bytes(g);
+  return r;
 }
 
 MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const MemoryStage& st) {

@@ -63,7 +63,8 @@ struct MemoryEstimate {
 
 /// @brief The memory model in closed form for `plan` (resolved) on `cluster`: the bytes of the
 /// tensors build_step_graph makes (a test checks that they agree), without building it. Cheap
-/// (a few multiplications per row slice): the tuner calls it for every plan.
+/// (a few multiplications per row slice): the tuner calls it for every plan. Pipelined plans
+/// (pp > 1): the stage that needs the most (worst_stage_memory).
 MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
 MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, const MemoryStage& stage);
 
@@ -80,5 +81,23 @@ double saved_activation_bytes(const StepGraph& g);
 /// the largest recomputed chunk (full: the chunk of the first layer it holds; selective: a layer),
 /// all row slices together.
 double recompute_working_bytes(const StepGraph& g);
+
+/// @brief What the engine reports for one rank's graph: the closed form with the activations and
+/// the recompute working set the graph's own tensors hold (pp = 1), or estimate_stage_memory.
+MemoryEstimate estimate_memory(const StepGraph& g, const hardware::ClusterSpec& c);
+
+/// @brief Pipeline stage `stage` of a pipelined plan (sim/pipeline_memory.cpp): the closed form for
+/// the layers of its model chunks (weights, gradients, optimizer state, temporaries, buffers as
+/// estimate_memory has them for those layers, the embedding on virtual stage 0, the final norm and
+/// head on the last), and the activations of the passes it holds at once - each model chunk's saved
+/// activations of one micro-batch (under the plan's recompute mode) times the passes of that chunk
+/// in flight at the stage's peak (peak_in_flight of its schedule: 1F1B holds min(pp - stage, m)
+/// micro-batches, the interleaved schedule its own count).
+MemoryEstimate estimate_stage_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, int stage);
+/// @brief The stage of a pipelined plan whose estimate_stage_memory total is largest (the first on ties).
+MemoryEstimate worst_stage_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
+/// @brief A pipeline stage's graph: estimate_stage_memory with each chunk's saved activations read
+/// off the graph's tensors of micro-batch 0 (what a forward writes and a backward or a recompute reads).
+MemoryEstimate estimate_stage_memory(const StepGraph& g, const hardware::ClusterSpec& cluster);
 
 }  // namespace sim

@@ -1,6 +1,7 @@
 #include "sim/plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 #include <vector>
@@ -14,6 +15,17 @@
 namespace sim {
 
 std::string_view to_string(RowAxis a) { return a == RowAxis::batch ? "batch" : "sequence"; }
+
+std::string_view to_string(PipelineSchedule s) { return s == PipelineSchedule::one_f_one_b ? "1f1b" : "interleaved"; }
+
+bool parse_pipeline_schedule(std::string_view s, PipelineSchedule& out) {
+  for (auto v : {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved})
+    if (to_string(v) == s) {
+      out = v;
+      return true;
+    }
+  return false;
+}
 
 std::string_view to_string(Infeasibility r) {
   switch (r) {
@@ -29,18 +41,21 @@ std::string_view to_string(Infeasibility r) {
     case Infeasibility::col_slices: return "hidden not divisible by col_slices";
     case Infeasibility::dtype: return "dtype not supported by the GPU";
     case Infeasibility::memory: return "memory over GPU capacity";
-    case Infeasibility::pp: return "pipeline parallelism not supported yet";
+    case Infeasibility::pp_layers: return "pp x vp does not split the layers";
     case Infeasibility::strategy: return "the strategy cannot run the plan";
+    case Infeasibility::pp_micro_batches: return "too few micro-batches for the interleaved schedule";
     case Infeasibility::recompute: return "recompute setting out of range";
     case Infeasibility::zero: return "ZeRO stage out of range";
     case Infeasibility::attention: return "attention kernel cannot run the dtype";
+    case Infeasibility::pp_savers: return "memory saver not simulated with pipeline parallelism";
   }
   return "?";
 }
 
 void PlanInput::merge(const PlanInput& o) {
   auto take = [](auto& dst, const auto& src) { if (src) dst = src; };
-  take(tp, o.tp); take(dp, o.dp); take(micro_batch, o.micro_batch); take(global_batch, o.global_batch);
+  take(tp, o.tp); take(dp, o.dp); take(pp, o.pp); take(vp, o.vp); take(schedule, o.schedule);
+  take(pipeline_layers, o.pipeline_layers); take(p2p_overlap, o.p2p_overlap); take(micro_batch, o.micro_batch); take(global_batch, o.global_batch);
   take(row_slices, o.row_slices); take(col_slices, o.col_slices); take(seq_len, o.seq_len);
   take(dtype, o.dtype); take(sequence_parallel, o.sequence_parallel); take(strategy, o.strategy);
   take(row_axis, o.row_axis); take(dp_bucket_mb, o.dp_bucket_mb); take(stack, o.stack);
@@ -67,11 +82,49 @@ std::array<hardware::AttentionKernel, 2> attention_choices(hardware::AttentionKe
   return {own, own == hardware::AttentionKernel::flash ? hardware::AttentionKernel::unfused : hardware::AttentionKernel::flash};
 }
 
+namespace {
+
+std::optional<PlanProblem> bad(Infeasibility r, std::string key, std::string msg) {
+  return PlanProblem{r, std::move(msg), std::move(key)};
+}
+
+/// pp, vp, schedule and the layer split agree with each other and with the model.
+std::optional<PlanProblem> check_pipeline_split(const ModelSpec& m, const Plan& p) {
+  if (p.pp < 1) return bad(Infeasibility::pp_layers, "pp", fmt::format("expected a positive integer, got {}", p.pp));
+  if (p.vp < 1) return bad(Infeasibility::pp_layers, "vp", fmt::format("expected a positive integer, got {}", p.vp));
+  if (p.vp > 1 && p.pp == 1)
+    return bad(Infeasibility::pp_layers, "vp", fmt::format("vp={} model chunks per rank need pipeline parallelism (pp > 1)", p.vp));
+  if (p.schedule == PipelineSchedule::interleaved && p.vp < 2)
+    return bad(Infeasibility::pp_layers, "vp", "the interleaved schedule needs vp >= 2 model chunks per pipeline rank");
+  if (p.schedule == PipelineSchedule::one_f_one_b && p.vp > 1)
+    return bad(Infeasibility::pp_layers, "schedule", fmt::format("vp={} model chunks per rank need schedule: interleaved", p.vp));
+  const int v = p.virtual_stages();
+  if (!p.pipeline_layers.empty()) {
+    if (static_cast<int>(p.pipeline_layers.size()) != v)
+      return bad(Infeasibility::pp_layers, "pipeline_layers",
+                 fmt::format("expected pp x vp = {} x {} = {} entries (layers per virtual stage), got {}", p.pp, p.vp, v, p.pipeline_layers.size()));
+    long long sum = 0;
+    for (std::size_t i = 0; i < p.pipeline_layers.size(); ++i) {
+      if (p.pipeline_layers[i] < 1)
+        return bad(Infeasibility::pp_layers, fmt::format("pipeline_layers[{}]", i), fmt::format("expected at least 1 layer, got {}", p.pipeline_layers[i]));
+      sum += p.pipeline_layers[i];
+    }
+    if (sum != m.layers)
+      return bad(Infeasibility::pp_layers, "pipeline_layers", fmt::format("the entries sum to {} layers, the model has {}", sum, m.layers));
+  } else if (m.layers % v) {
+    if (p.vp > 1)
+      return bad(Infeasibility::pp_layers, "vp",
+                 fmt::format("layers={} is not divisible by pp x vp = {} x {} (give pipeline_layers for an uneven split)", m.layers, p.pp, p.vp));
+    return bad(Infeasibility::pp_layers, "pp",
+               fmt::format("layers={} is not divisible by pp={} (give pipeline_layers for an uneven split)", m.layers, p.pp));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
-  auto bad = [](Infeasibility r, std::string key, std::string msg) {
-    return std::optional<PlanProblem>(PlanProblem{r, std::move(msg), std::move(key)});
-  };
-  if (p.pp != 1) return bad(Infeasibility::pp, "pp", fmt::format("pp={} but only pp=1 is supported", p.pp));
+  if (auto problem = check_pipeline_split(m, p)) return problem;
   if (m.heads % p.tp) return bad(Infeasibility::tp_heads, "tp", fmt::format("heads={} is not divisible by tp={}", m.heads, p.tp));
   if (m.kv_heads % p.tp) return bad(Infeasibility::tp_kv_heads, "tp", fmt::format("kv_heads={} is not divisible by tp={}", m.kv_heads, p.tp));
   if (m.ffn_hidden % p.tp) return bad(Infeasibility::tp_ffn, "tp", fmt::format("ffn_hidden={} is not divisible by tp={}", m.ffn_hidden, p.tp));
@@ -84,6 +137,16 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (p.micro_batch <= 0 || p.global_batch % (std::int64_t{p.micro_batch} * p.dp) != 0)
     return bad(Infeasibility::global_batch, "global_batch",
                fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
+  if (p.schedule == PipelineSchedule::interleaved) {
+    // Megatron-LM's interleaved schedule runs micro-batches in groups of pp per model chunk
+    // (microbatch_group_size_per_vp_stage = pp): it needs at least pp of them, and whole groups.
+    const int mbs = p.grad_accum_steps();
+    if (mbs < p.pp || mbs % p.pp)
+      return bad(Infeasibility::pp_micro_batches, "global_batch",
+                 fmt::format("the interleaved schedule needs a multiple of pp={} micro-batches per pipeline, got global_batch / (micro_batch x dp)"
+                             " = {} / ({} x {}) = {}",
+                             p.pp, p.global_batch, p.micro_batch, p.dp, mbs));
+  }
   // knobs: in range; a knob of another strategy (that matters here) at its neutral value
   const Strategy& st = *p.strategy;
   const auto knobs = plan_knobs();
@@ -121,6 +184,9 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   // memory savers
   if (p.zero < 0 || p.zero > kMaxZeroStage)
     return bad(Infeasibility::zero, "zero", fmt::format("zero={} is not a ZeRO stage (expected 0 | 1 | 2 | 3)", p.zero));
+  if (p.pp > 1 && p.zero > 0 && p.dp > 1)
+    return bad(Infeasibility::pp_savers, "zero",
+               fmt::format("zero={} with pp={} is not simulated yet (the distributed optimizer is modelled without pipeline parallelism); use zero: 0 or pp: 1", p.zero, p.pp));
   if (p.recompute_layers < 1 || p.recompute_layers > m.layers)
     return bad(Infeasibility::recompute, "recompute_layers",
                fmt::format("recompute_layers={} is outside 1..{} (the model's layers)", p.recompute_layers, m.layers));
@@ -137,13 +203,23 @@ Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInp
   Plan p;
   p.tp = in.tp.value_or(1);
   if (p.tp <= 0) throw common::ConfigError(source, "tp", "expected a positive integer");
+  p.pp = in.pp.value_or(1);
+  if (p.pp <= 0) throw common::ConfigError(source, "pp", "expected a positive integer");
+  p.vp = in.vp.value_or(1);
+  if (p.vp <= 0) throw common::ConfigError(source, "vp", "expected a positive integer");
+  p.schedule = in.schedule.value_or(p.vp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b);
+  p.pipeline_layers = in.pipeline_layers.value_or(std::vector<int>{});
+  p.p2p_overlap = in.p2p_overlap.value_or(p.schedule == PipelineSchedule::interleaved);
   if (in.dp) {
     p.dp = *in.dp;
     if (p.dp <= 0) throw common::ConfigError(source, "dp", "expected a positive integer");
   } else {
     if (c.total_gpus() % p.tp)
       throw common::ConfigError(source, "tp", fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
-    p.dp = c.total_gpus() / p.tp;
+    if (c.total_gpus() % (std::int64_t{p.tp} * p.pp))
+      throw common::ConfigError(source, "pp",
+                                fmt::format("pp={} does not divide the cluster's {} GPUs / tp={}", p.pp, c.total_gpus(), p.tp));
+    p.dp = static_cast<int>(c.total_gpus() / (std::int64_t{p.tp} * p.pp));  // <= total_gpus, an int
   }
   p.micro_batch = in.micro_batch.value_or(1);
   if (p.micro_batch <= 0) throw common::ConfigError(source, "micro_batch", "expected a positive integer");
@@ -199,9 +275,25 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   };
   opt_int("tp", in.tp, lim::kMaxGpus);
   opt_int("dp", in.dp, lim::kMaxGpus);
+  opt_int("pp", in.pp, lim::kMaxLayers);
+  opt_int("vp", in.vp, lim::kMaxLayers);
   opt_int("micro_batch", in.micro_batch, lim::kMaxMicroBatch);
   opt_int("global_batch", in.global_batch, lim::kMaxGlobalBatch);
-  if (r.has("pp") && r.integer("pp") != 1) r.fail("pp", "only pp: 1 is supported");
+  if (r.has("schedule")) {
+    PipelineSchedule sc;
+    parse_pipeline_schedule(r.choice("schedule", {"1f1b", "interleaved"}), sc);
+    in.schedule = sc;
+  }
+  if (r.has("pipeline_layers")) {
+    std::vector<int> layers;
+    for (long long v : r.positive_integer_list("pipeline_layers")) {
+      if (v > lim::kMaxLayers)
+        r.fail("pipeline_layers", fmt::format("expected at most {} layers per stage, got {}", lim::kMaxLayers, v));
+      layers.push_back(static_cast<int>(v));
+    }
+    in.pipeline_layers = std::move(layers);
+  }
+  if (r.has("p2p_overlap")) in.p2p_overlap = r.boolean("p2p_overlap");
   if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len", lim::kMaxSeqLen);
   if (r.has("dtype")) {
     common::DType t;
@@ -260,6 +352,10 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
                      p.sequence_parallel ? "true" : "false", p.strategy->name);
   for (const Knob* k : plan_knobs()) out += fmt::format("{}: {}\n", k->key, k->format(k->get(p)));
   out += fmt::format("dp_bucket_mb: {}\nstack: {}\n", p.dp_bucket_mb, hardware::to_string(p.stack));
+  if (p.pp > 1) {
+    out += fmt::format("vp: {}\nschedule: {}\np2p_overlap: {}\n", p.vp, to_string(p.schedule), p.p2p_overlap ? "true" : "false");
+    if (!p.pipeline_layers.empty()) out += fmt::format("pipeline_layers: [{}]\n", fmt::join(p.pipeline_layers, ", "));
+  }
   out += fmt::format("recompute: {}\nrecompute_method: {}\nrecompute_layers: {}\nzero: {}\noverlap_grad_reduce: {}\n"
                      "overlap_param_gather: {}\n",
                      to_string(p.recompute), to_string(p.recompute_method), p.recompute_layers, p.zero,
@@ -270,7 +366,14 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
 }
 
 std::string describe(const Plan& p) {
-  std::string s = fmt::format("tp{} dp{} mb{}{} {}", p.tp, p.dp, p.micro_batch, p.sequence_parallel ? " sp" : "", p.strategy->describe(p));
+  std::string pipe;
+  if (p.pp > 1) {
+    pipe = fmt::format(" pp{}", p.pp);
+    if (!p.pipeline_layers.empty()) pipe += fmt::format("[{}]", fmt::join(p.pipeline_layers, ","));
+    if (p.vp > 1) pipe += fmt::format(" vp{}", p.vp);
+    if (p.p2p_overlap != (p.schedule == PipelineSchedule::interleaved)) pipe += p.p2p_overlap ? " p2p-overlap" : " p2p-blocking";
+  }
+  std::string s = fmt::format("tp{} dp{}{} mb{}{} {}", p.tp, p.dp, pipe, p.micro_batch, p.sequence_parallel ? " sp" : "", p.strategy->describe(p));
   if (p.zero > 0) s += fmt::format(" zero{}", p.zero);
   if (p.recompute == Recompute::selective) s += " rc-sel";
   if (p.recompute == Recompute::full) {

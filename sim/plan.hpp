@@ -1,10 +1,11 @@
 // defines: sim::Plan (a resolved parallelism + slicing plan), PlanInput (what the user gave),
-//          Infeasibility, check_plan, fill_plan, resolve_plan, load_plan_input, plan_to_yaml
+//          PipelineSchedule, Infeasibility, check_plan, fill_plan, resolve_plan, load_plan_input, plan_to_yaml
 #pragma once
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hardware/cluster.hpp"
 #include "common/units.hpp"
@@ -20,6 +21,14 @@ const Strategy& default_strategy();
 enum class RowAxis : std::uint8_t { batch, sequence };
 std::string_view to_string(RowAxis a);
 
+/// @brief The order in which a pipeline rank runs the forward and backward passes of a step's
+/// micro-batches (sim/pipeline_schedule.hpp): one-forward-one-backward (PipeDream-Flush, Megatron-LM's
+/// schedule without interleaving), or the interleaved schedule of Narayanan et al. 2021 over `vp`
+/// model chunks per rank. Zero-bubble schedules would be further values.
+enum class PipelineSchedule : std::uint8_t { one_f_one_b, interleaved };
+/// "1f1b", "interleaved".
+std::string_view to_string(PipelineSchedule s);
+bool parse_pipeline_schedule(std::string_view s, PipelineSchedule& out);
 /// @brief The highest ZeRO stage (1: optimizer state, 2: + gradients, 3: + parameters sharded over dp).
 inline constexpr int kMaxZeroStage = 3;
 
@@ -31,7 +40,16 @@ inline constexpr int kMaxZeroStage = 3;
 struct Plan {
   int tp = 1;
   int dp = 1;
-  int pp = 1;  ///< pipeline stages (1 until pipeline parallelism lands)
+  int pp = 1;  ///< pipeline stages (ranks of a pipeline); world rank = tp rank + tp x (dp rank + dp x stage)
+  int vp = 1;  ///< model chunks (virtual stages) per pipeline rank: > 1 with the interleaved schedule
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  /// Layers of each virtual stage, pp x vp entries in virtual-stage order (virtual stage v = chunk x pp
+  /// + rank); empty: an even split. Virtual stage 0 also holds the embedding, the last the final norm,
+  /// LM head and loss (as Megatron-LM places them).
+  std::vector<int> pipeline_layers;
+  /// Point-to-point transfers between stages overlap compute (Megatron-LM's overlap_p2p_comm, on by
+  /// default with the interleaved schedule); false: the compute stream waits for each send.
+  bool p2p_overlap = false;
   int micro_batch = 1;
   int global_batch = 1;
   std::int64_t seq_len = 0;
@@ -56,17 +74,23 @@ struct Plan {
   /// where it differs from this.
   hardware::AttentionKernel stack_attention = hardware::AttentionKernel::flash;
 
+  /// Micro-batches of a step per data-parallel rank (with pp > 1: per pipeline).
   int grad_accum_steps() const { return static_cast<int>(global_batch / (std::int64_t{micro_batch} * dp)); }
   std::int64_t gpus() const { return std::int64_t{tp} * dp * pp; }
   bool shards_optimizer() const { return zero >= 1; }  ///< fp32 master weights and Adam moments: 1/dp per rank
   bool shards_gradients() const { return zero >= 2; }  ///< fp32 gradients: 1/dp per rank (reduce-scattered every micro-batch)
   bool shards_weights() const { return zero >= 3; }    ///< parameters: 1/dp per rank, gathered per layer when used
+  /// Virtual pipeline stages: pp x vp.
+  int virtual_stages() const { return pp * vp; }
   bool operator==(const Plan&) const = default;
 };
 
 /// @brief What the user gave (YAML file and/or flags); unset fields are resolved by resolve_plan.
 struct PlanInput {
-  std::optional<int> tp, dp, micro_batch, global_batch, row_slices, col_slices;
+  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices;
+  std::optional<PipelineSchedule> schedule;
+  std::optional<std::vector<int>> pipeline_layers;
+  std::optional<bool> p2p_overlap;
   std::optional<std::int64_t> seq_len;
   std::optional<common::DType> dtype;
   std::optional<bool> sequence_parallel;
@@ -87,9 +111,10 @@ struct PlanInput {
 /// @brief Why a plan cannot run. The tuner counts refused plans by this.
 enum class Infeasibility : std::uint8_t {
   tp_heads, tp_kv_heads, tp_ffn, tp_vocab, tp_node, gpus, global_batch, row_slices_batch,
-  row_slices_sequence, col_slices, dtype, memory, pp, strategy, recompute, zero, attention,
+  row_slices_sequence, col_slices, dtype, memory, pp_layers, strategy, pp_micro_batches, recompute, zero, attention,
+  pp_savers,
 };
-inline constexpr int kInfeasibilityKinds = 17;
+inline constexpr int kInfeasibilityKinds = 19;
 std::string_view to_string(Infeasibility r);
 
 struct PlanProblem {
@@ -119,6 +144,7 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
 /// @brief The plan as YAML that load_plan_input reads back to the same Plan.
 std::string plan_to_yaml(const Plan& p, const std::string& comment = "");
 /// @brief Short one-line description: "tp8 dp1 mb16 domino 2x1", "tp4 dp2 mb4 sp megatron",
+/// "tp8 dp2 pp8 vp2 mb1 sp megatron" (pp, vp and an explicit split only when pipelined),
 /// then the memory savers that are on: "zero1", "rc-sel", "rc-full" (with "/4u" or "/20b" when
 /// full recompute is not uniform over single layers), and the attention kernel ("flash", "unfused",
 /// "unfused_compiled") when it is not the stack's (Plan::stack_attention).

@@ -9,7 +9,7 @@
 namespace sim {
 
 void Builder::ensure_recomputed(int l, const Slice& s) {
-  if (chunks_.empty() || recomputing_) return;
+  if (rc_chunks_.empty() || recomputing_) return;
   const int c = chunk_of_layer_[l];
   if (c < 0 || recomputed_[c][s.index]) return;
   if (p_.row_axis == RowAxis::sequence && slices_.size() > 1) {
@@ -22,7 +22,7 @@ void Builder::ensure_recomputed(int l, const Slice& s) {
 }
 
 void Builder::recompute_chunk(int c, const Slice& s) {
-  const RecomputeChunk& k = chunks_[c];
+  const RecomputeChunk& k = rc_chunks_[c];
   recomputed_[c][s.index] = 1;
   auto& st = ss_[s.index];
   const TensorId keep_x = st.x;

@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 
 #include "common/table.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/shapes.hpp"
 #include "sim/strategy.hpp"
 
 namespace sim {
 
 nlohmann::json plan_json(const Plan& p) {
+  nlohmann::json pipe;
+  if (p.pp > 1)
+    pipe = {{"vp", p.vp}, {"schedule", to_string(p.schedule)}, {"pipeline_layers", p.pipeline_layers}, {"p2p_overlap", p.p2p_overlap}};
   nlohmann::json j = {{"tp", p.tp},
                       {"dp", p.dp},
                       {"pp", p.pp},
@@ -33,6 +37,7 @@ nlohmann::json plan_json(const Plan& p) {
     if (k->choices.empty()) j[std::string(k->key)] = v;
     else j[std::string(k->key)] = k->format(v);
   }
+  if (p.pp > 1) j.update(pipe);  // pipeline keys only when pipelined: unpipelined plans print as before
   return j;
 }
 
@@ -65,6 +70,24 @@ nlohmann::json report_json(const Target& t, const StepReport& r, const std::stri
           {"memory", memory_json(r.memory)},
           {"tasks", r.tasks}};
   add_stream_times(j, r);
+  if (t.plan.pp > 1) {
+    const auto ps = pipeline_summary(t.model, t.plan, r);
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& st : ps.stages)
+      stages.push_back({{"stage", st.stage},
+                        {"layers", st.layers},
+                        {"compute_ms", st.compute.ms()},
+                        {"idle_ms", st.idle.ms()},
+                        {"exposed_comm_ms", st.exposed_comm.ms()},
+                        {"pp_comm_ms", st.pp_comm.ms()},
+                        {"bubble", st.bubble},
+                        {"memory_gb", st.memory.total() / 1e9},
+                        {"activations_gb", st.memory.activations / 1e9}});
+    j["pipeline"] = {{"micro_batches", t.plan.grad_accum_steps()},
+                     {"mean_bubble", ps.mean_bubble},
+                     {"worst_memory_stage", ps.worst_memory_stage},
+                     {"stages", stages}};
+  }
   if (range) {
     j["step_time_range_ms"] = {range->low.ms(), range->high.ms()};
     j["step_time_range_basis"] = fmt::format("out-of-sample step error of {} plans, {:+.1f} .. {:+.1f} % (docs/accuracy.md)", range->band->kind,
@@ -85,17 +108,30 @@ std::string report_table(const Target& t, const StepReport& r, const std::option
   tab.row({"micro-batch time", ms(r.micro_batch_time), "ms"});
   tab.row({"compute (busy)", ms(r.compute), "ms"});
   for (const auto& s : r.streams)
-    if (s.kind == StreamKind::comm) tab.row({stream_label(s.name), ms(s.busy), "ms"});
+    if (s.kind == StreamKind::comm && !s.name.starts_with("pp_")) tab.row({stream_label(s.name), ms(s.busy), "ms"});
+  if (t.plan.pp > 1) tab.row({"PP transfers (stage 0, summed over its streams)", ms(r.busy_prefix("pp_")), "ms"});
   tab.row({"exposed communication", ms(r.exposed_comm), "ms"});
   tab.row({"exposed communication share", pct(r.exposed_comm), "% of step"});
   tab.row({"idle (launch-bound / waiting)", ms(r.idle), "ms"});
   tab.row({"throughput", fmt::format("{:.0f}", r.tokens_per_s), "tokens/s"});
   tab.row({"MFU", fmt::format("{:.1f}", 100.0 * r.mfu), "%"});
   tab.row({"model FLOPs per step", fmt::format("{:.4g}", r.model_flops), "FLOP"});
-  tab.row({"memory per GPU (breakdown below)", fmt::format("{:.1f}", r.memory.total() / 1e9), "GB"});
+  std::optional<PipelineSummary> ps;
+  if (t.plan.pp > 1) {
+    ps = pipeline_summary(t.model, t.plan, r);
+    tab.row({"pipeline bubble (compute idle, mean of stages)", fmt::format("{:.1f}", 100.0 * ps->mean_bubble), "% of step"});
+  }
+  tab.row({ps ? fmt::format("memory per GPU (worst: stage {}; breakdown below)", ps->worst_memory_stage) : std::string("memory per GPU (breakdown below)"),
+           fmt::format("{:.1f}", r.memory.total() / 1e9), "GB"});
   tab.row({"GPU capacity", fmt::format("{:.0f}", t.cluster.gpu.hbm_capacity_bytes / 1e9), "GB"});
-  tab.row({"tasks per rank graph", fmt::format("{}", r.tasks), ""});
-  return tab.str();
+  tab.row({ps ? "tasks per rank graph (stage 0)" : "tasks per rank graph", fmt::format("{}", r.tasks), ""});
+  if (!ps) return tab.str();
+  common::Table st({"stage", "layers", "compute", "idle", "bubble", "PP transfers", "exposed comm", "memory", "activations"},
+                   {"", "", "ms", "ms", "% of step", "ms", "ms", "GB", "GB"});
+  for (const auto& s : ps->stages)
+    st.row({fmt::format("{}", s.stage), fmt::format("{}", s.layers), ms(s.compute), ms(s.idle), fmt::format("{:.1f}", 100.0 * s.bubble),
+            ms(s.pp_comm), ms(s.exposed_comm), fmt::format("{:.1f}", s.memory.total() / 1e9), fmt::format("{:.1f}", s.memory.activations / 1e9)});
+  return tab.str() + "\n" + st.str();
 }
 
 nlohmann::json memory_json(const MemoryEstimate& m) {
@@ -130,7 +166,8 @@ std::string memory_table(const Plan& p, const MemoryEstimate& m) {
   tab.row({"optimizer state", gb(m.optimizer),
            std::string(activation_dtype(p.dtype) == common::DType::fp32 ? "Adam m, v" : "fp32 master + Adam m, v") +
                (zero ? over_dp + " (ZeRO shard)" : "")});
-  std::string act = fmt::format("saved for the backward, 1 micro-batch of {} x {}", p.micro_batch, p.seq_len);
+  std::string act = p.pp > 1 ? fmt::format("saved for the backward, the stage's peak in-flight micro-batches of {} x {}", p.micro_batch, p.seq_len)
+                             : fmt::format("saved for the backward, 1 micro-batch of {} x {}", p.micro_batch, p.seq_len);
   if (p.recompute != Recompute::none) act += fmt::format(", recompute {}", to_string(p.recompute));
   if (p.sequence_parallel) act += ", sequence parallel";
   act += fmt::format(", {} attention", hardware::to_string(p.attention));

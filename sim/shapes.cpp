@@ -52,3 +52,18 @@ std::int64_t Shapes::rank_params() const {
 }
 
 }  // namespace sim
+
+namespace sim {
+
+std::int64_t Shapes::stage_params(bool first, bool last, int layers) const {
+  std::int64_t n = layers * layer_params();
+  if (first) n += embedding().params() + positions().params();
+  if (last) {
+    n += final_norm().params();
+    if (!model.tied_embeddings) n += lm_head().params();
+    else if (!first) n += embedding().params();
+  }
+  return n;
+}
+
+}  // namespace sim

@@ -103,6 +103,10 @@ struct Shapes {
   std::int64_t layer_params() const;
   /// Every parameter the rank holds: embedding, positions, layers, final norm, untied LM head.
   std::int64_t rank_params() const;
+  /// A pipeline stage's parameters: `layers` layers, the embedding and positions if it holds the
+  /// first virtual stage, the final norm and the head if it holds the last - with tied embeddings
+  /// a copy of the embedding when the first is elsewhere (sim/builder.cpp, emit_weights).
+  std::int64_t stage_params(bool first, bool last, int layers) const;
 };
 
 }  // namespace sim

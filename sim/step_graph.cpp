@@ -71,6 +71,7 @@ std::string_view to_string(Op o) {
     case Op::embed_comm: return "embed_comm";
     case Op::dp_reduce: return "dp_reduce";
     case Op::optimizer: return "optimizer";
+    case Op::pipe: return "pipe";
     case Op::param_gather: return "param_gather";
   }
   return "?";
@@ -104,6 +105,7 @@ std::string TensorInfo::name() const {
   if (variant) s += fmt::format("#{}", variant);
   if (slice >= 0) s += fmt::format("[s{}]", slice);
   if (chunk >= 0) s += fmt::format("[c{}]", chunk);
+  if (micro >= 0) s += fmt::format("[mb{}]", micro);
   return s;
 }
 
@@ -121,7 +123,8 @@ std::optional<GroupId> StepGraph::group_id(std::string_view name) const {
 
 std::string StepGraph::task_name(std::size_t i) const {
   const auto& t = tasks[i];
-  std::string s = t.layer >= 0 ? fmt::format("L{} ", t.layer) : std::string();
+  std::string s = t.micro >= 0 ? fmt::format("mb{} ", t.micro) : std::string();
+  if (t.layer >= 0) s += fmt::format("L{} ", t.layer);
   s += fmt::format("{} {}", t.recompute ? std::string_view("recompute") : to_string(t.phase), to_string(t.op));
   if (const auto* c = std::get_if<hardware::CollectiveOp>(&t.kind)) s += fmt::format(" {}", hardware::to_string(c->kind));
   if (t.slice >= 0) s += fmt::format(" s{}", t.slice);
@@ -145,7 +148,7 @@ std::string StepGraph::task_class(std::size_t i) const {
   return "element-wise";
 }
 
-double StepGraph::micro_batch_flops() const {
+double StepGraph::micro_batch_flops() const {  // every micro-batch the graph issues
   double f = 0;
   for (const auto& t : tasks)
     if (!t.once_per_step && !t.step_start && !t.recompute) f += t.flops();

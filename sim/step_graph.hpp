@@ -47,6 +47,10 @@ struct StepGraph {
   Plan plan;
   int rank = 0;        ///< the rank this graph is
   int represents = 1;  ///< ranks identical to this one by symmetry (simulated once)
+  /// Micro-batches the graph issues: 1 - one micro-batch, which the engine and the executor repeat
+  /// plan.grad_accum_steps() times (the last time with the once-per-step tasks); a pipeline stage's
+  /// graph issues every micro-batch of the step in its schedule's order (Task::micro tags them).
+  int micro_batches = 1;
 
   std::size_t size() const { return tasks.size(); }
   std::span<const TensorId> inputs(std::size_t t) const {
@@ -71,8 +75,10 @@ struct StepGraph {
   /// "AllReduce (tp)", "AllGather (tp)", "ReduceScatter (tp)", "AllReduce (dp)" - the classes
   /// validation and reports sum tasks by.
   std::string task_class(std::size_t t) const;
-  /// Sum of Task::flops() over one micro-batch (once_per_step tasks excluded) of this rank.
+  /// Sum of Task::flops() over the micro-batches the graph issues (once_per_step tasks excluded).
   double micro_batch_flops() const;
+  /// Whether the graph is one pipeline stage's whole step (micro_batches > 1 or plan.pp > 1).
+  bool pipelined() const { return plan.pp > 1; }
   /// Writes the graph (or the layers `options` select) in Graphviz DOT, one colour per stream.
   void write_dot(std::ostream& os, const DotOptions& options = {}) const;
 

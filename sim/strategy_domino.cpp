@@ -17,12 +17,12 @@ namespace sim {
 namespace {
 
 void schedule(Builder& b) {
-  const int L = b.layers();
+  const int l0 = b.first_layer(), L = b.end_layer();  // this pass's layers (sim/builder.hpp)
   const auto& slices = b.slices();
   for (const auto& s : slices) b.emit_embedding(s);
-  for (int l = 0; l < L; ++l) {
+  for (int l = l0; l < L; ++l) {
     for (const auto& s : slices) {
-      if (l > 0) b.emit_mlp_residual(l - 1, s);
+      if (l > l0) b.emit_mlp_residual(l - 1, s);
       b.emit_attn_fwd(l, s);
     }
     for (const auto& s : slices) {
@@ -42,7 +42,7 @@ void schedule(Builder& b) {
   if (b.plan().row_axis == RowAxis::sequence) std::reverse(order.begin(), order.end());
   for (const auto& s : order) b.emit_head_bwd(s);
   b.head_grads_ready();
-  for (int l = L - 1; l >= 0; --l) {
+  for (int l = L - 1; l >= l0; --l) {
     for (const auto& s : order) {
       if (l == L - 1)
         b.emit_final_norm_bwd(s);
@@ -58,7 +58,7 @@ void schedule(Builder& b) {
     b.attn_grads_ready(l);
   }
   for (const auto& s : order) {
-    b.emit_attn_norm_bwd(0, s);
+    b.emit_attn_norm_bwd(l0, s);
     b.emit_embedding_bwd(s);
   }
   b.embedding_grads_ready();

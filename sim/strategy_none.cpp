@@ -18,10 +18,10 @@ void serialize(Builder& b, const BackwardTasks& t) {
 
 void schedule(Builder& b) {
   const Slice& s = b.slices().front();  // the whole micro-batch
-  const int L = b.layers();
+  const int l0 = b.first_layer(), L = b.end_layer();  // this pass's layers (sim/builder.hpp)
   b.emit_embedding(s);
-  for (int l = 0; l < L; ++l) {
-    if (l > 0) b.emit_mlp_residual(l - 1, s);
+  for (int l = l0; l < L; ++l) {
+    if (l > l0) b.emit_mlp_residual(l - 1, s);
     b.emit_attn_fwd(l, s);
     b.emit_attn_residual(l, s);
     b.emit_mlp_fwd(l, s);
@@ -32,7 +32,7 @@ void schedule(Builder& b) {
 
   serialize(b, b.emit_head_bwd(s));
   b.head_grads_ready();
-  for (int l = L - 1; l >= 0; --l) {
+  for (int l = L - 1; l >= l0; --l) {
     if (l == L - 1)
       b.emit_final_norm_bwd(s);
     else
@@ -43,7 +43,7 @@ void schedule(Builder& b) {
     serialize(b, b.emit_attn_bwd(l, s));
     b.attn_grads_ready(l);
   }
-  b.emit_attn_norm_bwd(0, s);
+  b.emit_attn_norm_bwd(l0, s);
   b.emit_embedding_bwd(s);
   b.embedding_grads_ready();
 }

@@ -42,6 +42,7 @@ enum class Op : std::uint8_t {
   embed_comm,     ///< vocab-parallel embedding AllReduce (fwd) / LM-head input-gradient AllReduce (bwd)
   dp_reduce,      ///< data-parallel gradient reduction of one bucket
   optimizer,
+  pipe,           ///< pipeline point-to-point transfer: the activation to the next stage (fwd), its gradient to the previous (bwd)
   param_gather,   ///< ZeRO: all-gather of a bucket's (stage 1/2: updated; stage 3: sharded) parameters
 };
 std::string_view to_string(Op o);
@@ -72,6 +73,8 @@ struct TensorInfo {
   std::int8_t slice = -1;       ///< row slice, -1 if not sliced
   std::int8_t chunk = -1;       ///< column chunk, -1 if not chunked
   std::uint8_t variant = 0;     ///< distinguishes tensors with equal tags (e.g. weight 0 = matrix, 1 = norm bias)
+  std::int8_t model_chunk = -1; ///< pipelined graphs: the rank's model chunk (virtual stage) it belongs to; -1 otherwise
+  std::int16_t micro = -1;      ///< pipelined graphs: the step's micro-batch it belongs to; -1: every micro-batch's (weights) or not pipelined
 
   double bytes() const { return static_cast<double>(rows) * static_cast<double>(cols) * common::dtype_bytes(dtype); }
   std::string name() const;
@@ -87,6 +90,8 @@ struct Task {
   std::int16_t layer = -1;  ///< -1 outside the transformer layers
   std::int8_t slice = -1;   ///< row slice (-1: whole micro-batch)
   std::int8_t chunk = -1;   ///< column chunk (-1: whole)
+  std::int8_t model_chunk = -1;  ///< pipelined graphs: the rank's model chunk; -1 outside a pass or not pipelined
+  std::int16_t micro = -1;  ///< pipelined graphs (StepGraph::micro_batches > 1): the micro-batch; -1 otherwise
   bool once_per_step = false;  ///< DP reduction and optimizer: only after the last micro-batch
   bool step_start = false;     ///< only in the step's first micro-batch (ZeRO: the parameter gather of the updated weights)
   bool recompute = false;      ///< a forward op run again in the backward (activation recompute); phase fwd

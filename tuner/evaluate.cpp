@@ -3,13 +3,27 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/pipeline_schedule.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
 #include "sim/strategy.hpp"
 
 namespace tuner {
 
-std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) { return sim::Shapes(m, p).rank_params(); }
+std::int64_t stage_params(const sim::ModelSpec& m, const sim::Plan& p, int stage) {
+  const auto vs = sim::virtual_stage_layers(m, p);
+  int layers = 0;
+  for (int c = 0; c < p.vp; ++c) layers += vs[static_cast<std::size_t>(c * p.pp + stage)].size();
+  return sim::Shapes(m, p).stage_params(stage == 0, stage == p.pp - 1, layers);
+}
+
+std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p) {
+  if (p.pp == 1) return sim::Shapes(m, p).rank_params();
+  std::int64_t most = 0;
+  for (int s = 0; s < p.pp; ++s) most = std::max(most, stage_params(m, p, s));
+  return most;
+}
 
 namespace {
 /// Parameters the optimizer steps on this rank: its ZeRO shard (padding aside) or all of them.
@@ -35,10 +49,22 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     sh.for_each_layer_gemm(T, p.col_slices, [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
   }
-  const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
-  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = optimizer_params(model_, p)}).time.ps;
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
+  if (p.pp > 1) {  // the busiest pipeline rank's own kernels
+    const auto vs = sim::virtual_stage_layers(model_, p);
+    double most = 0;
+    for (int r = 0; r < p.pp; ++r) {
+      std::int64_t layers = 0;
+      for (int c = 0; c < p.vp; ++c) layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
+      const std::int64_t per_mb = layer_ps * layers + (r == p.pp - 1 ? head_ps : 0);
+      const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = stage_params(model_, p, r)}).time.ps;
+      most = std::max(most, static_cast<double>(per_mb * p.grad_accum_steps() + opt));
+    }
+    return Duration::from_ps(static_cast<std::int64_t>(std::floor(most / eff)));
+  }
+  const std::int64_t per_mb = layer_ps * model_.layers + head_ps;
+  const std::int64_t opt = cost_.optimizer(hardware::OptimizerOp{.params = optimizer_params(model_, p)}).time.ps;
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
@@ -66,31 +92,62 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   q.global_batch = q.micro_batch;
   q.recompute_method = sim::RecomputeMethod::uniform;  // every layer recomputed (full): the per-layer increment
   q.recompute_layers = 1;
+  q.pp = 1;  // one micro-batch's tasks do not depend on the pipeline: its graph of the whole model
+  q.vp = 1;
+  q.schedule = sim::PipelineSchedule::one_f_one_b;
+  q.pipeline_layers.clear();
+  q.p2p_overlap = false;
   const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
-  double c[2] = {0, 0}, h[2] = {0, 0};
+  ClassBound b;
+  double c[2] = {0, 0}, h[2] = {0, 0}, cl[2] = {0, 0}, hl[2] = {0, 0};
   for (int l = 1; l <= 2; ++l) {
     sim::ModelSpec m = model_;
     m.layers = l;
     const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
     for (const auto& t : g.tasks) {
       if (t.once_per_step || t.step_start) continue;
-      h[l - 1] += static_cast<double>(launch * t.launches);
-      if (g.streams[t.stream].kind == sim::StreamKind::compute)
-        c[l - 1] += static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+      const double launch_ps = static_cast<double>(launch * t.launches);
+      h[l - 1] += launch_ps;
+      if (t.layer >= 0) hl[l - 1] += launch_ps;
+      if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
+      const double solo = static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+      c[l - 1] += solo;
+      if (t.layer >= 0) cl[l - 1] += solo;
+      else if (l == 1) (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;
     }
   }
   const double L = model_.layers;
-  ClassBound b;
   b.compute_ps = c[0] + (L - 1) * (c[1] - c[0]);
   b.host_ps = h[0] + (L - 1) * (h[1] - h[0]);
   b.layer_compute_ps = c[1] - c[0];
   b.layer_host_ps = h[1] - h[0];
+  b.layer_ps = cl[1] - cl[0];
+  b.host_layer_ps = hl[1] - hl[0];
   std::lock_guard lock(mu_);
   bounds_.emplace(key, b);
   return b;
 }
 
 Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
+  if (p.pp > 1) {
+    ClassBound b = class_bound(p);
+    if (p.recompute == sim::Recompute::full && p.recompute_method == sim::RecomputeMethod::block) {
+      // block recompute re-runs the first k layers of each model chunk: per layer, the class
+      // without recompute plus the recompute increment times the smallest recomputed fraction of
+      // any chunk (a bound for every rank)
+      sim::Plan none = p;
+      none.recompute = sim::Recompute::none;
+      none.recompute_layers = 1;
+      none.recompute_method = sim::RecomputeMethod::uniform;
+      const ClassBound n = class_bound(none);
+      double f = 1.0;
+      for (const auto& v : sim::virtual_stage_layers(model_, p))
+        f = std::min(f, static_cast<double>(sim::recomputed_layers(p, v.size())) / v.size());
+      b.layer_ps = n.layer_ps + f * (b.layer_ps - n.layer_ps);
+      b.host_layer_ps = n.host_layer_ps + f * (b.host_layer_ps - n.host_layer_ps);
+    }
+    return pipeline_lower_bound(p, b);
+  }
   ClassBound b = class_bound(p);
   const int rc = sim::recomputed_layers(p, model_.layers);
   if (p.recompute == sim::Recompute::full && rc < model_.layers) {
@@ -112,11 +169,13 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
 }
 
 sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
+  if (p.pp > 1) return sim::simulate_plan(model_, cluster_, p, cost_, {.timeline = timeline}).report;
   sim::StepGraph g = sim::build_step_graph(model_, cluster_, p);
   return sim::Engine(cost_, {.timeline = timeline}).simulate(g);
 }
 
 Estimate Evaluator::estimate(const sim::Plan& p) const {
+  if (p.pp > 1) return pipeline_estimate(p);
   const int rc = sim::recomputed_layers(p, model_.layers);
   Estimate e;
   if (p.recompute == sim::Recompute::full && (rc < model_.layers || p.recompute_layers > 1) && model_.layers > short_layers_ + 1) {

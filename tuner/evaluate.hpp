@@ -18,7 +18,11 @@ namespace tuner {
 using common::Duration;
 
 /// @brief Parameters one rank holds (the sum of the step graph's weight tensors), closed form.
+/// Pipelined plans: those of the stage that holds most.
 std::int64_t rank_params(const sim::ModelSpec& m, const sim::Plan& p);
+/// @brief Parameters pipeline stage `stage` holds (sim::Shapes::stage_params of its chunks).
+std::int64_t stage_params(const sim::ModelSpec& m, const sim::Plan& p, int stage);
+
 /// @brief A step predicted from two simulations of the model cut to `short_layers` and
 /// `short_layers + 1` layers, extrapolated linearly to the model's layer count: the layers of a
 /// transformer have the same shapes, so each added layer adds the same steady-state time.
@@ -48,14 +52,23 @@ class Evaluator {
   /// recompute mode, attention kernel: every dp, ZeRO stage and bucket size share the class; a
   /// recomputed layer adds what a layer recomputed adds in graphs of 1 and 2 layers). Bound =
   /// (accum - 1) x max(compute, host) + max(compute + optimizer, host), the optimizer over this
-  /// rank's ZeRO shard.
+  /// rank's ZeRO shard. Pipelined plans: per pipeline rank r, its own work m x W_r
+  /// cannot start before micro-batch 0 has passed the virtual stages below it nor end before the
+  /// last micro-batch's gradient has gone back through them: max over r of sum_{v < r} C_v +
+  /// m W_r + optimizer_r (C_v: a virtual stage's solo compute per micro-batch) - tight for uniform
+  /// stages: (m + pp - 1) C, (vp m + pp - 1) C / vp interleaved.
   Duration compute_lower_bound(const sim::Plan& p) const;
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
-  /// Reduced-layer estimate (see Estimate).
+  /// Reduced-layer estimate (see Estimate). Pipelined plans (tuner/pipeline_estimate.cpp): one
+  /// micro-batch through the stage graphs of a model cut to 1 and 2 layers per virtual stage gives
+  /// every pass's and transfer's time, extrapolated to the plan's layers per virtual stage; the
+  /// plan's micro-batches are replayed in the schedule's order (replay_schedule); memory from the
+  /// closed form (MemoryModel).
   Estimate estimate(const sim::Plan& p) const;
-  /// The whole model through the step graph and the engine.
+  /// The whole model through the step graph and the engine (sim::simulate_plan: a long pipelined
+  /// step from two shorter ones).
   sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
 
   const sim::ModelSpec& model() const { return model_; }
@@ -70,7 +83,12 @@ class Evaluator {
   struct ClassBound {
     double compute_ps = 0, host_ps = 0;              ///< one micro-batch of the whole model
     double layer_compute_ps = 0, layer_host_ps = 0;  ///< what one more layer adds
+    /// the same split for pipelined plans: per layer (its own tasks), the embedding side, the head
+    /// side (compute stream, solo), host issue time per layer
+    double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
   };
+  Duration pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const;
+  Estimate pipeline_estimate(const sim::Plan& p) const;
   struct ClassKey {
     std::string_view strategy;  ///< its name
     int tp, micro_batch;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/pipeline_step.hpp"
 #include "sim/step_graph.hpp"
 
 namespace tuner {
@@ -40,50 +41,73 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
 
 LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
   const int L = ev.model().layers;
-  const sim::StepGraph g = sim::build_step_graph(ev.model(), ev.cluster(), p);
-  const sim::StepReport r = sim::Engine(ev.cost(), {.timeline = true}).simulate(g);
+  const auto sp = sim::simulate_plan(ev.model(), ev.cluster(), p, ev.cost(), {.timeline = true});
+  const sim::StepReport& r = sp.report;
   LayerBreakdown b;
   b.plan = p;
   b.step_time = r.step_time;
+  b.per_step = p.pp > 1 ? static_cast<double>(p.grad_accum_steps()) / sp.graphs[0].micro_batches : p.grad_accum_steps();
   b.layers.resize(L + 1);
   for (int l = -1; l < L; ++l) b.layers[l + 1].layer = l;
-  const auto& tl = r.timelines.at(0).timing;
-  // compute intervals are disjoint and in issue order (one in-order compute stream)
-  std::vector<std::pair<std::int64_t, std::int64_t>> busy;
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    const auto& t = g.tasks[i];
-    if (!g.on_compute(i)) continue;
-    if (tl[i].end <= tl[i].start) continue;
-    busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
-    auto& slot = t.once_per_step ? b.once : b.layers[t.layer + 1];
-    slot.compute += tl[i].end - tl[i].start;
-    slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t.kind, g.plan.stack);
-  }
-  std::sort(busy.begin(), busy.end());
-  // exposed: the part of each collective not covered by compute; overlapping collectives are
-  // counted once (the later-starting one only for the part beyond the earlier one's end)
-  std::vector<std::size_t> comm;
-  for (std::size_t i = 0; i < g.size(); ++i)
-    if (!g.on_compute(i) && tl[i].end > tl[i].start) comm.push_back(i);
-  std::sort(comm.begin(), comm.end(), [&](std::size_t a, std::size_t c) { return tl[a].start != tl[c].start ? tl[a].start < tl[c].start : a < c; });
-  std::int64_t covered_to = 0;
-  for (std::size_t i : comm) {
-    std::int64_t s = std::max(tl[i].start.ps, covered_to), e = tl[i].end.ps;
-    if (e <= s) continue;
-    covered_to = e;
-    std::int64_t exposed = e - s;
-    auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(s, std::int64_t{0}));
-    if (it != busy.begin()) --it;
-    for (; it != busy.end() && it->first < e; ++it) exposed -= std::max<std::int64_t>(0, std::min(e, it->second) - std::max(s, it->first));
-    (g.tasks[i].once_per_step ? b.once : b.layers[g.tasks[i].layer + 1]).exposed_comm += Duration::from_ps(exposed);
+  const int stages = static_cast<int>(sp.graphs.size());
+  for (int st = 0; st < stages; ++st) {
+    const sim::StepGraph& g = sp.graphs[static_cast<std::size_t>(st)];
+    const auto& tl = r.timelines.at(static_cast<std::size_t>(st)).timing;
+    LayerCost once;
+    // compute intervals are disjoint and in issue order (one in-order compute stream)
+    std::vector<std::pair<std::int64_t, std::int64_t>> busy;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto& t = g.tasks[i];
+      if (!g.on_compute(i)) continue;
+      if (tl[i].end <= tl[i].start) continue;
+      busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
+      auto& slot = t.once_per_step ? once : b.layers[t.layer + 1];
+      slot.compute += tl[i].end - tl[i].start;
+      slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t.kind, g.plan.stack);
+    }
+    std::sort(busy.begin(), busy.end());
+    // exposed: the part of each collective not covered by compute; overlapping collectives are
+    // counted once (the later-starting one only for the part beyond the earlier one's end)
+    std::vector<std::size_t> comm;
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (!g.on_compute(i) && tl[i].end > tl[i].start) comm.push_back(i);
+    std::sort(comm.begin(), comm.end(), [&](std::size_t a, std::size_t c) { return tl[a].start != tl[c].start ? tl[a].start < tl[c].start : a < c; });
+    std::int64_t covered_to = 0;
+    Duration pipe;
+    for (std::size_t i : comm) {
+      std::int64_t s = std::max(tl[i].start.ps, covered_to), e = tl[i].end.ps;
+      if (e <= s) continue;
+      covered_to = e;
+      std::int64_t exposed = e - s;
+      auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(s, std::int64_t{0}));
+      if (it != busy.begin()) --it;
+      for (; it != busy.end() && it->first < e; ++it) exposed -= std::max<std::int64_t>(0, std::min(e, it->second) - std::max(s, it->first));
+      const auto& t = g.tasks[i];
+      if (t.op == sim::Op::pipe) pipe += Duration::from_ps(exposed);
+      else (t.once_per_step ? once : b.layers[t.layer + 1]).exposed_comm += Duration::from_ps(exposed);
+    }
+    // once per step: the stage where each is largest (every stage steps its own optimizer)
+    b.once.compute = std::max(b.once.compute, once.compute);
+    b.once.exposed_comm = std::max(b.once.exposed_comm, once.exposed_comm);
+    b.once.interference = std::max(b.once.interference, once.interference);
+    b.pipe_exposed += Duration::from_ps(static_cast<std::int64_t>(std::llround(static_cast<double>(pipe.ps) * b.per_step / stages)));
+    if (p.pp > 1) b.bubble += Duration::from_ps(r.ranks.at(static_cast<std::size_t>(st)).idle.ps / stages);
   }
   // GEMM efficiency lost to slicing
   sim::Plan whole = p;
   whole.row_slices = 1;
   whole.col_slices = 1;
   whole.row_axis = sim::RowAxis::batch;
-  const auto sliced = gemm_time_per_layer(g, ev.cost(), L);
-  const auto unsliced = gemm_time_per_layer(sim::build_step_graph(ev.model(), ev.cluster(), whole), ev.cost(), L);
+  if (p.pp > 1) whole.global_batch = sp.graphs[0].micro_batches * p.micro_batch * p.dp;  // the micro-batches simulated
+  std::vector<std::int64_t> sliced(L + 1, 0), unsliced(L + 1, 0);
+  for (const auto& g : sp.graphs) {
+    const auto s = gemm_time_per_layer(g, ev.cost(), L);
+    for (int l = 0; l <= L; ++l) sliced[l] += s[l];
+  }
+  for (const auto& g : sim::build_stage_graphs(ev.model(), ev.cluster(), whole)) {
+    const auto s = gemm_time_per_layer(g, ev.cost(), L);
+    for (int l = 0; l <= L; ++l) unsliced[l] += s[l];
+  }
   for (int l = 0; l <= L; ++l) b.layers[l].gemm_lost = Duration::from_ps(sliced[l] - unsliced[l]);
   return b;
 }

@@ -98,9 +98,11 @@ std::string explain_table(const std::vector<std::pair<std::string, LayerBreakdow
   // micro-batch sizes compare per step
   auto add = [&](const std::string& label, auto get, bool scale = true) {
     std::vector<std::string> row{label};
-    for (const auto& [name, b] : plans) row.push_back(fmt::format("{:.1f}", get(b).ms() * (scale ? b.plan.grad_accum_steps() : 1)));
+    for (const auto& [name, b] : plans) row.push_back(fmt::format("{:.1f}", get(b).ms() * (scale ? b.per_step : 1)));
     t.row(row);
   };
+  bool pipelined = false;
+  for (const auto& [name, b] : plans) pipelined |= b.plan.pp > 1;
   add("per layer: compute (mean of layers)", [](const LayerBreakdown& b) { return b.mean_layer().compute; });
   add("per layer: exposed communication", [](const LayerBreakdown& b) { return b.mean_layer().exposed_comm; });
   add("per layer: sliced-GEMM efficiency lost", [](const LayerBreakdown& b) { return b.mean_layer().gemm_lost; });
@@ -111,6 +113,10 @@ std::string explain_table(const std::vector<std::pair<std::string, LayerBreakdow
   add("outside layers: exposed communication", [](const LayerBreakdown& b) { return b.layers[0].exposed_comm; });
   add("once per step: optimizer compute", [](const LayerBreakdown& b) { return b.once.compute; }, false);
   add("once per step: exposed DP communication", [](const LayerBreakdown& b) { return b.once.exposed_comm; }, false);
+  if (pipelined) {
+    add("pipeline: bubble (stage idle, mean of stages)", [](const LayerBreakdown& b) { return b.bubble; }, false);
+    add("pipeline: exposed transfers (mean of stages)", [](const LayerBreakdown& b) { return b.pipe_exposed; }, false);
+  }
   add("whole step", [](const LayerBreakdown& b) { return b.step_time; }, false);
   return t.str();
 }
@@ -159,9 +165,16 @@ nlohmann::json explain_json(const std::vector<std::pair<std::string, LayerBreakd
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : b.layers)
       layers.push_back({{"layer", l.layer}, {"compute_ms", l.compute.ms()}, {"exposed_comm_ms", l.exposed_comm.ms()}, {"gemm_lost_ms", l.gemm_lost.ms()}, {"interference_ms", l.interference.ms()}});
-    out.push_back({{"name", name}, {"plan", plan_label(b.plan)}, {"step_time_ms", b.step_time.ms()}, {"micro_batches", b.plan.grad_accum_steps()},
-                   {"once_per_step", {{"compute_ms", b.once.compute.ms()}, {"exposed_comm_ms", b.once.exposed_comm.ms()}}},
-                   {"layers_per_micro_batch", layers}});
+    nlohmann::json row = {{"name", name}, {"plan", plan_label(b.plan)}, {"step_time_ms", b.step_time.ms()}, {"micro_batches", b.plan.grad_accum_steps()},
+                          {"once_per_step", {{"compute_ms", b.once.compute.ms()}, {"exposed_comm_ms", b.once.exposed_comm.ms()}}},
+                          {"layers_per_micro_batch", layers}};
+    if (b.plan.pp > 1) {
+      row.erase("layers_per_micro_batch");
+      row["layers_simulated"] = layers;  // every micro-batch simulated; x per_step gives the step
+      row["per_step"] = b.per_step;
+      row["pipeline"] = {{"bubble_ms", b.bubble.ms()}, {"exposed_transfers_ms", b.pipe_exposed.ms()}};
+    }
+    out.push_back(std::move(row));
   }
   return out;
 }

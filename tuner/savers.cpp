@@ -23,7 +23,7 @@ std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p) {
     if (rc == sim::Recompute::full && p.recompute == rc && !(p.recompute_method == q.recompute_method && p.recompute_layers == 1))
       add(p, fmt::format("recompute full, {} {}", sim::to_string(p.recompute_method), p.recompute_layers));
   }
-  if (p.dp > 1)
+  if (p.dp > 1 && p.pp == 1)  // ZeRO with pipeline parallelism is refused (sim::check_plan)
     for (int z = 0; z <= sim::kMaxZeroStage; ++z) {
       sim::Plan q = p;
       q.zero = z;

@@ -21,7 +21,7 @@ struct SaverRow {
 };
 
 /// @brief `p` with each setting of recompute (none, selective, full over every layer, and its own
-/// if it is a block), ZeRO stage (0..3, at dp > 1) and attention kernel varied alone; each variant
+/// if it is a block), ZeRO stage (0..3, at dp > 1 and pp 1) and attention kernel varied alone; each variant
 /// simulated whole (sim::Engine) and priced by the memory model. Rows in that order.
 std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p);
 /// @brief The rows as a table: step time and memory, and their difference from the plan's own.

@@ -142,9 +142,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   };
   auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
     // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
-    return fmt::format("needs {:.2f} GB per GPU ({:.1f} GB model state, {:.1f} GB saved activations of a micro-batch of {}), "
+    return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
                        "{:.2f} GB over the {:.2f} GB usable of {} ({:g} % of {:.0f} GB kept free)",
-                       m.total() / 1e9, m.model_state() / 1e9, m.activations / 1e9, p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
+                       m.total() / 1e9, p.pp > 1 ? " on its fullest stage" : "", m.model_state() / 1e9, m.activations / 1e9,
+                       p.pp > 1 ? "the micro-batches in flight" : "a micro-batch", p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
                        cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
   };
 

@@ -25,7 +25,13 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
     for (auto k : sim::attention_choices(own)) kernels.push_back(k);
   std::vector<sim::Plan> out;
   for (int tp : tps) {
-    const int dp = std::max(1, gpus / tp);
+    std::vector<int> pps = s.pp;
+    if (pps.empty())
+      for (int q = 1; q <= std::max(1, gpus / tp) && q <= m.layers; ++q)
+        if ((gpus / tp) % q == 0) pps.push_back(q);
+    for (int pp : pps)
+    for (int vp : pp > 1 ? s.vp : std::vector<int>{1}) {
+    const int dp = std::max(1, gpus / (tp * pp));
     std::vector<int> mbs = s.micro_batch;
     if (mbs.empty())
       for (int mb = 1; mb <= s.max_micro_batch && mb <= std::max(1, gb / dp); mb *= 2) mbs.push_back(mb);
@@ -36,6 +42,10 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
           sim::Plan p;
           p.tp = tp;
           p.dp = dp;
+          p.pp = pp;
+          p.vp = vp;
+          p.schedule = vp > 1 ? sim::PipelineSchedule::interleaved : sim::PipelineSchedule::one_f_one_b;
+          p.p2p_overlap = vp > 1;  // Megatron-LM's default: overlap_p2p_comm with the interleaved schedule
           p.micro_batch = mb;
           p.global_batch = gb;
           p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
@@ -52,7 +62,7 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
               for (const auto att : kernels) {
                 if (sim::attention_unsupported(c, att, p.dtype)) continue;
                 p.attention = att;
-                const std::vector<int> zs = dp == 1 ? std::vector<int>{0} : s.zero;  // ZeRO shards over dp ranks
+                const std::vector<int> zs = dp == 1 || pp > 1 ? std::vector<int>{0} : s.zero;  // ZeRO shards over dp ranks; not simulated with pp > 1 (check_plan)
                 for (int zero : zs) {
                   p.zero = zero;
                   for (const auto rc : s.recompute) {
@@ -85,6 +95,7 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
           knob(0);
         }
       }
+    }
   }
   return out;
 }

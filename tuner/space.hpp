@@ -13,11 +13,17 @@
 namespace tuner {
 
 /// @brief The axes of the search. Empty lists mean "derived from the model and cluster" (see
-/// enumerate_plans). The enumeration order (tp, micro_batch, sequence_parallel, strategy, the
-/// strategy's knobs in the order it declares them, attention kernel, ZeRO stage, recompute,
+/// enumerate_plans). The enumeration order (tp, pp, vp, micro_batch, sequence_parallel, strategy,
+/// the strategy's knobs in the order it declares them, attention kernel, ZeRO stage, recompute,
 /// dp_bucket_mb) is the final tie-break between equal plans.
 struct SearchSpace {
   std::vector<int> tp;                 ///< empty: every divisor of the cluster's GPU count
+  /// Pipeline stages; empty: every divisor of GPUs / tp up to the layer count (check_plan refuses
+  /// those that do not divide the layers). dp = GPUs / (tp x pp).
+  std::vector<int> pp;
+  /// Model chunks per pipeline rank at pp > 1: 1 runs 1F1B, more the interleaved schedule (with
+  /// Megatron-LM's default overlap of its transfers); check_plan refuses those that do not divide the layers.
+  std::vector<int> vp{1, 2, 4};
   std::vector<int> micro_batch;        ///< empty: powers of two up to min(max_micro_batch, global_batch / dp)
   int max_micro_batch = 64;
   std::vector<bool> sequence_parallel{false, true};
@@ -30,7 +36,8 @@ struct SearchSpace {
   /// Attention kernels; empty: the stack's (host.stacks.<stack>.attention) and flash, or unfused
   /// when the stack's is flash (sim::attention_choices).
   std::vector<hardware::AttentionKernel> attention;
-  /// ZeRO stages (tried at dp > 1 only; stage 0 at dp 1).
+  /// ZeRO stages (tried at dp > 1 and pp 1 only - check_plan refuses ZeRO with pipeline parallelism;
+  /// stage 0 otherwise).
   std::vector<int> zero{0, 1, 2, 3};
   /// Recompute modes; full as uniform over single layers (Megatron-LM's usual
   /// --recompute-method uniform --recompute-num-layers 1).
@@ -50,7 +57,7 @@ int default_global_batch(const hardware::ClusterSpec& c);
 /// @brief Every plan of the space, in enumeration order, not yet checked for feasibility.
 /// Redundant combinations are not generated: sequence parallelism at tp 1, a knob where it does
 /// not apply (Knob::applies: a row axis at one row slice) beyond its first value, bucket sizes at
-/// dp 1 (no gradient reduction). Knobs of other strategies stay neutral.
+/// dp 1 (no gradient reduction), vp > 1 without pipelining. Knobs of other strategies stay neutral.
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s);
 
 }  // namespace tuner

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <regex>
+#include <sstream>
 
 #include "common/config_reader.hpp"
 #include "hardware/collective_sweep.hpp"
@@ -12,6 +15,7 @@
 #include "hardware/gemm_model.hpp"
 #include "hardware/interference.hpp"
 #include "sim/engine.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/step_graph.hpp"
 #include "validate/calibration.hpp"
 #include "validate/interference_rows.hpp"
@@ -287,13 +291,7 @@ AccuracySection a100_section(const std::string& dir) {
   int not_fitting = 0;
   for (const auto& row : read_a100_rows(dir)) {
     AccuracyRow out{.label = row.label, .measured = row.measured_ms, .unit = "ms"};
-    if (row.pp != 1) {
-      out.role = RowRole::listed;
-      out.in_bar = false;
-      out.note = "pp > 1: pipeline parallelism is not modelled yet";
-      s.rows.push_back(out);
-      continue;
-    }
+    if (row.pp != 1) continue;  // a100_pp_section
     const auto r = predict_a100(a100, row);
     most_gb = std::max(most_gb, r.memory.total() / 1e9);
     usable_gb = r.memory.usable() / 1e9;
@@ -308,6 +306,133 @@ AccuracySection a100_section(const std::string& dir) {
                           "measurements do not list; {}, at most {:.1f} GB per GPU of the {:.0f} GB usable)",
                           not_fitting == 0 ? "every pp = 1 row fits without it" : fmt::format("{} pp = 1 rows would not fit without it", not_fitting),
                           most_gb, usable_gb);
+  return s;
+}
+
+// The A100 rows with pp > 1: Megatron-DeepSpeed's 1F1B schedule with blocking transfers, an even
+// split. Predicted: no constant was fitted to them (the A100 fits use the rows with pp = 1 only).
+AccuracySection a100_pp_section(const std::string& dir) {
+  AccuracySection s{.title = "Megatron-DeepSpeed iteration time with pipeline parallelism (1F1B), A100-SXM4-80GB, one node",
+                    .source = "data/calibration/a100-megatron-1node-2and4gpu.csv",
+                    .bar = "mean absolute error <= 10 % over the rows with pp > 1 (issue 11)", .mean_bar = 0.10};
+  const auto a100 = hardware::load_cluster("dgx-a100");
+  for (const auto& row : read_a100_rows(dir)) {
+    if (row.pp == 1) continue;  // a100_section
+    AccuracyRow out{.label = row.label, .measured = row.measured_ms, .unit = "ms"};
+    if (row.layers % row.pp) {
+      out.role = RowRole::listed;
+      out.in_bar = false;
+      out.note = fmt::format("needs the layer split Megatron-DeepSpeed used: layers={} not divisible by pp={}, not recorded", row.layers, row.pp);
+      s.rows.push_back(out);
+      continue;
+    }
+    const auto sp = predict_a100_pipelined(a100, row);
+    const auto ps = sim::pipeline_summary(sp.model, sp.plan, sp.simulated.report);
+    out.predicted = sp.simulated.report.step_time.ms();
+    out.note = fmt::format("{} micro-batches, bubble {:.0f} %, MFU {:.0f} %", row.global_batch / (row.micro_batch * row.dp), 100 * ps.mean_bubble,
+                           100 * sp.simulated.report.mfu);
+    s.rows.push_back(out);
+  }
+  return s;
+}
+
+// A CSV file whose cells may be double-quoted (commas inside): rows as column -> cell.
+std::vector<std::map<std::string, std::string>> read_quoted_csv(const std::string& path) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) out.emplace_back();
+      else out.back() += ch;
+    }
+    return out;
+  };
+  std::istringstream in(common::read_text_file(path));
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    auto cells = split(line);
+    if (header.empty()) {
+      header = std::move(cells);
+      continue;
+    }
+    if (cells.size() > header.size()) throw ConfigError(path, line.substr(0, 40), fmt::format("{} cells, the header has {}", cells.size(), header.size()));
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size(); ++i) row[header[i]] = i < cells.size() ? cells[i] : std::string();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::optional<double> number_in(const std::string& cell) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(cell, &used);
+    return used ? std::optional<double>(v) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// BLOOM-176B's topology sweeps (issue 11): every run used activation checkpointing, ZeRO-1 and
+// DeepSpeed's pipeline engine on Jean Zay; listed with what they need until those exist.
+AccuracySection bloom_section(const std::string& dir) {
+  const std::string file = "data/calibration/bloom176b-a100-sweeps.csv";
+  AccuracySection s{.title = "BLOOM-176B 3D-parallel topology sweeps, Jean Zay A100-80GB (Megatron-DeepSpeed, ZeRO-1, 1F1B), hardware TFLOP/s per GPU",
+                    .source = file};
+  int without = 0;
+  for (const auto& row : read_quoted_csv(dir + "/bloom176b-a100-sweeps.csv")) {
+    const auto tflops = number_in(row.at("TFLOPs"));
+    if (!tflops) {
+      ++without;
+      continue;
+    }
+    // the cells the row gives (the sweeps' tables leave some out)
+    std::string label = row.at("Size").empty() ? std::string("size not given") : row.at("Size");
+    if (!row.at("GPUs").empty()) label += fmt::format(", {} GPUs", row.at("GPUs"));
+    for (const auto& [col, key] : std::vector<std::pair<std::string, std::string>>{{"DP", "dp"}, {"TP", "tp"}, {"PP", "pp"}, {"MBS", "mb"}, {"GBS", "gb"}})
+      if (!row.at(col).empty()) label += fmt::format(" {}{}", key, row.at(col));
+    label += fmt::format(" (line {}{})", row.at("line"), row.at("Notes").empty() ? "" : ", " + row.at("Notes"));
+    s.rows.push_back({.label = label, .measured = *tflops, .unit = "TFLOP/s",
+                      .note = "needs activation recompute, ZeRO-1, DeepSpeed's pipeline engine, a Jean Zay cluster file", .role = RowRole::listed,
+                      .in_bar = false});
+  }
+  s.title += fmt::format(" ({} rows without a TFLOP/s figure not shown)", without);
+  return s;
+}
+
+// Other pipeline measurements (torchtitan's Llama-3.1-405B 1F1B vs interleaved, zero-bubble
+// schedules, a Megatron-LM user run, BLOOM's bubble at few micro-batches): listed with what each needs.
+AccuracySection pipeline_measured_section(const std::string& dir) {
+  AccuracySection s{.title = "Other pipeline-parallel measurements (1F1B vs interleaved, zero-bubble, bubble at few micro-batches)",
+                    .source = "data/calibration/pipeline-measured.csv"};
+  std::string previous;  // "same": the features of the row above
+  for (const auto& row : read_quoted_csv(dir + "/pipeline-measured.csv")) {
+    const auto value = number_in(row.at("value"));
+    if (!value) throw ConfigError(s.source, "value", fmt::format("'{}' is not a number", row.at("value")));
+    const std::string own = row.at("precision/features") == "same" ? previous : row.at("precision/features");
+    previous = own;
+    const std::string features = own + " " + row.at("parallelism") + " " + row.at("schedule");
+    std::vector<std::string> needs;
+    auto has = [&](const char* w) { return features.find(w) != std::string::npos; };
+    if (has("AC") || has("recompute") || has("act ckpt")) needs.push_back("activation recompute");
+    if (has("FSDP")) needs.push_back("FSDP / ZeRO-3 sharding");
+    if (has("DeepSpeed")) needs.push_back("ZeRO-1 and DeepSpeed's pipeline engine");
+    if (has("CP2") || has("CP4") || has("CP8")) needs.push_back("context parallelism");
+    if (has("float8")) needs.push_back("torchao float8 training");
+    if (has("ZB")) needs.push_back("zero-bubble schedules");
+    if (has("n/s")) needs.push_back("its configuration (pipeline degree, batch or sequence) is not stated");
+    if (row.at("source") == "BLOOM") needs.push_back("a cluster file for Jean Zay");
+    std::string need = needs.empty() ? std::string("a stated configuration") : needs.front();
+    for (std::size_t i = 1; i < needs.size(); ++i) need += ", " + needs[i];
+    s.rows.push_back({.label = fmt::format("[{}] {} on {}, {}, {}, global batch {}", row.at("source"), row.at("model"), row.at("hardware"),
+                                           row.at("parallelism"), row.at("schedule"), row.at("global batch").empty() ? "-" : row.at("global batch")),
+                      .measured = *value, .unit = row.at("metric"), .note = "needs " + need, .role = RowRole::listed, .in_bar = false});
+  }
   return s;
 }
 
@@ -328,9 +453,8 @@ AccuracySection megatron_core_section(const std::string& dir) {
   };
   for (const auto& row : csv.rows) {
     const std::string model = csv.cell(row, "model");
-    const double pp = num_or(row, "pp", 1), ep = num_or(row, "ep", 1), cp = num_or(row, "cp", 1), fsdp = num_or(row, "fsdp", 0);
+    const double ep = num_or(row, "ep", 1), cp = num_or(row, "cp", 1), fsdp = num_or(row, "fsdp", 0);
     std::vector<std::string> needs;
-    if (pp > 1) needs.push_back(fmt::format("pipeline parallelism (pp {:g})", pp));
     if (fsdp > 0) needs.push_back(fmt::format("Megatron-FSDP / ZeRO-3 (sharding over {:g})", fsdp));
     else needs.push_back("the distributed optimizer (ZeRO-1)");
     if (ep > 1 || model.find("Qwen3") != std::string::npos || model.find("DeepSeek") != std::string::npos || model.find("OSS") != std::string::npos)
@@ -461,6 +585,10 @@ AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progre
   r.tp_hidden = tp_hidden_section(calibration_dir);
   say("A100 Megatron iteration times (400 simulated steps)");
   r.a100 = a100_section(calibration_dir);
+  say("A100 Megatron iteration times with pipeline parallelism (320 simulated steps)");
+  r.a100_pp = a100_pp_section(calibration_dir);
+  r.bloom = bloom_section(calibration_dir);
+  r.pipeline_other = pipeline_measured_section(calibration_dir);
   r.megatron_core = megatron_core_section(calibration_dir);
   say("least-squares fits and leave-group-out refits");
   r.fits = fit_constants(calibration_dir);
@@ -536,8 +664,12 @@ std::string accuracy_markdown(const AccuracyReport& r) {
       "- Collectives across nodes: NCCL's channels as its topology search sets them (24 CTAs per collective in one DGX-A100 or DGX-H100"
       " node, 16 across nodes); the NICs' achieved rate and the cost of one network step are fitted to the 4-node curves (table above),"
       " the 1-node ring curves, the reduce-scatter decline with node count and the other clusters are predictions.\n"
-      "- A100 rows with pp > 1 are listed until pipeline parallelism exists; the Megatron-Core rows until pipeline parallelism and the"
-      " distributed optimizer (and for some, experts or context parallelism) exist.\n\n",
+      "- BLOOM-176B's sweeps and the other pipeline measurements (torchtitan's Llama-3.1-405B 1F1B vs interleaved among them) are"
+      " listed with what each needs: activation recompute and ZeRO-1 (issue 11 leaves them to that work), some a cluster file or"
+      " schedules slicetune lacks. BLOOM's TFLOP/s count the recomputed forward (hardware FLOPs).\n"
+      "- A100 rows with pp > 1 are predicted in their own section (Megatron-DeepSpeed's 1F1B schedule, blocking transfers, an even"
+      " split; docs/pipeline.md): no constant was fitted to them. The Megatron-Core rows are listed until the distributed optimizer"
+      " (and for some, experts or context parallelism) exists.\n\n",
       kDominoMicroBatch, 100 * f1, f1, 1 / (1 - f1), s13, ex.measured, s13 * ex.measured, (1 - f1) * s13 * ex.measured,
       r.tp_share_1node_comm_ms, ex.measured, 100 * r.tp_share_1node_mfu);
   for (const AccuracySection* s : r.sections()) section_md(md, *s);

@@ -62,7 +62,10 @@ struct AccuracyReport {
   AccuracySection tp_share;
   AccuracySection tp_hidden;     ///< share of TP communication Domino hides (nanotron, profiled)
   AccuracySection a100;
-  AccuracySection megatron_core; ///< Megatron-Core + TransformerEngine throughput (listed until pipeline / ZeRO land)
+  AccuracySection a100_pp;       ///< the A100 rows with pp > 1 (pipeline parallelism, 1F1B; predicted)
+  AccuracySection bloom;         ///< BLOOM-176B topology sweeps (listed until recompute / ZeRO-1 land)
+  AccuracySection pipeline_other;///< other pipeline measurements: 1F1B vs interleaved, zero-bubble (listed)
+  AccuracySection megatron_core; ///< Megatron-Core + TransformerEngine throughput (listed until the distributed optimizer / ZeRO lands)
   std::vector<Fit> fits;
   std::vector<LeaveGroupOut> leave_group_out;
   std::vector<sim::StepErrorBand> step_error_bands;  ///< one node, across nodes: configs/accuracy/step-error-bands.yaml
@@ -70,7 +73,7 @@ struct AccuracyReport {
   double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 
   std::vector<const AccuracySection*> sections() const {
-    return {&nccl, &nccl_ring, &nccl_multi, &nccl_scaling, &gemm, &interference, &domino, &tp_share, &tp_hidden, &a100, &megatron_core};
+    return {&nccl, &nccl_ring, &nccl_multi, &nccl_scaling, &gemm, &interference, &domino, &tp_share, &tp_hidden, &a100, &a100_pp, &bloom, &pipeline_other, &megatron_core};
   }
 };
 

@@ -1,5 +1,7 @@
 #include "validate/compare.hpp"
 
+#include "sim/pipeline_step.hpp"
+
 #include <fmt/format.h>
 
 #include <climits>
@@ -90,7 +92,8 @@ Validation compare(const sim::StepGraph& g, const std::vector<sim::TaskTiming>& 
 ValidationResult validate_run(const sim::Target& t, const MeasuredRun& m, const hardware::CostModel& cost,
                               const std::string& measured_source) {
   ValidationResult r;
-  r.graph = std::make_unique<sim::StepGraph>(sim::build_step_graph(t.model, t.cluster, t.plan, 0));
+  r.graphs = sim::build_stage_graphs(t.model, t.cluster, t.plan);
+  r.graph = &r.graphs[0];
   const sim::StepGraph& g = *r.graph;
   if (m.task_names.size() != g.size())
     throw common::ConfigError(measured_source, "tasks",
@@ -100,7 +103,7 @@ ValidationResult validate_run(const sim::Target& t, const MeasuredRun& m, const 
       throw common::ConfigError(measured_source, "tasks",
                                 fmt::format("task {} is '{}' but the plan's graph has '{}': a different plan?", i, m.task_names[i], g.task_name(i)));
   sim::Engine engine(cost, {.timeline = true});
-  r.predicted = engine.simulate(g);
+  r.predicted = sim::simulate_stages(engine, r.graphs);
   r.validation = compare(g, r.predicted.timelines.at(0).timing, r.predicted.step_time.ms(), m.task_median_us, m.step_time_ms);
   return r;
 }

@@ -42,12 +42,14 @@ Validation compare(const sim::StepGraph& g, const std::vector<sim::TaskTiming>& 
 
 /// @brief A prediction of the measured run's plan, compared with the run.
 struct ValidationResult {
-  std::unique_ptr<sim::StepGraph> graph;  ///< rank 0's graph (the predicted timeline points to it)
+  std::vector<sim::StepGraph> graphs;  ///< one per pipeline stage (one without pipelining): the predicted timelines point to them
+  const sim::StepGraph* graph = nullptr;  ///< rank 0's: graphs[0]
   sim::StepReport predicted;  ///< with the timeline of rank 0's graph
   Validation validation;
 };
-/// @brief Builds rank 0's graph of `t`, checks that the run measured the same tasks (one-line
-/// common::ConfigError naming `measured_source` otherwise), simulates it with `cost` and compares.
+/// @brief Builds rank 0's graph of `t` (with every other stage's when pipelined), checks that the run
+/// measured the same tasks (one-line common::ConfigError naming `measured_source` otherwise),
+/// simulates them with `cost` and compares rank 0's tasks.
 ValidationResult validate_run(const sim::Target& t, const MeasuredRun& m, const hardware::CostModel& cost,
                               const std::string& measured_source);
 

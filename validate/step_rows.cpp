@@ -112,6 +112,24 @@ sim::StepReport predict_a100(const hardware::ClusterSpec& a100, const A100Row& r
   return simulate_plan(m, c, in);
 }
 
+PipelinedPrediction predict_a100_pipelined(const hardware::ClusterSpec& a100, const A100Row& r) {
+  PipelinedPrediction out;
+  out.model = {.name = fmt::format("gpt-h{}-L{}", r.hidden, r.layers), .source = "calibration row", .layers = r.layers, .hidden = r.hidden,
+               .heads = r.heads, .kv_heads = r.heads, .ffn_hidden = 4 * r.hidden, .vocab = 51200, .seq_len = r.seq_len};
+  auto c = a100;
+  c.node.gpus_per_node = r.gpus;  // the GPUs used, inside one DGX node
+  sim::PlanInput in = megatron_plan(r.tp, r.micro_batch, r.seq_len);
+  in.dp = r.dp;
+  in.global_batch = r.global_batch;
+  in.pp = r.pp;
+  in.schedule = sim::PipelineSchedule::one_f_one_b;
+  in.p2p_overlap = false;  // Megatron-DeepSpeed's default: blocking send / receive between stages
+  out.plan = sim::resolve_plan(out.model, c, in, "accuracy");
+  auto cost = hardware::make_analytic_cost_model(c, out.plan.stack);
+  out.simulated = sim::simulate_plan(out.model, c, out.plan, *cost);
+  return out;
+}
+
 double domino_example_ms(const hardware::ClusterSpec& h100) {
   return simulate_plan(domino_13b(), h100, domino_plan(megatron_plan(8, kDominoMicroBatchSize, 1024))).step_time.ms();
 }

@@ -9,6 +9,7 @@
 #include "hardware/cluster.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/plan.hpp"
 
 namespace validate {
@@ -59,6 +60,14 @@ struct A100Row {
 std::vector<A100Row> read_a100_rows(const std::string& calibration_dir);
 /// @brief The row's predicted iteration time on `a100` (its GPUs of one node; pp must be 1).
 sim::StepReport predict_a100(const hardware::ClusterSpec& a100, const A100Row& row);
+/// @brief A row with pp > 1 as Megatron-DeepSpeed runs it: its 1F1B schedule with blocking
+/// point-to-point transfers, the layers split evenly (pp must divide them), simulated as `simulate` does.
+struct PipelinedPrediction {
+  sim::ModelSpec model;
+  sim::Plan plan;
+  sim::SimulatedPlan simulated;
+};
+PipelinedPrediction predict_a100_pipelined(const hardware::ClusterSpec& a100, const A100Row& row);
 
 /// @brief The released example's Domino iteration time (GPT-3 13B, seq 1024, micro-batch 16, TP 8).
 double domino_example_ms(const hardware::ClusterSpec& h100);

@@ -105,14 +105,20 @@ class CpuBackend final : public Backend {
     if (provided < MPI_THREAD_MULTIPLE)
       throw std::runtime_error("cpu backend: MPI was initialised without MPI_THREAD_MULTIPLE");
     openblas_set_num_threads(o.cpu_threads);
-    const int tp_rank = o.world_rank % o.tp, tp_group = o.world_rank / o.tp;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_group, tp_rank, &tp_comm_));
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank, tp_group, &dp_comm_));
+    // world rank = t + tp (d + dp s): TP groups are (d, s), DP groups (t, s); pipeline transfers
+    // address the neighbouring stage's rank of the same lane on a communicator of their own
+    const int lanes = o.tp * o.dp, tp_rank = o.world_rank % o.tp, dp_rank = (o.world_rank / o.tp) % o.dp, stage = o.world_rank / lanes;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, o.world_rank / o.tp, tp_rank, &tp_comm_));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank + o.tp * stage, dp_rank, &dp_comm_));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &pp_comm_));
+    const bool end_stage = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, end_stage ? o.world_rank % lanes : MPI_UNDEFINED, stage, &embd_comm_));
+    lanes_ = lanes;
     MPI_CHECK(MPI_Type_contiguous(3, MPI_FLOAT, &stats_type_));
     MPI_CHECK(MPI_Type_commit(&stats_type_));
     MPI_CHECK(MPI_Op_create(&combine_stats_op, 1, &stats_op_));
     tp_rank_ = tp_rank;
-    dp_rank_ = tp_group;
+    dp_rank_ = dp_rank;
   }
   ~CpuBackend() override {
     streams_.clear();
@@ -122,6 +128,8 @@ class CpuBackend final : public Backend {
     MPI_Type_free(&stats_type_);
     MPI_Comm_free(&tp_comm_);
     MPI_Comm_free(&dp_comm_);
+    MPI_Comm_free(&pp_comm_);
+    if (embd_comm_ != MPI_COMM_NULL) MPI_Comm_free(&embd_comm_);
   }
 
   std::string describe() const override {
@@ -184,6 +192,8 @@ class CpuBackend final : public Backend {
     for (const auto& grp : g.groups) {
       if (grp.name == "tp") group_comm_.push_back(tp_comm_);
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
+      else if (grp.name == "pp_fwd" || grp.name == "pp_bwd") group_comm_.push_back(pp_comm_);
+      else if (grp.name == "embd" && embd_comm_ != MPI_COMM_NULL) group_comm_.push_back(embd_comm_);
       else throw common::ConfigError("plan", "strategy", fmt::format("the cpu backend has no communicator for group '{}'", grp.name));
     }
     // one communicator per (group, stream): collectives of one group issued from two streams
@@ -218,10 +228,10 @@ class CpuBackend final : public Backend {
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
       if (ti.role != sim::TensorRole::input) continue;
-      const int s = std::max<int>(0, ti.slice);
+      const std::size_t s = batch_index(g, ti.micro, ti.slice);
       const auto& src = ti.op == Op::embedding ? b.tokens.at(s) : b.targets.at(s);
       if (static_cast<std::int64_t>(src.size()) != ti.rows)
-        throw std::logic_error(fmt::format("batch slice {} has {} rows, tensor {} {}", s, src.size(), ti.name(), ti.rows));
+        throw std::logic_error(fmt::format("batch entry {} has {} rows, tensor {} {}", s, src.size(), ti.name(), ti.rows));
       ints_[i] = src;
     }
     t0_ = Clock::now();
@@ -259,6 +269,11 @@ class CpuBackend final : public Backend {
       }
       last_comm_[s] = -1;
       streams_[s]->check();
+    }
+    {
+      std::lock_guard lock(sends_mu_);
+      for (auto& b : sends_) cpu::wait_polling(1, &b.request);
+      sends_.clear();
     }
     timing = clock_;
   }
@@ -316,7 +331,6 @@ class CpuBackend final : public Backend {
   }
   float* f(sim::TensorId id) { return data_[id].data(); }
   const std::int32_t* ints(sim::TensorId id) { return ints_[id].data(); }
-  int slice_of(const sim::Task& t) const { return std::max<int>(0, t.slice); }
 
   void run_collective(std::uint32_t t) {
     const auto& task = g_->tasks[t];
@@ -329,7 +343,25 @@ class CpuBackend final : public Backend {
     }
     std::vector<MPI_Request> requests;
     requests.reserve(out.size());
-    if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
+    if (c.kind == hardware::CollectiveKind::send_recv) {  // pipeline: to / from the neighbouring stage's rank of this lane
+      const bool fwd = g_->groups[*task.group].name == "pp_fwd", send = !in.empty();
+      const bool to_next = fwd == send;  // pp_fwd sends and pp_bwd receives face the next stage
+      const int peer = (o_.world_rank + (to_next ? lanes_ : o_.world_size - lanes_)) % o_.world_size;
+      const int tag = fwd ? 1 : 2;
+      if (send) {
+        // A send is complete once its data is handed to MPI (a buffered send): the compute stream may
+        // wait for it (p2p_overlap false) without waiting for the receiver to reach its receive -
+        // a host blocked on compute could not issue that receive (the simulator's host never
+        // blocks). The buffers are released at the end of the micro-batch round.
+        std::lock_guard lock(sends_mu_);
+        auto& b = sends_.emplace_back();
+        b.data = data_[in[0]];
+        MPI_CHECK(MPI_Isend(b.data.data(), static_cast<int>(b.data.size()), MPI_FLOAT, peer, tag, comm, &b.request));
+        return;
+      }
+      requests.emplace_back();
+      MPI_CHECK(MPI_Irecv(f(out[0]), static_cast<int>(data_[out[0]].size()), MPI_FLOAT, peer, tag, comm, &requests.back()));
+    } else if (c.kind == hardware::CollectiveKind::all_gather) {  // [rows/tp, cols] -> [rows, cols], rank-ordered row blocks
       requests.emplace_back();
       const int n = static_cast<int>(data_[in[0]].size());
       MPI_CHECK(MPI_Iallgather(f(in[0]), n, MPI_FLOAT, f(out[0]), n, MPI_FLOAT, comm, &requests.back()));
@@ -433,7 +465,14 @@ class CpuBackend final : public Backend {
   std::vector<TaskClock> clock_;
   Clock::time_point t0_;
   std::vector<std::int64_t> last_comm_;  // per stream: the last task issued on it, -1 if none
-  MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL;
+  MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL, embd_comm_ = MPI_COMM_NULL;
+  int lanes_ = 1;  // ranks per pipeline stage: tp x dp
+  struct BufferedSend {
+    std::vector<float> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::mutex sends_mu_;
+  std::deque<BufferedSend> sends_;  // pipeline sends in flight (a deque: requests keep their address)
   std::vector<MPI_Comm> group_comm_;     // per graph group
   std::map<std::pair<sim::GroupId, sim::StreamId>, MPI_Comm> stream_comm_;  // per (group, stream) issuing on it
   std::vector<MPI_Comm> owned_comms_;    // the duplicates among them
@@ -494,7 +533,7 @@ void CpuBackend::run_compute(std::uint32_t t) {
   switch (task.op) {
     case Op::embedding: {
       const std::int64_t n = T(in[0]).rows, vl = T(in[1]).rows;
-      const auto& pos = positions_.at(slice_of(task));
+      const auto& pos = positions_.at(batch_index(g, task.micro, task.slice));
       if (fwd) {
         const float* pos_w = in.size() > 2 && tp_rank_ == 0 ? f(in[2]) : nullptr;  // positions added once per TP group
         cpu::embedding_forward(ints(in[0]), pos.data(), f(in[1]), pos_w, tp_rank_ * vl, vl, f(out[0]), n, h);

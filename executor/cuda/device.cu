@@ -121,9 +121,25 @@ class GpuDevice final : public Device {
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
     tp_rank_ = o.world_rank % o.tp;
-    const int tp_group = o.world_rank / o.tp;
+    const int tp_group = o.world_rank / o.tp, lanes = o.tp * o.dp, lane = o.world_rank % lanes, stage = o.world_rank / lanes;
+    const int dp_rank = (o.world_rank / o.tp) % o.dp, world = lanes * o.pp;
     tp_comm_ = make_comm(tp_group, tp_rank_, o.tp);
-    dp_comm_ = make_comm(tp_rank_, tp_group, o.dp);
+    dp_comm_ = make_comm(tp_rank_ + o.tp * stage, dp_rank, o.dp);
+    if (o.pp > 1) {
+      // boundary b joins stage b and (b + 1) mod pp of a lane; colour = (boundary, lane), a rank
+      // outside the boundary takes a colour of its own (a one-rank split, no communicator)
+      for (int b = 0; b < (o.pipeline_wraps ? o.pp : o.pp - 1); ++b) {
+        const bool in = stage == b || stage == (b + 1) % o.pp;
+        const int color = in ? lane + lanes * b : world * o.pp + o.world_rank;
+        const int key = stage == b ? 0 : 1;
+        for (int dir = 0; dir < 2; ++dir) {
+          ncclComm_t c = make_comm(color, key, in ? 2 : 1);
+          if (in) pipe_comm_[{dir, b}] = c;
+        }
+      }
+      const bool end = stage == 0 || stage == o.pp - 1;
+      embd_comm_ = make_comm(end ? lane : world + o.world_rank, stage, end ? 2 : 1);
+    }
   }
 
   ~GpuDevice() override {
@@ -132,6 +148,8 @@ class GpuDevice final : public Device {
     for (auto c : owned_comms_) ncclCommDestroy(c);
     if (tp_comm_) ncclCommDestroy(tp_comm_);
     if (dp_comm_) ncclCommDestroy(dp_comm_);
+    for (auto& [key, c] : pipe_comm_) if (c) ncclCommDestroy(c);
+    if (embd_comm_) ncclCommDestroy(embd_comm_);
     gemms_.clear();
     for (auto e : events_) cudaEventDestroy(e);
     for (auto e : start_) cudaEventDestroy(e);
@@ -145,7 +163,7 @@ class GpuDevice final : public Device {
   }
 
   std::string describe() const override {
-    const int ranks = o_.tp * o_.dp;
+    const int ranks = o_.tp * o_.dp * o_.pp;
     return cat("cuda (", props_.name, ", ", props_.multiProcessorCount, " SMs, cuBLASLt + NCCL ", NCCL_VERSION_CODE, ", ", ranks,
                " MPI rank", ranks > 1 ? "s" : "", ")");
   }
@@ -156,9 +174,13 @@ class GpuDevice final : public Device {
     // one CUDA stream per graph stream; each communicator group of the graph on its NCCL communicator
     streams_.resize(g.streams.size());
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const int lanes = o_.tp * o_.dp;
     for (const auto& grp : g.groups) {
       if (grp.name == "tp") group_comm_.push_back(tp_comm_);
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
+      else if (grp.name == "embd" && embd_comm_) group_comm_.push_back(embd_comm_);
+      else if ((grp.name == "pp_fwd" || grp.name == "pp_bwd") && pipe_comm_.count({grp.name == "pp_fwd" ? 0 : 1, grp.instance / lanes}))
+        group_comm_.push_back(pipe_comm_.at({grp.name == "pp_fwd" ? 0 : 1, grp.instance / lanes}));  // instance = lane + lanes x boundary
       else throw std::runtime_error(cat("cuda backend: no communicator for group '", grp.name, "'"));
     }
     plan_ = &plan;
@@ -274,7 +296,7 @@ class GpuDevice final : public Device {
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
       if (ti.role != sim::TensorRole::input) continue;
-      const int sl = std::max<int>(0, ti.slice);
+      const int sl = std::max<int>(0, ti.micro) * g.plan.row_slices + std::max<int>(0, ti.slice);  // executor::batch_index
       const auto& src = ti.op == Op::embedding ? tokens.at(sl) : targets.at(sl);
       if (static_cast<std::int64_t>(src.size()) != ti.rows)
         throw std::logic_error(cat("batch slice ", sl, " has ", src.size(), " rows, tensor ", ti.name(), " ", ti.rows));
@@ -451,7 +473,8 @@ class GpuDevice final : public Device {
   cublasLtHandle_t lt_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* lt_workspace_ = nullptr;
-  ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr;
+  ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr, embd_comm_ = nullptr;
+  std::map<std::pair<int, int>, ncclComm_t> pipe_comm_;  // (direction 0 fwd / 1 bwd, boundary) -> its two-rank communicator
   std::vector<ncclComm_t> group_comm_;  // indexed by sim::GroupId
   bool faulted_ = false;                // the watchdog aborted the communicators
   std::map<std::pair<sim::GroupId, sim::StreamId>, ncclComm_t> stream_comm_;  // per (group, stream) issuing on it
@@ -621,6 +644,13 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
     case LaunchKind::reduce_scatter:
       NCCL_CHECK(ncclReduceScatter(ptr(in[0]), ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), ncclSum, comm, s));
       return;
+    case LaunchKind::send_recv: {  // a two-rank communicator per boundary: the peer is its other rank
+      int me = 0;
+      NCCL_CHECK(ncclCommUserRank(comm, &me));
+      if (!in.empty()) NCCL_CHECK(ncclSend(ptr(in[0]), count(in[0]), nccl_dtype(g.tensors[in[0]].dtype), 1 - me, comm, s));
+      else NCCL_CHECK(ncclRecv(ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), 1 - me, comm, s));
+      return;
+    }
     case LaunchKind::bucket_reduce_scatter: {  // ZeRO: pack, reduce-scatter, add into the shard, zero the gradients
       const BucketLayout b = bucket_layout(g, t);
       char* scratch = bucket_scratch_.at(task.stream);

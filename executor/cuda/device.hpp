@@ -20,8 +20,9 @@ namespace executor::cuda {
 int require_cuda_devices();
 
 struct DeviceOptions {
-  int world_rank = 0;  ///< MPI_COMM_WORLD rank; TP rank = world_rank % tp, TP group = world_rank / tp
-  int tp = 1, dp = 1;
+  int world_rank = 0;  ///< MPI_COMM_WORLD rank = t + tp x (d + dp x stage); TP group = world_rank / tp
+  int tp = 1, dp = 1, pp = 1;
+  bool pipeline_wraps = false;  ///< the interleaved schedule: the last stage also sends to the first
   int device = -1;     ///< CUDA ordinal; -1: node-local rank (MPI_COMM_TYPE_SHARED) modulo the device count
   /// Watchdog: when a stream has not drained after this many seconds (an NCCL collective waiting on
   /// a peer that stopped), the NCCL communicators are aborted and end_micro_batch throws
@@ -47,7 +48,10 @@ struct DeviceSetup {
 class Device {
  public:
   /// Selects the GPU, creates streams and handles, and bootstraps the TP and DP NCCL communicators
-  /// (ncclUniqueId broadcast over MPI sub-communicators). Collective over MPI_COMM_WORLD.
+  /// (ncclUniqueId broadcast over MPI sub-communicators), and with pp > 1 one two-rank communicator
+  /// per pipeline boundary and direction (each used by one stream on either side, so transfers of
+  /// one direction never queue behind the other's) and the embedding group of the first and last
+  /// stage. Collective over MPI_COMM_WORLD.
   static std::unique_ptr<Device> open(const DeviceOptions& options);
   virtual ~Device() = default;
 
@@ -55,7 +59,8 @@ class Device {
   /// Allocates the arena and scratch, uploads the step-0 weights, prepares every GEMM. `graph` and
   /// `plan` must outlive the device.
   virtual void prepare(const sim::StepGraph& graph, const LaunchPlan& plan, const DeviceSetup& setup) = 0;
-  /// Uploads token ids, targets and positions, [slice][row], and marks time zero.
+  /// Uploads token ids, targets and positions, [micro-batch x row_slices + slice][row]
+  /// (executor::batch_index), and marks time zero.
   virtual void begin_micro_batch(const std::vector<std::vector<std::int32_t>>& tokens,
                                  const std::vector<std::vector<std::int32_t>>& targets,
                                  const std::vector<std::vector<std::int32_t>>& positions) = 0;

@@ -118,6 +118,7 @@ LaunchKind collective_kind(const sim::StepGraph& g, std::size_t t) {
     case CollectiveKind::all_reduce: return LaunchKind::all_reduce;
     case CollectiveKind::all_gather: return LaunchKind::all_gather;
     case CollectiveKind::reduce_scatter: return LaunchKind::reduce_scatter;
+    case CollectiveKind::send_recv: return LaunchKind::send_recv;
     default: unsupported(g, t, fmt::format("collective {} has no NCCL mapping here", hardware::to_string(c.kind)));
   }
 }
@@ -141,6 +142,7 @@ std::string_view to_string(LaunchKind k) {
     case LaunchKind::all_reduce: return "all_reduce";
     case LaunchKind::all_gather: return "all_gather";
     case LaunchKind::reduce_scatter: return "reduce_scatter";
+    case LaunchKind::send_recv: return "send_recv";
     case LaunchKind::adamw: return "adamw";
     case LaunchKind::flash_attention_forward: return "flash_attention_forward";
     case LaunchKind::flash_attention_backward: return "flash_attention_backward";
@@ -156,7 +158,6 @@ std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const si
   if (plan.row_slices > 1 && plan.row_axis == sim::RowAxis::sequence)
     return fmt::format("row_axis=sequence with row_slices={} is not supported by the CUDA backend (expected row_axis=batch)",
                        plan.row_slices);
-  if (plan.pp != 1) return fmt::format("pp={} is not supported by the CUDA backend (expected 1)", plan.pp);
   if (plan.col_slices > 8) return fmt::format("col_slices={} is more than the CUDA residual kernel's 8 chunks", plan.col_slices);
   if (model.head_dim() % 2) return fmt::format("head_dim={} is odd; the CUDA attention kernels rotate pairs", model.head_dim());
   if (plan.attention == hardware::AttentionKernel::flash && model.head_dim() > kFlashMaxHeadDim)

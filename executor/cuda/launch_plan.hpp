@@ -33,6 +33,7 @@ enum class LaunchKind : std::uint8_t {
   all_reduce,           ///< NCCL, in place (sum)
   all_gather,           ///< NCCL, [rows/tp, cols] -> [rows, cols]
   reduce_scatter,       ///< NCCL, [rows, cols] -> [rows/tp, cols]
+  send_recv,            ///< NCCL point-to-point: ncclSend of the input, or ncclRecv into the output (pipeline stages)
   adamw,                ///< fused AdamW over every weight (ZeRO: over this rank's shards); zeroes the gradients
   bucket_reduce_scatter,  ///< ZeRO: pack a DP bucket's fp32 gradients, NCCL ReduceScatter, add into the shard, zero the gradients
   param_all_gather,       ///< ZeRO: NCCL AllGather of a parameter shard, unpacked into the bucket's weights

@@ -25,14 +25,16 @@ std::vector<bridge::Finding> findings(const Case& c) {
   const sim::ModelSpec m = sim::load_model(c.model);
   const hardware::ClusterSpec cl = hardware::load_cluster(c.cluster);
   std::optional<bridge::ImportedPlan> imp;
-  sim::PlanInput pi = c.plan;
+  sim::Plan p;
   if (!c.args.empty()) {
+    // as slicetune check does: the import's plan, the case's fields over it, unchecked
     imp = bridge::parse_megatron_args(c.args, "args");
-    pi = imp->plan;
-    pi.merge(c.plan);
+    sim::TargetInput in{.model = c.model, .cluster = c.cluster};
+    in.flags = c.plan;
+    p = bridge::resolve_imported(*imp, in, false).plan;
+  } else {
+    p = sim::fill_plan(m, cl, c.plan);
   }
-  sim::Plan p = sim::fill_plan(m, cl, pi);
-  if (imp && imp->pp) p.pp = *imp->pp;
   return bridge::preflight(c.framework, {.model = m, .cluster = cl, .plan = p, .imported = imp ? &*imp : nullptr, .environment = c.env});
 }
 

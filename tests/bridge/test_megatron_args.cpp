@@ -172,6 +172,7 @@ TEST_CASE("Megatron-LM flags slicetune cannot model are listed as such, unknown 
       "args");
   CHECK(imp.plan.tp == 8);
   CHECK(imp.pp == 2);
+  CHECK(imp.plan.pp == 2);
   CHECK(imp.world_size == 16);
   CHECK(imp.plan.dp == 1);  // 16 GPUs / (tp 8 x pp 2)
   auto names = [](const std::vector<bridge::ImportedFlag>& v) {
@@ -180,7 +181,6 @@ TEST_CASE("Megatron-LM flags slicetune cannot model are listed as such, unknown 
     return s;
   };
   const std::string nm = names(imp.not_modelled);
-  CHECK_MESSAGE(nm.find("--pipeline-model-parallel-size") != std::string::npos, "pp not listed as not modelled: " << nm);
   // the memory savers are modelled (issue 12): full recompute, uniform; the distributed optimizer is ZeRO-1
   const std::string md = names(imp.modelled);
   for (const char* f : {"--recompute-granularity", "--recompute-method", "--use-distributed-optimizer", "--overlap-param-gather"})
@@ -191,12 +191,54 @@ TEST_CASE("Megatron-LM flags slicetune cannot model are listed as such, unknown 
   CHECK(imp.plan.overlap_param_gather == true);
   CHECK(names(imp.unknown) == "--frobnicate ");
   CHECK(names(imp.ignored).find("--lr") != std::string::npos);
-  // pp 2 cannot be simulated: resolving says so, naming the flag
+  CHECK(names(imp.modelled).find("--pipeline-model-parallel-size") != std::string::npos);
+  // pp 2 resolves to a pipelined plan: Megatron-LM's 1F1B with blocking transfers (no --overlap-p2p-communication)
   sim::TargetInput in;
   in.model = "gpt3-13b";
   in.cluster = "dgx-h100";
-  CHECK_THROWS_WITH_AS(bridge::resolve_imported(imp, in), "args: --pipeline-model-parallel-size: pp=2: slicetune models pp = 1 only (not yet)",
-                       common::ConfigError);
+  const auto t = bridge::resolve_imported(imp, in);
+  CHECK(t.plan.pp == 2);
+  CHECK(t.plan.vp == 1);
+  CHECK(t.plan.schedule == sim::PipelineSchedule::one_f_one_b);
+  CHECK_FALSE(t.plan.p2p_overlap);
+  CHECK(t.cluster.nodes == 2);
+}
+
+TEST_CASE("Megatron-LM's interleaved pipeline flags import as vp, and an export of a pipelined plan reads back to the same plan") {
+  // --num-layers-per-virtual-pipeline-stage 5 with 40 layers and pp 4: vp = 40 / (4 x 5) = 2
+  // (Megatron-LM's arguments.py derives virtual_pipeline_model_parallel_size the same way).
+  sim::TargetInput in;
+  in.model = "gpt3-13b";
+  in.cluster = "dgx-h100";
+  in.nodes = 2;
+  auto imp = bridge::parse_megatron_args(
+      "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5 --overlap-p2p-communication "
+      "--micro-batch-size 1 --global-batch-size 16 --bf16",
+      "args");
+  auto t = bridge::resolve_imported(imp, in);
+  CHECK(t.plan.pp == 4);
+  CHECK(t.plan.vp == 2);
+  CHECK(t.plan.schedule == sim::PipelineSchedule::interleaved);
+  CHECK(t.plan.p2p_overlap);
+  // 40 layers over pp 4 x 3 per virtual stage does not divide: the flag is named
+  imp = bridge::parse_megatron_args("--tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 3", "args");
+  CHECK_THROWS_WITH_AS(bridge::resolve_imported(imp, in),
+                       "args: --num-layers-per-virtual-pipeline-stage: 40 layers are not divisible by pp x 3 = 4 x 3", common::ConfigError);
+  // export -> import round trip of pipelined plans (1F1B blocking, interleaved overlapped)
+  for (const char* yaml : {"tp: 4\npp: 4\nmicro_batch: 1\nglobal_batch: 16\n", "tp: 2\npp: 4\nvp: 2\nmicro_batch: 1\nglobal_batch: 32\n"}) {
+    CAPTURE(yaml);
+    sim::TargetInput pin = in;
+    pin.flags = sim::parse_plan_input(yaml, "test");
+    const auto orig = sim::resolve_target(pin);
+    const std::string script = bridge::export_plan(bridge::Framework::megatron, {.model = orig.model, .cluster = orig.cluster, .plan = orig.plan, .headline = "test"});
+    const auto back = bridge::resolve_imported(bridge::parse_megatron_args(script, "launch.sh"), in);
+    CHECK(back.plan.pp == orig.plan.pp);
+    CHECK(back.plan.vp == orig.plan.vp);
+    CHECK(back.plan.schedule == orig.plan.schedule);
+    CHECK(back.plan.p2p_overlap == orig.plan.p2p_overlap);
+    CHECK(back.plan.dp == orig.plan.dp);
+    CHECK(back.plan.global_batch == orig.plan.global_batch);
+  }
 }
 
 TEST_CASE("Megatron-LM defaults apply where a flag is absent, and bad values name the flag") {

@@ -102,6 +102,19 @@ TEST_CASE("simulate --save-graph writes a graph that --graph simulates to the sa
   CHECK(c.err.find("--tp: the model and plan come from the --graph file") != std::string::npos);
 }
 
+TEST_CASE("simulate --save-graph of a pipelined plan writes every stage; --graph simulates them to the same JSON") {
+  // The file holds one graph per stage with every micro-batch, so --graph simulates the whole step:
+  // the same report, field for field, as --all-micro-batches on the plan itself.
+  const std::string plan = "--model gpt3-2.7b --cluster dgx-h100 --tp 4 --pp 2 --global-batch 8 --seq-len 512 --json";
+  const auto a = run("simulate " + plan + " --all-micro-batches --save-graph cli_pp_graph.json");
+  REQUIRE(a.code == 0);
+  const auto b = run("simulate --graph cli_pp_graph.json --json");
+  REQUIRE(b.code == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["pipeline"]["stages"].size() == 2);
+  CHECK(ja == jb);
+}
+
 TEST_CASE("--dot-layers draws only the layers asked for") {
   // gpt3-2.7b has 32 layers; --dot-layers 1-2 keeps the tasks of layers 1 and 2 only: the same
   // count as 2/32 of the layer tasks of the whole graph (every layer has the same tasks).

@@ -11,6 +11,7 @@
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph_json.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/strategy.hpp"
 #include "sim/target.hpp"
 
@@ -148,4 +149,49 @@ TEST_CASE("graph JSON: a key twice and deep nesting are refused with the file na
   CHECK(error_of([&] { common::parse_json_strict(deep, "g.json", "a graph"); }) == "g.json: nested deeper than 64 arrays/objects");
   const std::string ok = R"({"a": [[1]], "b": {"c": 2}})";
   CHECK(common::parse_json_strict(ok, "g.json", "a graph")["b"]["c"] == 2);
+}
+
+TEST_CASE("a pipelined step saves one graph per stage and loads back to the same simulation") {
+  // 1F1B with Domino slices (blocking transfers, so the host waits at each receive) and the
+  // interleaved schedule: the stages' graphs written by graphs_to_json and read by load_graphs
+  // are the same graphs (the JSON again, byte for byte) and simulate together to the same
+  // picosecond as the graphs built from the plan.
+  for (auto [plan, model] : std::vector<std::pair<const char*, const char*>>{
+           {"tp: 2\npp: 2\nmicro_batch: 2\nglobal_batch: 8\nstrategy: domino\nrow_slices: 2\n", "tiny-llama"},
+           {"tp: 2\npp: 2\nvp: 2\nmicro_batch: 1\nglobal_batch: 4\nseq_len: 256\n", "gpt3-2.7b"}}) {
+    CAPTURE(plan);
+    const auto t = target(plan, model);
+    REQUIRE(t.plan.pp == 2);
+    const auto graphs = sim::build_stage_graphs(t.model, t.cluster, t.plan);
+    const auto j = sim::graphs_to_json(graphs, t.cluster);
+    CHECK(j["format"] == "slicetune-pipeline-step-graphs");
+    REQUIRE(j["stages"].size() == 2);
+    const auto back = sim::load_graphs(j, "p.json", t.cluster);
+    REQUIRE(back.size() == 2);
+    CHECK(sim::graphs_to_json(back, t.cluster) == j);
+    auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
+    const sim::Engine engine(*cost);
+    CHECK(sim::simulate_stages(engine, back).step_time.ps == sim::simulate_stages(engine, graphs).step_time.ps);
+  }
+}
+
+TEST_CASE("bad pipelined graph files name the file and the key") {
+  const auto t = target("tp: 2\npp: 2\nmicro_batch: 1\nglobal_batch: 8\n");  // dp 2 on 8 GPUs: 4 micro-batches
+  REQUIRE(t.plan.grad_accum_steps() == 4);
+  const auto j = sim::graphs_to_json(sim::build_stage_graphs(t.model, t.cluster, t.plan), t.cluster);
+  auto edit = [&](const std::function<void(nlohmann::json&)>& f) {
+    auto k = j;
+    f(k);
+    return error_of([&] { sim::load_graphs(k, "p.json", t.cluster); });
+  };
+  CHECK(edit([](auto& k) { k["stages"].erase(1); }) == "p.json: stages: expected pp=2 graphs (one per stage), got 1");
+  CHECK(edit([](auto& k) { std::swap(k["stages"][0], k["stages"][1]); }) ==
+        "p.json: stages[0].rank: expected 0 (stage 0's first rank: tp rank 0, dp rank 0), got 4");
+  CHECK(edit([](auto& k) { k["stages"][1]["micro_batches"] = 3; }) ==
+        "p.json: stages[1]: micro_batches: expected the plan's 4 micro-batches per pipeline, got 3");
+  CHECK(edit([](auto& k) { k["stages"][0]["tasks"][0]["micro"] = 4; }) ==
+        "p.json: stages[0]: tasks[0].micro: expected an integer in -1..3, got 4");
+  CHECK(edit([](auto& k) { k["stages"][1]["plan"]["micro_batch"] = 2; }).find("p.json: stages[1]") == 0);
+  // one stage's graph on its own is not a step
+  CHECK(error_of([&] { sim::load_graph(j["stages"][0], "s.json", t.cluster); }).find("s.json: plan.pp: pp=2: a pipelined step has one graph") == 0);
 }

@@ -94,6 +94,7 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   tuner::SearchSpace s;
   s.tp = {1, 8};
+  s.pp = {1};  // no pipelining: the counts below are of the tp x mb x strategy space
   s.micro_batch = {1, 2};
   s.sequence_parallel = {false};
   s.knob_values["row_slices"] = {1, 2, 4};
@@ -288,6 +289,7 @@ TEST_CASE("gpt3-175b on 16 DGX-H100: nothing fits without ZeRO, the search finds
   o.top_k = 1;
   o.extra_full = 0;
   tuner::SearchSpace plain;
+  plain.pp = {1};  // the claim is about plans without pipeline parallelism
   plain.zero = {0};
   plain.micro_batch = {1};
   const auto none = tuner::search(m, c, *cost, plain, o);
@@ -296,6 +298,7 @@ TEST_CASE("gpt3-175b on 16 DGX-H100: nothing fits without ZeRO, the search finds
     if (f.reason == sim::Infeasibility::memory) CHECK(f.example.tp == 32);  // the closest to fitting
   // with ZeRO (stages 1-3 searched, recompute and attention too) plans fit
   tuner::SearchSpace s;
+  s.pp = {1};
   s.micro_batch = {1, 2};
   const auto r = tuner::search(m, c, *cost, s, o);
   REQUIRE_FALSE(r.top.empty());

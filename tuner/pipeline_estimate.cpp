@@ -1,0 +1,229 @@
+// The tuner's side of pipeline parallelism: the screening estimate of a pipelined plan (its pass
+// times measured on a one-micro-batch step of a reduced model, replayed in the schedule's order over
+// the plan's micro-batches) and the lower bound that orders the search.
+#include "tuner/pipeline_estimate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "sim/memory.hpp"
+#include "sim/pipeline_schedule.hpp"
+#include "sim/pipeline_step.hpp"
+#include "sim/strategy.hpp"
+#include "tuner/evaluate.hpp"
+
+namespace tuner {
+
+std::vector<double> replay_schedule(sim::PipelineSchedule schedule, int pp, int vp, int m, const PassTimes& t, bool blocking) {
+  const int V = pp * vp;
+  const auto M = static_cast<std::size_t>(m);
+  std::vector<std::vector<sim::PipelinePass>> order(static_cast<std::size_t>(pp));
+  for (int r = 0; r < pp; ++r) order[static_cast<std::size_t>(r)] = sim::pipeline_order(schedule, pp, vp, m, r);
+  constexpr double kUnknown = -1;
+  std::vector<double> fend(static_cast<std::size_t>(V) * M, kUnknown), bend(static_cast<std::size_t>(V) * M, kUnknown);
+  std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
+  std::vector<double> free_at(static_cast<std::size_t>(pp), 0.0);
+  std::size_t left = 0;
+  for (const auto& o : order) left += o.size();
+  while (left > 0) {
+    std::size_t progressed = 0;
+    for (int r = 0; r < pp; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      const auto& o = order[ri];
+      for (; next[ri] < o.size(); ++next[ri]) {
+        const auto& pass = o[next[ri]];
+        const int v = pass.chunk * pp + r;
+        const auto at = static_cast<std::size_t>(v) * M + static_cast<std::size_t>(pass.micro);
+        const auto vi = static_cast<std::size_t>(v);
+        double ready = 0;
+        if (pass.forward) {
+          if (v > 0) {
+            const double prev = fend[at - M];
+            if (prev == kUnknown) break;
+            ready = prev + t.send_fwd[vi - 1];
+          }
+        } else if (v == V - 1) {
+          ready = fend[at];
+        } else {
+          const double prev = bend[at + M];
+          if (prev == kUnknown) break;
+          ready = prev + t.send_bwd[vi + 1];
+        }
+        const double end = std::max(free_at[ri], ready) + (pass.forward ? t.fwd[vi] : t.bwd[vi]);
+        (pass.forward ? fend : bend)[at] = end;
+        const bool sends = pass.forward ? v < V - 1 : v > 0;
+        free_at[ri] = end + (blocking && sends ? (pass.forward ? t.send_fwd[vi] : t.send_bwd[vi]) : 0.0);
+        ++progressed;
+      }
+    }
+    if (progressed == 0) throw std::logic_error("replay_schedule: the schedule's passes wait on each other (no pass can run)");
+    left -= progressed;
+  }
+  std::vector<double> out(static_cast<std::size_t>(pp));
+  for (int r = 0; r < pp; ++r) out[static_cast<std::size_t>(r)] = free_at[static_cast<std::size_t>(r)] + t.tail[static_cast<std::size_t>(r)];
+  return out;
+}
+
+namespace {
+
+/// What a two-micro-batch pipelined step shows of each virtual stage (its first micro-batch's
+/// passes), and of rank 0's streams.
+struct OneMicroBatch {
+  PassTimes times;
+  double compute_mb = 0, compute_once = 0, exposed_mb = 0;  ///< rank 0: compute busy per micro-batch / once per step; comm-only time inside its passes
+  std::vector<sim::StreamTime> streams_mb, streams_once;    ///< rank 0's streams: busy per micro-batch / once per step
+  double model_flops = 0;                                   ///< of one micro-batch, every rank
+};
+
+OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const sim::Plan& p, const hardware::CostModel& cost) {
+  const int pp = p.pp, vp = p.vp, V = pp * vp;
+  const auto graphs = sim::build_stage_graphs(model, cluster, p);
+  const auto r = sim::simulate_stages(sim::Engine(cost, {.timeline = true}), graphs);
+  OneMicroBatch o;
+  auto& t = o.times;
+  t.fwd.assign(static_cast<std::size_t>(V), 0.0);
+  t.bwd = t.send_fwd = t.send_bwd = t.fwd;
+  t.tail.assign(static_cast<std::size_t>(pp), 0.0);
+  o.model_flops = r.model_flops / p.grad_accum_steps();
+  for (int s = 0; s < pp; ++s) {
+    const sim::StepGraph& g = graphs[static_cast<std::size_t>(s)];
+    const auto& tl = r.timelines.at(static_cast<std::size_t>(s)).timing;
+    // per chunk and direction: the window of the pass's own tasks (not its transfers)
+    std::vector<double> lo(static_cast<std::size_t>(2 * vp), 1e300), hi(static_cast<std::size_t>(2 * vp), -1e300);
+    double last_bwd = 0, end = 0;
+    std::vector<double> comp_in(static_cast<std::size_t>(2 * vp), 0.0);
+    if (s == 0) {
+      o.streams_mb.resize(g.streams.size());
+      o.streams_once.resize(g.streams.size());
+      for (std::size_t k = 0; k < g.streams.size(); ++k) {
+        o.streams_mb[k] = o.streams_once[k] = {.name = g.streams[k].name, .kind = g.streams[k].kind, .busy = {}};
+      }
+    }
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto& task = g.tasks[i];
+      const double a = static_cast<double>(tl[i].start.ps), b = static_cast<double>(tl[i].end.ps);
+      end = std::max(end, b);
+      // the first micro-batch's passes: the data-parallel reduction runs during the last one's backward
+      const bool first_micro = task.micro <= 0;
+      if (s == 0 && (task.once_per_step || first_micro))
+        (task.once_per_step ? o.streams_once : o.streams_mb)[task.stream].busy += tl[i].end - tl[i].start;
+      if (s == 0 && g.on_compute(i) && (task.once_per_step || first_micro)) (task.once_per_step ? o.compute_once : o.compute_mb) += b - a;
+      const bool fwd = task.phase == sim::Phase::fwd;
+      if (!task.once_per_step && task.model_chunk >= 0 && !fwd && task.op != sim::Op::pipe && g.on_compute(i)) last_bwd = std::max(last_bwd, b);
+      if (task.once_per_step || task.model_chunk < 0 || !first_micro) continue;
+      const int v = task.model_chunk * pp + s;
+      if (task.op == sim::Op::pipe) {
+        if (!g.inputs(i).empty()) (fwd ? t.send_fwd : t.send_bwd)[static_cast<std::size_t>(v)] = b - a;
+        continue;
+      }
+      const auto k = static_cast<std::size_t>(2 * task.model_chunk + (fwd ? 0 : 1));
+      lo[k] = std::min(lo[k], a);
+      hi[k] = std::max(hi[k], b);
+      if (g.on_compute(i)) comp_in[k] += b - a;
+    }
+    for (int c = 0; c < vp; ++c) {
+      const auto v = static_cast<std::size_t>(c * pp + s);
+      for (int d = 0; d < 2; ++d) {
+        const auto k = static_cast<std::size_t>(2 * c + d);
+        const double w = hi[k] > lo[k] ? hi[k] - lo[k] : 0.0;
+        (d == 0 ? t.fwd : t.bwd)[v] = w;
+        if (s == 0) o.exposed_mb += std::max(0.0, w - comp_in[k]);
+      }
+    }
+    t.tail[static_cast<std::size_t>(s)] = std::max(0.0, end - last_bwd);
+  }
+  return o;
+}
+
+}  // namespace
+
+Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
+  // Two micro-batches through the pipeline of a model cut to L1 and to L2 layers per virtual stage:
+  // every pass and transfer time of the first (whose backward, unlike the last's, does not share the
+  // GPU with the data-parallel reduction, as none but the last of the plan's m do), linear in the
+  // layers a virtual stage holds, is extrapolated to the plan's split; the plan's m micro-batches
+  // are then replayed in the schedule's order.
+  Estimate e;
+  e.lower_bound = compute_lower_bound(p);
+  const int V = p.virtual_stages(), m = p.grad_accum_steps();
+  const int L1 = short_layers_, L2 = short_layers_ + 1;
+  sim::Plan q = p;
+  q.global_batch = std::min(2, m) * p.micro_batch * p.dp;  // two micro-batches per pipeline (one if the plan has one)
+  q.pipeline_layers.clear();
+  sim::ModelSpec m1 = model_, m2 = model_;
+  m1.layers = L1 * V;
+  m2.layers = L2 * V;
+  const OneMicroBatch a = measure(m1, cluster_, q, cost_), b = measure(m2, cluster_, q, cost_);
+  const auto layers = sim::virtual_stage_layers(model_, p);
+  // x at n layers per virtual stage from x at L1 and L2
+  auto at = [&](double x1, double x2, double n) { return std::max(0.0, x2 + (n - L2) * (x2 - x1)); };
+  const double mean_layers = static_cast<double>(model_.layers) / V;
+  PassTimes t;
+  auto per_v = [&](const std::vector<double>& x1, const std::vector<double>& x2) {
+    std::vector<double> out(x1.size());
+    for (std::size_t v = 0; v < x1.size(); ++v) out[v] = at(x1[v], x2[v], layers[v].size());
+    return out;
+  };
+  t.fwd = per_v(a.times.fwd, b.times.fwd);
+  t.bwd = per_v(a.times.bwd, b.times.bwd);
+  t.send_fwd = per_v(a.times.send_fwd, b.times.send_fwd);
+  t.send_bwd = per_v(a.times.send_bwd, b.times.send_bwd);
+  t.tail.resize(a.times.tail.size());
+  for (std::size_t r = 0; r < t.tail.size(); ++r) {
+    double n = 0;  // the layers rank r holds, per chunk on average
+    for (int c = 0; c < p.vp; ++c) n += layers[static_cast<std::size_t>(c * p.pp) + r].size();
+    t.tail[r] = at(a.times.tail[r], b.times.tail[r], n / p.vp);
+  }
+  const auto ends = replay_schedule(p.schedule, p.pp, p.vp, m, t, !p.p2p_overlap);
+  const double step = *std::max_element(ends.begin(), ends.end());
+  const double rank0_layers = [&] {
+    double n = 0;
+    for (int c = 0; c < p.vp; ++c) n += layers[static_cast<std::size_t>(c * p.pp)].size();
+    return n / p.vp;
+  }();
+  auto dur = [](double ps) { return Duration::from_ps(std::llround(std::max(0.0, ps))); };
+  e.step_time = std::max(dur(step), e.lower_bound);
+  const double compute = m * at(a.compute_mb, b.compute_mb, rank0_layers) + at(a.compute_once, b.compute_once, rank0_layers);
+  e.compute = dur(std::min(compute, static_cast<double>(e.step_time.ps)));
+  for (std::size_t s = 0; s < b.streams_mb.size(); ++s) {
+    e.streams.push_back(b.streams_mb[s]);
+    e.streams.back().busy = dur(m * at(static_cast<double>(a.streams_mb[s].busy.ps), static_cast<double>(b.streams_mb[s].busy.ps), rank0_layers) +
+                                at(static_cast<double>(a.streams_once[s].busy.ps), static_cast<double>(b.streams_once[s].busy.ps), rank0_layers));
+  }
+  const double rest = static_cast<double>(e.step_time.ps - e.compute.ps);
+  const double exposed = m * at(a.exposed_mb, b.exposed_mb, rank0_layers) + std::max(0.0, t.tail[0] - at(a.compute_once, b.compute_once, rank0_layers));
+  e.exposed_comm = dur(std::min(rest, exposed));
+  e.idle = dur(rest - static_cast<double>(e.exposed_comm.ps));
+  e.model_flops = m * at(a.model_flops, b.model_flops, mean_layers);
+  e.memory = sim::estimate_memory(model_, cluster_, p);
+  e.extrapolated = true;
+  e.mfu = e.model_flops / (e.step_time.s() * p.gpus() * cluster_.gpu.peak_flops(p.dtype));
+  e.tokens_per_s = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len) / e.step_time.s();
+  return e;
+}
+
+Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const {
+  const auto vs = sim::virtual_stage_layers(model_, p);
+  const int V = p.virtual_stages();
+  auto C = [&](int v) {  // a virtual stage's solo compute per micro-batch, forward and backward
+    return b.layer_ps * vs[static_cast<std::size_t>(v)].size() + (v == 0 ? b.emb_ps : 0.0) + (v == V - 1 ? b.head_ps : 0.0);
+  };
+  const double m = p.grad_accum_steps();
+  double best = 0, below = 0;  // below: sum of C_v over the virtual stages v < r (chunk 0 of ranks 0..r-1)
+  for (int r = 0; r < p.pp; ++r) {
+    double W = 0, layers = 0;
+    for (int c = 0; c < p.vp; ++c) {
+      W += C(c * p.pp + r);
+      layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
+    }
+    const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_params(model_, p, r)}, p.stack).ps);
+    best = std::max({best, below + m * W + opt, m * b.host_layer_ps * layers});
+    below += C(r);
+  }
+  return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(best * (1 - 1e-12)))), gemm_lower_bound(p));
+}
+
+}  // namespace tuner
