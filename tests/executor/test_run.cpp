@@ -64,7 +64,9 @@ void check_same(const Dump& ref, const Dump& got) {
   REQUIRE(got.loss.size() == ref.loss.size());
   for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(std::abs(got.loss[s] - ref.loss[s]) / ref.loss[s] <= 1e-5);
   REQUIRE(got.grads.size() == ref.grads.size());
-  for (const auto& [name, g] : ref.grads) {
+  for (const auto& entry : ref.grads) {
+    const std::string& name = entry.first;  // not a structured binding: INFO captures it in a lambda
+    const auto& g = entry.second;
     REQUIRE(got.grads.count(name) == 1);
     REQUIRE(got.grads.at(name).size() == g.size());
     INFO("gradient " << name);
@@ -294,7 +296,7 @@ TEST_CASE("bad input: one-line errors naming the flag") {
   CHECK(launch(4, "run --model tiny --pp 2 --dp 2 --global-batch 4 --zero 2 --steps 1 --quiet", "executor_bad_pp_zero.log") != 0);
   CHECK(slurp("executor_bad_pp_zero.log").find("zero=2 with pp=2: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism") !=
         std::string::npos);
-#ifndef SLICETUNE_HAVE_CUDA_BACKEND
+#ifndef SLICETUNE_CUDA_PLUGIN
   CHECK(launch(1, "run --backend cuda --model tiny --steps 1", "executor_bad_cuda.log") != 0);
   CHECK(slurp("executor_bad_cuda.log").find("built without the CUDA backend") != std::string::npos);
 #endif
