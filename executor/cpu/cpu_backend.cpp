@@ -17,13 +17,13 @@
 #include "executor/cpu/flash_attention.hpp"
 #include "executor/zero_layout.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "executor/cpu/openblas.hpp"
 #include <mpi.h>
 
 #include "common/check.hpp"
 #include "executor/cpu/wait_polling.hpp"
 #include "common/config_reader.hpp"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace executor {
 namespace {
@@ -104,7 +104,7 @@ class CpuBackend final : public Backend {
     MPI_CHECK(MPI_Query_thread(&provided));
     if (provided < MPI_THREAD_MULTIPLE)
       throw std::runtime_error("cpu backend: MPI was initialised without MPI_THREAD_MULTIPLE");
-    openblas_set_num_threads(o.cpu_threads);
+    cpu::openblas().set_num_threads(o.cpu_threads);
     // every rank has arrived before the blocking communicator set-up below (MPI has no non-blocking
     // MPI_Comm_split): a rank stopped or dead at start-up ends the job here, named, not in a hang
     MPI_Request arrived;
