@@ -188,8 +188,6 @@ InterferenceSpec read_interference(common::ConfigReader r) {
   if (!(i.sm_comm_slowdown >= 0 && i.sm_comm_slowdown < 1)) r.fail("sm_comm_slowdown", "expected a fraction in [0, 1)");
   i.copy_engine_bandwidth = r.number_or("copy_engine_bandwidth", 1.0);
   if (!(i.copy_engine_bandwidth > 0 && i.copy_engine_bandwidth <= 1)) r.fail("copy_engine_bandwidth", "expected a fraction in (0, 1]");
-  i.comm_slowdown = r.number("comm_slowdown");
-  if (!(i.comm_slowdown >= 0 && i.comm_slowdown < 1)) r.fail("comm_slowdown", "expected a fraction in [0, 1)");
   r.finish();
   return i;
 }

@@ -9,6 +9,7 @@
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
 #include "hardware/profile.hpp"
+#include "hardware/interference.hpp"
 #include "hardware/profiled_cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
@@ -41,7 +42,7 @@ host:
   op_overhead_us: {eager: 0, cpp: 0, cuda_graphs: 0}
   kernel_efficiency: {eager: 1, cpp: 1, cuda_graphs: 1}
   attention: flash
-interference: {sm_contention: false, hbm_amplification: 0, comm_slowdown: 0}
+interference: {sm_contention: false, hbm_amplification: 0, sm_comm_slowdown: 0}
 nccl: {call_overhead_us: 0, nvls_efficiency: 1, nvls_latency_us: 1}
 )";
 
@@ -223,8 +224,9 @@ TEST_CASE("the profile's host and interference measurements replace the cluster'
   for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) CHECK(c->cluster().host.launch_for(s).us() == doctest::Approx(0.25));
 
   // Interference: GEMM 100 us alone, 300 us beside the AllReduce (slowdown 2.0 > 0.5: the communication
-  // thread time-shares the rank's core); AllReduce 100 us alone, 125 us beside the GEMM: comm_slowdown
-  // = 1 - 100/125 = 0.2. A hand-off of 7 us is added to every collective's latency.
+  // thread time-shares the rank's core); AllReduce 100 us alone, 125 us beside the GEMM: the engine's
+  // rates_beside must give the collective 100/125 = 0.8 of its speed beside that GEMM and the GEMM
+  // 100/300 of its speed beside that collective. A hand-off of 7 us is added to every collective's latency.
   p.interference = InterferenceMeasurement{.gemm = {.dtype = DType::fp32, .m = 64, .n = 64, .k = 64, .us = 100},
                                            .collective = {.kind = CollectiveKind::all_reduce, .ranks = 2, .nodes = 1, .bytes = 4096, .us = 100},
                                            .gemm_beside_us = 300,
@@ -232,8 +234,19 @@ TEST_CASE("the profile's host and interference measurements replace the cluster'
   p.host->collective_handoff_us = 7;
   p.host->handoff_method = "test";
   auto d = make_profiled_cost_model(load_cluster_text(), p);
-  CHECK(d->cluster().interference.comm_slowdown == doctest::Approx(0.2));
   CHECK(d->cluster().interference.sm_contention);
+  {
+    const auto& cl = d->cluster();
+    const double usable = cl.gpu.hbm_bytes_per_s * cl.gpu.memory_efficiency, gemm_bytes = 3.0 * 64 * 64 * 4;
+    const double u = gemm_bytes / 100e-6 / usable;
+    const auto base = make_analytic_cost_model(cl, Stack::cpp);
+    const auto cc = base->collective({.kind = CollectiveKind::all_reduce, .bytes = 4096, .ranks = 2, .nodes = 1, .dtype = DType::fp32});
+    const KernelLoad k{.seconds = 100e-6, .seconds_on_fewer = seconds_on_fewer_sms(100e-6, u, cl.gpu.sm_count, cl.gpu.sm_count), .hbm_bytes = gemm_bytes};
+    const CommLoad cm{.seconds = 100e-6, .wire_bytes_per_s = cc.sent_bytes / 100e-6, .sms = cl.gpu.sm_count};
+    const auto r = rates_beside(cl.interference, usable, k, cm);
+    CHECK(r.comm == doctest::Approx(0.8));
+    CHECK(1.0 / r.compute == doctest::Approx(3.0).epsilon(1e-6));
+  }
   const auto ar = d->collective({.kind = CollectiveKind::all_reduce, .bytes = 2048, .ranks = 2, .nodes = 1, .dtype = DType::fp32});
   CHECK(ar.sms == d->cluster().gpu.sm_count);
   CHECK(ar.total().us() == doctest::Approx(8.0 + 7.0).epsilon(1e-6));  // sqrt(4 x 16) + hand-off

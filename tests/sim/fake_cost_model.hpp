@@ -41,7 +41,7 @@ inline hardware::ClusterSpec fake_cluster() {
   for (auto& st : c.host.stacks) st.launch = {};
   c.interference.sm_contention = false;
   c.interference.hbm_amplification = 0;
-  c.interference.comm_slowdown = 0;
+  c.interference.sm_comm_slowdown = 0;
   return c;
 }
 
