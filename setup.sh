@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # slicetune set-up: installs what is missing (Debian 12 packages), builds, then runs.
 #   ./setup.sh run     build and run the main job on the embedded default
-#   ./setup.sh test    build and run the whole test suite
+#   ./setup.sh test    build and run the whole test suite, then the sanitizer builds (ASan + UBSan:
+#                      the suite and the fuzz seed corpus; TSan: the tuner) and a short fuzzing pass
+#                      (scripts/sanitize.sh, scripts/fuzz.sh; what CI runs, about 29 minutes on 2 cores: docs/fuzzing.md)
+#   ./setup.sh unit    build and run the test suite only (Release; a few minutes)
 #   ./setup.sh build   build only
 # Idempotent: packages already present are not reinstalled; the build is incremental.
 set -euo pipefail
@@ -11,6 +14,7 @@ shift || true
 
 packages=(build-essential cmake ninja-build pkg-config libboost-graph-dev libcli11-dev libyaml-cpp-dev libfmt-dev
           doctest-dev nlohmann-json3-dev libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox
+          clang-14 libclang-rt-14-dev  # clang + compiler-rt: libFuzzer and the sanitizer builds (scripts/)
           libsqlite3-dev)  # libsqlite3-dev: validate reads Nsight Systems exports (nsys export --type sqlite)
 missing=()
 for p in "${packages[@]}"; do
@@ -32,7 +36,15 @@ cmake --build "$build" -j "$jobs" >&2
 
 case "$mode" in
   run)   exec "$build/slicetune" tune "$@" ;;
-  test)  cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  unit)  cd "$build" && exec ctest --output-on-failure -j "$jobs" "$@" ;;
+  test)
+    t0=$SECONDS
+    (cd "$build" && ctest --output-on-failure -j "$jobs" "$@")
+    echo "setup: release tests done at $((SECONDS - t0)) s" >&2
+    scripts/sanitize.sh all
+    echo "setup: sanitizer builds and tests done at $((SECONDS - t0)) s" >&2
+    scripts/fuzz.sh "${SLICETUNE_FUZZ_SECONDS:-10}"  # 12 targets x 10 s
+    echo "setup: fuzzing done at $((SECONDS - t0)) s" >&2 ;;
   build) ;;
-  *) echo "usage: ./setup.sh run|test|build" >&2; exit 2 ;;
+  *) echo "usage: ./setup.sh run|test|unit|build" >&2; exit 2 ;;
 esac

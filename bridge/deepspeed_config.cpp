@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/config_reader.hpp"
+#include "common/strict_json.hpp"
 
 namespace bridge {
 
@@ -46,7 +47,7 @@ ImportedPlan parse_deepspeed_config(const std::string& json_text, const std::str
   DsReader r{source, out};
   Json j;
   try {
-    j = Json::parse(json_text);
+    j = common::parse_json_strict(json_text, source, "a DeepSpeed config JSON");  // duplicate keys, deep nesting refused
   } catch (const Json::exception& e) {
     throw common::ConfigError(source, "", fmt::format("not a DeepSpeed config JSON: {}", e.what()));
   }
@@ -75,10 +76,15 @@ ImportedPlan parse_deepspeed_config(const std::string& json_text, const std::str
         const std::string key = k + "." + sk;
         out.flags[key] = sv.dump();
         if (sk == "stage") {
-          const int stage = sv.is_number() ? static_cast<int>(sv.get<double>()) : -1;
-          if (stage < 0 || stage > 3 || !sv.is_number_integer()) r.fail(key, fmt::format("expected 0, 1, 2 or 3, got {}", sv.dump()));
-          out.plan.zero = stage;
-          out.modelled.push_back({key, sv.dump(), stage == 0 ? std::string("no ZeRO partitioning") : fmt::format("zero {}", stage)});
+          // an integer first: a cast of a huge double to int is undefined behaviour
+          const int stage = sv.is_number_integer() && sv.get<std::int64_t>() >= 0 && sv.get<std::int64_t>() <= 3
+                                ? static_cast<int>(sv.get<std::int64_t>())
+                                : -1;
+          if (stage < 0) r.fail(key, fmt::format("expected 0, 1, 2 or 3, got {}", sv.dump()));
+          else {
+            out.plan.zero = stage;
+            out.modelled.push_back({key, sv.dump(), stage == 0 ? std::string("no ZeRO partitioning") : fmt::format("zero {}", stage)});
+          }
         } else if (sk == "reduce_bucket_size") {
           if (!sv.is_number() || !(sv.get<double>() > 0) || !std::isfinite(sv.get<double>())) r.fail(key, fmt::format("expected a positive number of elements, got {}", sv.dump()));
           out.plan.dp_bucket_mb = sv.get<double>() * 4.0 / 1e6;

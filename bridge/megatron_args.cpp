@@ -9,6 +9,7 @@
 #include "bridge/shell_words.hpp"
 #include "bridge/strategy_support.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 
 namespace bridge {
 
@@ -371,7 +372,13 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       out.unknown.push_back({name, value, "not a flag slicetune knows"});
     }
   }
-  if (nproc) out.world_size = static_cast<int>(*nproc * nnodes.value_or(1));
+  if (nproc) {  // both below 2^31: the product fits 64 bits; bounded before it is narrowed
+    const long long world = *nproc * nnodes.value_or(1);
+    if (world > common::limits::kMaxGpus)
+      r.fail("--nproc_per_node", fmt::format("{} x {} nodes = {} processes is more than the {} GPUs slicetune models", *nproc,
+                                             nnodes.value_or(1), world, common::limits::kMaxGpus));
+    out.world_size = static_cast<int>(world);
+  }
   if (nnodes) out.nodes = static_cast<int>(*nnodes);
   if (!out.world_size && out.env.count("WORLD_SIZE")) out.world_size = static_cast<int>(r.integer("WORLD_SIZE", out.env["WORLD_SIZE"]));
   // precision: Megatron-LM trains in fp32 unless --bf16 / --fp16

@@ -31,6 +31,7 @@ void print_fits(const std::string& dir) {
 }
 
 void run_accuracy(const AccuracyFlags& f) {
+  common::check_output_path(f.out, "--out");
   std::error_code ec;
   if (!std::filesystem::is_directory(f.calibration, ec))
     cli::bad_flag("--calibration", fmt::format("'{}' is not a folder (run from the repository root, or give the folder holding the calibration files)", f.calibration));

@@ -2,6 +2,7 @@
 // one bus-bandwidth column per count beside the published measurements of data/calibration.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "common/limits.hpp"
 #include "common/table.hpp"
 #include "hardware/collective_sweep.hpp"
 #include "validate/calibration.hpp"
@@ -19,25 +21,27 @@ struct CollectiveFlags {
   std::string cluster = "dgx-h100";
   std::string nodes;
   std::string op = "allreduce";
-  int gpus = 0;
+  long long gpus = 0;  // given when given_gpus
   std::string min_bytes = "1K", max_bytes = "8G";
   std::string algo, proto;
   std::string calibration = "data/calibration";
   bool json = false;
+  bool given_gpus = false;
 };
+
+/// At most this many node counts in one --nodes list (one sweep each).
+constexpr std::size_t kMaxNodeCounts = 64;
 
 std::vector<int> parse_nodes(const std::string& text) {
   std::vector<int> out;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
-    try {
-      std::size_t used = 0;
-      const int n = std::stoi(item, &used);
-      if (used != item.size() || n < 1) throw std::invalid_argument(item);
-      out.push_back(n);
-    } catch (const std::exception&) {
+    long long n = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || ec != std::errc{} || end != item.data() + item.size())
       cli::bad_flag("--nodes", fmt::format("'{}': expected a node count or a comma-separated list such as 1,2,4,16", text));
-    }
+    out.push_back(static_cast<int>(cli::int_flag("--nodes", n, 1, common::limits::kMaxNodes)));  // checked before narrowing
+    if (out.size() > kMaxNodeCounts) cli::bad_flag("--nodes", fmt::format("more than {} node counts", kMaxNodeCounts));
   }
   if (out.empty()) cli::bad_flag("--nodes", "expected a node count or a comma-separated list such as 1,2,4,16");
   return out;
@@ -70,16 +74,18 @@ void run_collective(const CollectiveFlags& f) {
     if (!hardware::parse_collective_proto(f.proto, p)) cli::bad_flag("--proto", fmt::format("'{}': expected ll | ll128 | simple", f.proto));
     req.options.proto = p;
   }
+  namespace lim = common::limits;
   const int gpn = cluster.node.gpus_per_node;
   const std::vector<int> node_list = f.nodes.empty() ? std::vector<int>{} : parse_nodes(f.nodes);
+  const int gpus = f.given_gpus ? static_cast<int>(cli::int_flag("--gpus", f.gpus, 2, lim::kMaxGpus)) : 0;  // checked before narrowing
   if (node_list.size() > 1) {
     // one column per node count, every GPU of every node taking part
-    if (f.gpus > 0) cli::bad_flag("--gpus", "with several --nodes every GPU of each node takes part; leave --gpus out");
+    if (f.given_gpus) cli::bad_flag("--gpus", "with several --nodes every GPU of each node takes part; leave --gpus out");
     const auto measured = published(f.calibration, cluster.name, req.kind);
     std::vector<std::vector<hardware::CollectiveRow>> cols;
     for (int n : node_list) {
       auto c = cluster;
-      c.nodes = n;
+      hardware::set_nodes(c, n, "--nodes");  // n x GPUs per node within limits::kMaxGpus
       req.nodes = n;
       req.gpus = n * gpn;
       cols.push_back(hardware::collective_sweep(c, req));
@@ -123,9 +129,9 @@ void run_collective(const CollectiveFlags& f) {
       fmt::print("\n(in parentheses: nccl-tests bus bandwidth published for that size and node count, {}/)\n", f.calibration);
     return;
   }
-  req.gpus = f.gpus > 0 ? f.gpus : (node_list.empty() ? gpn : node_list.front() * gpn);
+  req.gpus = gpus > 0 ? gpus : (node_list.empty() ? gpn : node_list.front() * gpn);
   req.nodes = !node_list.empty() ? node_list.front() : std::max(1, (req.gpus + gpn - 1) / gpn);
-  cluster.nodes = req.nodes;
+  hardware::set_nodes(cluster, req.nodes, "--nodes");
   const auto rows = hardware::collective_sweep(cluster, req);
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -158,7 +164,10 @@ const bool registered = cli::register_command(30, [](CLI::App& app) {
   cmd->add_option("--proto", f->proto, "force a protocol, as NCCL_PROTO: ll | ll128 | simple");
   cmd->add_option("--calibration", f->calibration, "folder of published measurements shown beside a node-count list")->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object (schema_version, rows: [{bytes, time_us, algbw_GBps, busbw_GBps, algo, proto, channels}]; with a node-count list each row also has nodes, gpus and measured_busbw_GBps where published) instead of the table");
-  cmd->callback([f] { run_collective(*f); });
+  cmd->callback([f, cmd] {
+    f->given_gpus = cmd->count("--gpus") > 0;
+    run_collective(*f);
+  });
 });
 
 }  // namespace

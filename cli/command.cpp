@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "bridge/deepspeed_config.hpp"
 #include "bridge/megatron_args.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 #include "hardware/profile.hpp"
 #include "hardware/profiled_cost_model.hpp"
 #include "sim/strategy.hpp"
@@ -22,6 +25,27 @@ bool register_command(int order, CommandSetup setup) {
 }
 
 void bad_flag(const std::string& flag, const std::string& what) { throw common::ConfigError(flag, "", what); }
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) {
+      char* end = nullptr;
+      const long r = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && r >= 0 && r < (1L << 30)) return static_cast<int>(r);
+    }
+  return 0;
+}
+
+long long int_flag(const std::string& flag, long long v, long long lo, long long hi) {
+  if (v < lo || v > hi) bad_flag(flag, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+double number_flag(const std::string& flag, double v, double lo, double hi, bool lo_open) {
+  if (!std::isfinite(v) || (lo_open ? !(v > lo) : !(v >= lo)) || !(v <= hi))
+    bad_flag(flag, fmt::format("expected a finite number in {}{}, {}], got {}", lo_open ? "(" : "[", lo, hi, v));
+  return v;
+}
 
 PlanDefaultsHelp executor_defaults_help() {
   return {.micro_batch = "row_slices with domino along the batch (one sequence per slice), else 1",
@@ -113,15 +137,15 @@ sim::TargetInput TargetFlags::input() const {
   if (!cmd->get_option_no_throw("--plan")) return in;
   in.plan_file = plan;
   auto& p = in.flags;
-  auto positive = [&](const char* flag, int v, std::optional<int>& dst) {
+  namespace lim = common::limits;
+  auto positive = [&](const char* flag, long long v, std::optional<int>& dst, std::int64_t hi) {
     if (!cmd->count(flag)) return;
-    if (v <= 0) bad_flag(flag, "expected a positive integer");
-    dst = v;
+    dst = static_cast<int>(int_flag(flag, v, 1, hi));  // range-checked before narrowing
   };
-  positive("--tp", tp, p.tp);
-  positive("--dp", dp, p.dp);
-  positive("--pp", pp, p.pp);
-  positive("--vp", vp, p.vp);
+  positive("--tp", tp, p.tp, lim::kMaxGpus);
+  positive("--dp", dp, p.dp, lim::kMaxGpus);
+  positive("--pp", pp, p.pp, lim::kMaxLayers);
+  positive("--vp", vp, p.vp, lim::kMaxLayers);
   if (cmd->count("--schedule")) {
     sim::PipelineSchedule sc;
     if (!sim::parse_pipeline_schedule(schedule, sc)) bad_flag("--schedule", "expected 1f1b | interleaved, got '" + schedule + "'");
@@ -135,9 +159,12 @@ sim::TargetInput TargetFlags::input() const {
       const std::string_view item = rest.substr(0, comma);
       int v = 0;
       const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-      if (ec != std::errc() || end != item.data() + item.size() || v <= 0 || v > 1'000'000)
-        bad_flag("--pipeline-layers", fmt::format("expected positive layer counts separated by commas (e.g. 7,9,9,7), got '{}'", pipeline_layers));
+      if (ec != std::errc() || end != item.data() + item.size() || v <= 0 || v > lim::kMaxLayers)
+        bad_flag("--pipeline-layers",
+                 fmt::format("expected layer counts from 1 to {} separated by commas (e.g. 7,9,9,7), got '{}'", lim::kMaxLayers, pipeline_layers));
       layers.push_back(v);
+      if (layers.size() > static_cast<std::size_t>(lim::kMaxLayers))
+        bad_flag("--pipeline-layers", fmt::format("expected at most {} stages", lim::kMaxLayers));
       if (comma == std::string_view::npos) break;
       rest = rest.substr(comma + 1);
     }
@@ -147,12 +174,9 @@ sim::TargetInput TargetFlags::input() const {
     if (p2p_overlap != "true" && p2p_overlap != "false") bad_flag("--p2p-overlap", "expected true | false, got '" + p2p_overlap + "'");
     p.p2p_overlap = p2p_overlap == "true";
   }
-  positive("--micro-batch", micro_batch, p.micro_batch);
-  positive("--global-batch", global_batch, p.global_batch);
-  if (cmd->count("--seq-len")) {
-    if (seq_len <= 0) bad_flag("--seq-len", "expected a positive integer");
-    p.seq_len = seq_len;
-  }
+  positive("--micro-batch", micro_batch, p.micro_batch, lim::kMaxMicroBatch);
+  positive("--global-batch", global_batch, p.global_batch, lim::kMaxGlobalBatch);
+  if (cmd->count("--seq-len")) p.seq_len = int_flag("--seq-len", seq_len, 1, lim::kMaxSeqLen);
   if (cmd->count("--dtype")) {
     common::DType t;
     if (!common::parse_dtype(dtype, t)) bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + dtype + "'");
@@ -168,10 +192,7 @@ sim::TargetInput TargetFlags::input() const {
     if (!v) bad_flag(flag, fmt::format("expected {}, got '{}'", k->expected(), text));
     k->set_input(p, *v);
   }
-  if (cmd->count("--dp-bucket-mb")) {
-    if (!(dp_bucket_mb > 0)) bad_flag("--dp-bucket-mb", "expected a positive number of MB");
-    p.dp_bucket_mb = dp_bucket_mb;
-  }
+  if (cmd->count("--dp-bucket-mb")) p.dp_bucket_mb = number_flag("--dp-bucket-mb", dp_bucket_mb, 0, lim::kMaxDpBucketMb, true);
   if (cmd->count("--stack")) {
     hardware::Stack s;
     if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + stack + "'");
@@ -181,12 +202,8 @@ sim::TargetInput TargetFlags::input() const {
     bad_flag("--recompute", "expected none | selective | full, got '" + recompute + "'");
   if (cmd->count("--recompute-method") && !sim::parse_recompute_method(recompute_method, p.recompute_method.emplace()))
     bad_flag("--recompute-method", "expected uniform | block, got '" + recompute_method + "'");
-  if (cmd->count("--recompute-layers")) {
-    if (recompute_layers <= 0 || recompute_layers > 1000000)
-      bad_flag("--recompute-layers", fmt::format("expected a positive number of layers, got {}", recompute_layers));
-    p.recompute_layers = static_cast<int>(recompute_layers);
-  }
-  if (cmd->count("--zero")) {
+  positive("--recompute-layers", recompute_layers, p.recompute_layers, lim::kMaxLayers);
+  if (cmd->count("--zero")) {  // range-checked (64 bits) before narrowing
     if (zero < 0 || zero > sim::kMaxZeroStage) bad_flag("--zero", fmt::format("expected a ZeRO stage 0 | 1 | 2 | 3, got {}", zero));
     p.zero = static_cast<int>(zero);
   }

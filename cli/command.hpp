@@ -21,9 +21,10 @@ struct TargetFlags {
   std::string model = "gpt3-13b";
   std::string profile;  ///< --profile FILE: profiled cost model; its machine is the cluster unless --cluster is given
   std::string cluster = "dgx-h100";
-  int nodes = 0;
+  // integers are read 64 bits wide and range-checked (common/limits.hpp) before they are narrowed
+  long long nodes = 0;
   std::string plan;
-  int tp = 0, dp = 0, pp = 0, vp = 0, micro_batch = 0, global_batch = 0;
+  long long tp = 0, dp = 0, pp = 0, vp = 0, micro_batch = 0, global_batch = 0;
   std::string schedule, pipeline_layers, p2p_overlap;
   long long seq_len = 0;
   std::string dtype, strategy, stack;
@@ -65,6 +66,11 @@ struct CommandFailed : std::runtime_error {
 /// @brief JSON outputs carry this as "schema_version"; it changes when a field changes meaning.
 inline constexpr int kJsonSchemaVersion = 1;
 
+/// @brief This process's rank in an mpirun / srun job, read from the launcher's environment
+/// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID) without starting MPI; 0 otherwise.
+/// Errors every rank finds alike are printed by rank 0 only.
+int launcher_rank();
+
 /// @brief What simulate, tune and whatif say under --help about the range beside a step time.
 inline constexpr const char* kRangeHelp =
     "Step-time range: where the true step time lies if the prediction errs as the model's out-of-sample step predictions did"
@@ -75,5 +81,9 @@ inline constexpr const char* kRangeHelp =
 
 /// @brief Throws common::ConfigError for a bad flag value.
 [[noreturn]] void bad_flag(const std::string& flag, const std::string& what);
+/// @brief `v` if it is in [lo, hi]; else bad_flag naming `flag` and the range.
+long long int_flag(const std::string& flag, long long v, long long lo, long long hi);
+/// @brief `v` if it is finite and in [lo, hi] (lo_open: (lo, hi]); else bad_flag naming `flag`.
+double number_flag(const std::string& flag, double v, double lo, double hi, bool lo_open = false);
 
 }  // namespace cli

@@ -1,10 +1,13 @@
 // slicetune profile: measure this machine's costs into a profile file (run under mpirun for collectives).
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <set>
 
 #include "cli/command.hpp"
+#include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 #include "hardware/profile.hpp"
 #include "profiler/profiler.hpp"
 #include "sim/step_graph.hpp"
@@ -17,18 +20,18 @@ struct ProfileFlags {
   std::string backend = "cpu";
   std::string out;
   std::string model;
-  std::vector<int> tp;
-  int micro_batch = 0;  ///< 0: the smallest micro-batch each slicing allows
-  std::int64_t seq_len = 0;  ///< 0: the model's
+  std::vector<long long> tp;  // read 64 bits wide and range-checked in run_profile
+  long long micro_batch = 0;  ///< 0: the smallest micro-batch each slicing allows
+  long long seq_len = 0;      ///< 0: the model's
   bool quick = false;
 };
 
 /// The exact GEMM, attention, element-wise and optimizer shapes of `model` for each tp, under no
 /// slicing and domino with 2 and 4 row slices and 1 and 2 column chunks, at `micro_batch` (0: the
-/// smallest each slicing allows) and `seq_len` (0: the model's).
-void add_model_shapes(const std::string& model, const std::vector<int>& tps, int micro_batch, std::int64_t seq_len,
+/// smallest each slicing allows) and `seq_len` (0: the model's). The sizes are checked in run_profile.
+void add_model_shapes(const std::string& model, const std::vector<long long>& tps, int micro_batch, std::int64_t seq_len,
                       profiler::Options& o) {
-  for (int tp : tps) {
+  for (long long tp : tps) {
     std::string why_none;
     bool any = false;
     for (auto [strategy, rows, cols] : std::vector<std::tuple<std::string, int, int>>{
@@ -37,7 +40,7 @@ void add_model_shapes(const std::string& model, const std::vector<int>& tps, int
       in.model = model;
       in.cluster = "dgx-h100";
       in.nodes = 1;
-      in.flags.tp = tp;  // dp: the rest of the node's GPUs (it does not change a rank's shapes)
+      in.flags.tp = static_cast<int>(tp);  // dp: the rest of the node's GPUs (it does not change a rank's shapes)
       in.flags.strategy = &sim::find_strategy(strategy);
       if (rows) in.flags.row_slices = rows;
       in.flags.micro_batch = micro_batch > 0 ? micro_batch : std::max(1, rows);
@@ -68,17 +71,30 @@ void add_model_shapes(const std::string& model, const std::vector<int>& tps, int
 
 void run_profile(const ProfileFlags& f, const std::string& command) {
   if (f.out.empty()) cli::bad_flag("--out", "required: the profile file to write");
+  if (f.backend != "cpu" && f.backend != "cuda") cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
+  for (long long tp : f.tp) cli::int_flag("--tp", tp, 1, 4096);
+  if (!f.tp.empty() && f.model.empty()) cli::bad_flag("--tp", "sizes for --model's shapes: give --model too");
+  // before any measurement: rank 0 writes the file at the end
+  if (cli::launcher_rank() == 0) common::check_output_path(f.out, "--out");
   profiler::Options o{.backend = f.backend, .quick = f.quick, .command = command};
-  if ((f.micro_batch != 0 || f.seq_len != 0) && f.model.empty()) cli::bad_flag("--micro-batch", "needs --model (it sets the model's shapes)");
-  if (f.micro_batch < 0) cli::bad_flag("--micro-batch", fmt::format("expected a positive integer, got {}", f.micro_batch));
-  if (f.seq_len < 0) cli::bad_flag("--seq-len", fmt::format("expected a positive integer, got {}", f.seq_len));
-  if (!f.model.empty()) add_model_shapes(f.model, f.tp.empty() ? std::vector<int>{1, 2} : f.tp, f.micro_batch, f.seq_len, o);
+  if ((f.micro_batch != 0 || f.seq_len != 0) && f.model.empty())
+    cli::bad_flag(f.micro_batch != 0 ? "--micro-batch" : "--seq-len", "needs --model (it sets the model's shapes)");
+  if (f.micro_batch != 0) cli::int_flag("--micro-batch", f.micro_batch, 1, common::limits::kMaxMicroBatch);
+  if (f.seq_len != 0) cli::int_flag("--seq-len", f.seq_len, 1, common::limits::kMaxSeqLen);
+  if (!f.model.empty())
+    add_model_shapes(f.model, f.tp.empty() ? std::vector<long long>{1, 2} : f.tp, static_cast<int>(f.micro_batch), f.seq_len, o);
   hardware::Profile p;
   try {
     p = profiler::measure(o);
-  } catch (...) {
-    profiler::finish();
+  } catch (const common::ConfigError&) {
+    profiler::finish();  // bad input, found alike by every rank: main prints it once (rank 0)
     throw;
+  } catch (const std::exception& e) {
+    // a fault this rank saw (an MPI or device error): print it once, from here, and end the job,
+    // since the other ranks may be waiting on this one
+    std::fprintf(stderr, "slicetune: error: rank %d: %s\n", profiler::mpi_rank(), e.what());
+    std::fflush(stderr);
+    profiler::abort_job(3);
   }
   if (profiler::mpi_rank() == 0) {
     hardware::write_profile(f.out, p);
@@ -102,7 +118,7 @@ const bool registered = cli::register_command(50, [](CLI::App& app) {
   cmd->callback([flags, cmd] {
     std::string command = "slicetune profile --backend " + flags->backend + " --out " + flags->out;
     if (!flags->model.empty()) command += " --model " + flags->model;
-    for (int t : flags->tp) command += fmt::format(" --tp {}", t);
+    for (long long t : flags->tp) command += fmt::format(" --tp {}", t);
     if (flags->quick) command += " --quick";
     (void)cmd;
     run_profile(*flags, command);

@@ -5,6 +5,8 @@
 #include <iostream>
 
 #include "cli/command.hpp"
+#include "cli/rank_errors.hpp"
+#include "common/limits.hpp"
 #include "executor/backend.hpp"
 #include "executor/mpi_session.hpp"
 #include "executor/report.hpp"
@@ -20,31 +22,46 @@ namespace {
 struct RunFlags {
   cli::TargetFlags target;
   std::string backend = "cpu";
-  int steps = 20, warmup = 2, threads = 1;
+  long long steps = 20, warmup = 2, threads = 1;
   std::uint64_t seed = 1234;
   double lr = 3e-3;
+  double watchdog_s = 20;
   bool json = false, quiet = false;
   std::string trace, out, dump_grads;
 };
+
+void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::BackendKind kind, int steps, int warmup);
 
 void run_run(const RunFlags& f) {
   if (!f.target.profile.empty())
     cli::bad_flag("--profile", "run measures a plan on this machine; a profile prices predictions (use it with simulate, tune or validate)");
   executor::BackendKind kind;
   if (!executor::parse_backend_kind(f.backend, kind)) cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
-  if (f.steps < 1) cli::bad_flag("--steps", "expected a positive number of steps");
-  const int warmup = f.target.cmd->count("--warmup") ? f.warmup : std::min(f.warmup, f.steps - 1);
-  if (warmup < 0 || warmup >= f.steps) cli::bad_flag("--warmup", fmt::format("expected 0 <= warmup < steps = {}", f.steps));
-  if (f.threads < 1) cli::bad_flag("--threads", "expected a positive number of threads");
-  if (!(f.lr > 0)) cli::bad_flag("--lr", "expected a positive learning rate");
+  const int steps = static_cast<int>(cli::int_flag("--steps", f.steps, 1, common::limits::kMaxSteps));
+  const int warmup = static_cast<int>(f.target.cmd->count("--warmup") ? f.warmup : std::min<long long>(f.warmup, steps - 1));
+  if (warmup < 0 || warmup >= steps) cli::bad_flag("--warmup", fmt::format("expected 0 <= warmup < steps = {}", steps));
+  cli::int_flag("--threads", f.threads, 1, common::limits::kMaxThreads);
+  cli::number_flag("--lr", f.lr, 0, 1, true);  // AdamW learning rates are ~1e-4 .. 1e-2
+  cli::number_flag("--watchdog-s", f.watchdog_s, 0, 3600);
+  // before MPI starts and any work: rank 0 writes the outputs
+  if (cli::launcher_rank() == 0) {
+    common::check_output_path(f.trace, "--trace");
+    common::check_output_path(f.out, "--out");
+    common::check_output_path(f.dump_grads, "--dump-grads");
+  }
   executor::MpiSession mpi;
+  cli::on_every_rank(mpi, [&] { run_ranks(f, mpi, kind, steps, warmup); });
+}
+
+void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::BackendKind kind, int steps, int warmup) {
   const sim::Target t = executor::resolve_run_target(f.target.input(), mpi.size());
   const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi.rank());
-  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1,
-                                               .device = -1, .cpu_threads = f.threads});
-  executor::RunOptions o{.steps = f.steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}};
+  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp,
+                                               .pipeline_wraps = t.plan.vp > 1, .device = -1, .cpu_threads = static_cast<int>(f.threads),
+                                               .watchdog_s = f.watchdog_s});
+  executor::RunOptions o{.steps = steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}, .watchdog_s = f.watchdog_s};
   if (!f.quiet)
-    o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, f.steps, ms, loss); };
+    o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, steps, ms, loss); };
   const executor::RunResult r = executor::train(g, *backend, o, !f.dump_grads.empty());
   if (mpi.rank() != 0) return;
 
@@ -75,7 +92,7 @@ void run_run(const RunFlags& f) {
   fmt::print("plan ({}): {}, global batch {} ({} micro-batch{}), seq {}, {}\n\n", t.plan_source, sim::describe(t.plan), t.plan.global_batch,
              t.plan.grad_accum_steps(), t.plan.grad_accum_steps() > 1 ? "es" : "", t.plan.seq_len, common::to_string(t.plan.dtype));
   common::Table table({"quantity", "value", "unit"}, {"", "", ""});
-  table.row({"steps (warm-up)", fmt::format("{} ({})", f.steps, r.warmup), ""});
+  table.row({"steps (warm-up)", fmt::format("{} ({})", steps, r.warmup), ""});
   table.row({"step time (median)", fmt::format("{:.3f}", r.step_time_ms), "ms"});
   table.row({"step time min / max", fmt::format("{:.3f} / {:.3f}", r.step_time_min_ms, r.step_time_max_ms), "ms"});
   table.row({"step time stdev", fmt::format("{:.3f}", r.step_time_stdev_ms), "ms"});
@@ -99,6 +116,10 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
   cmd->add_option("--seed", flags->seed, "seed of the weights and the synthetic tokens")->capture_default_str();
   cmd->add_option("--lr", flags->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--threads", flags->threads, "cpu: OpenBLAS threads per rank")->capture_default_str();
+  cmd->add_option("--watchdog-s", flags->watchdog_s,
+                  "abort the job when a collective or exchange makes no progress for this many seconds, naming the ranks it "
+                  "waited on (0: never)")
+      ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print one JSON object (rank 0) instead of the table");
   cmd->add_flag("--quiet", flags->quiet, "no per-step progress on stderr");
   cmd->add_option("--trace", flags->trace, "write the measured timeline (every rank, median step) as a Chrome trace");

@@ -1,5 +1,7 @@
 #include "cli/search_flags.hpp"
 
+#include "common/limits.hpp"
+
 namespace cli {
 
 void add_search_flags(CLI::App* cmd, SearchFlags& f) {
@@ -18,23 +20,16 @@ SearchSetup search_setup(const SearchFlags& f) {
   SearchSetup s{.model = sim::load_model(in.model),
                 .cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster),
                 .space = {}};
-  if (in.nodes) {
-    if (*in.nodes <= 0) bad_flag("--nodes", "expected a positive number of nodes");
-    s.cluster.nodes = *in.nodes;
-  }
-  if (f.cmd->count("--global-batch")) {
-    if (f.global_batch <= 0) bad_flag("--global-batch", "expected a positive number of sequences");
-    s.space.global_batch = f.global_batch;
-  }
-  if (f.cmd->count("--seq-len")) {
-    if (f.seq_len <= 0) bad_flag("--seq-len", "expected a positive integer");
-    s.space.seq_len = f.seq_len;
-  }
+  if (in.nodes) hardware::set_nodes(s.cluster, *in.nodes, "--nodes");
+  namespace lim = common::limits;
+  if (f.cmd->count("--global-batch"))
+    s.space.global_batch = static_cast<int>(int_flag("--global-batch", f.global_batch, 1, lim::kMaxGlobalBatch));
+  if (f.cmd->count("--seq-len")) s.space.seq_len = int_flag("--seq-len", f.seq_len, 1, lim::kMaxSeqLen);
   if (f.cmd->count("--dtype") && !common::parse_dtype(f.dtype, s.space.dtype))
     bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + f.dtype + "'");
   if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, s.space.stack))
     bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + f.stack + "'");
-  if (f.threads < 0) bad_flag("--threads", "expected a number of threads >= 1 (0: all cores)");
+  int_flag("--threads", f.threads, 0, lim::kMaxThreads);  // 0: all cores
   return s;
 }
 

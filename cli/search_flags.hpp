@@ -13,8 +13,7 @@ namespace cli {
 /// @brief The target and search-space flags of `tune` and `whatif`.
 struct SearchFlags {
   TargetFlags target;
-  int global_batch = 0, threads = 0;
-  long long seq_len = 0;
+  long long global_batch = 0, threads = 0, seq_len = 0;  // range-checked in search_setup
   std::string dtype, stack;
   CLI::App* cmd = nullptr;
 };

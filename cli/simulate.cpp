@@ -55,8 +55,9 @@ sim::Target graph_target(const SimulateFlags& f, std::vector<sim::StepGraph>& gr
   sim::TargetInput in = f.target.input();
   sim::Target t;
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(cmd.count("--cluster") ? f.target.cluster : name);
-  t.cluster.nodes = in.nodes ? *in.nodes : nodes;
-  if (t.cluster.nodes <= 0) cli::bad_flag("--nodes", "expected a positive number of nodes");
+  // range-checked (nodes and nodes x GPUs per node) before anything is sized by it
+  if (in.nodes) hardware::set_nodes(t.cluster, *in.nodes, "--nodes");
+  else hardware::set_nodes(t.cluster, nodes, f.graph + ": nodes");
   graphs = sim::load_graphs(j, f.graph, t.cluster);
   t.model = graphs[0].model;
   t.plan = graphs[0].plan;
@@ -65,6 +66,11 @@ sim::Target graph_target(const SimulateFlags& f, std::vector<sim::StepGraph>& gr
 }
 
 void run_simulate(const SimulateFlags& f) {
+  // outputs checked before any work
+  common::check_output_path(f.trace, "--trace");
+  common::check_output_path(f.dot, "--dot");
+  common::check_output_path(f.save_graph, "--save-graph");
+  if (!f.dot_layers.empty() && f.dot.empty()) cli::bad_flag("--dot-layers", "needs --dot FILE");
   sim::Target t;
   std::vector<sim::StepGraph> graphs(1);
   if (!f.graph.empty()) {

@@ -6,6 +6,7 @@
 
 #include "bridge/export.hpp"
 #include "cli/search_flags.hpp"
+#include "cli/search_processes.hpp"
 #include "sim/prediction_range.hpp"
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
@@ -17,27 +18,38 @@
 namespace {
 
 struct TuneFlags : cli::SearchFlags {
-  int top = 5;
+  long long top = 5;
   std::string out, export_framework;
   bool json = false, exhaustive = false, no_explain = false;
 };
 
-void run_tune(const TuneFlags& f) {
+void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   auto [model, cluster, space] = cli::search_setup(f);
-  if (f.top <= 0) cli::bad_flag("--top", "expected a positive number of plans");
+  cli::int_flag("--top", f.top, 1, 10000);
+  if (procs.prints()) common::check_output_path(f.out, "--out");
 
   auto cost = f.target.cost_model(cluster, space.stack);
   // prediction ranges: the out-of-sample bands are of analytic predictions on GPUs
   const bool ranges = cost->describe() == "analytic" && cluster.gpu.arch != hardware::GpuArch::cpu;
-  tuner::SearchOptions opt{.threads = f.threads, .top_k = f.top, .prune = !f.exhaustive, .extra_full = 3, .progress = {}};
+  tuner::SearchOptions opt{.threads = static_cast<int>(f.threads),
+                           .top_k = static_cast<int>(f.top),
+                           .prune = !f.exhaustive,
+                           .extra_full = 3,
+                           .progress = {},
+                           .distribution = procs.distribution()};
   bool shown = false;
-  opt.progress = [&shown](const tuner::Progress& p) {
-    if (p.seconds < 1.0) return;
-    shown = true;
-    fmt::print(stderr, "\rslicetune tune: {}/{} feasible plans decided, {:.1f} s", p.done, p.total, p.seconds);
-  };
+  if (procs.prints())
+    opt.progress = [&shown](const tuner::Progress& p) {
+      if (p.seconds < 1.0) return;
+      shown = true;
+      fmt::print(stderr, "\rslicetune tune: {}/{} feasible plans decided, {:.1f} s", p.done, p.total, p.seconds);
+    };
   const tuner::SearchResult r = tuner::search(model, cluster, *cost, space, opt);
   if (shown) fmt::print(stderr, "\n");
+  if (!procs.prints()) {  // under mpirun: rank 0 prints and writes what every process found
+    if (r.top.empty()) throw common::ConfigError("tune", "", "no feasible plan");  // printed by rank 0
+    return;
+  }
   if (r.top.empty()) {
     if (f.json) {
       auto j = tuner::search_json(r, cluster, ranges);
@@ -99,10 +111,12 @@ void run_tune(const TuneFlags& f) {
   fmt::print("slicetune tune: {} on {} ({} node{} x {} GPUs), global batch {} x {} tokens, {}, stack {}, {} cost model\n", model.name,
              cluster.name, cluster.nodes, cluster.nodes > 1 ? "s" : "", cluster.node.gpus_per_node, p.global_batch, p.seq_len,
              common::to_string(p.dtype), hardware::to_string(p.stack), cost->describe());
-  fmt::print("searched {} plans in {:.2f} s on {} thread{} ({:.0f} plans/s): {} refused, {} skipped (a memory saver where the plan "
-             "fits without it), {} pruned by lower bound, {} screened (reduced-layer simulation), {} simulated whole (max screening "
-             "error {:.2g} %)\n\n",
-             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "", r.plans_per_second(), r.infeasible, r.dominated, r.pruned,
+  fmt::print("searched {} plans in {:.2f} s on {} thread{}{} ({:.0f} plans/s): {} refused, {} skipped (a memory saver where the "
+             "plan fits without it), {} pruned by lower bound, {} screened (reduced-layer simulation), {} simulated whole (max "
+             "screening error {:.2g} %)\n\n",
+             r.considered, r.seconds, r.threads, r.threads > 1 ? "s" : "",
+             r.processes > 1 ? fmt::format(" x {} processes", r.processes) : std::string(), r.plans_per_second(), r.infeasible,
+             r.dominated, r.pruned,
              r.screened, r.simulated_full, 100 * r.max_screen_error);
   fmt::print("{}\n", tuner::ranking_table(r, cluster, ranges));
   if (r.baseline)
@@ -134,9 +148,15 @@ void run_tune(const TuneFlags& f) {
   if (!f.no_explain) fmt::print("\nmemory of the recommended plan:\n{}", sim::memory_table(best.plan, best.report.memory));
 }
 
+void run_tune(const TuneFlags& f) {
+  const cli::SearchProcesses procs;  // mpirun -np N: the screening is split over N processes
+  procs.guard([&] { tune(f, procs); });
+}
+
 const bool registered = cli::register_command(20, [](CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
-  auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100)");
+  auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100; "
+                                          "under mpirun -np N the screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
   cmd->footer(cli::kRangeHelp);
   cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();

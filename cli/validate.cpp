@@ -5,6 +5,9 @@
 #include <iostream>
 
 #include "cli/command.hpp"
+#include "cli/rank_errors.hpp"
+#include "common/limits.hpp"
+#include "common/strict_json.hpp"
 #include "executor/backend.hpp"
 #include "executor/mpi_session.hpp"
 #include "executor/report.hpp"
@@ -24,7 +27,8 @@ namespace {
 struct ValidateFlags {
   cli::TargetFlags target;
   std::string measured, backend = "cpu", trace;
-  int steps = 20, warmup = 2, threads = 1, device = 0;
+  long long steps = 20, warmup = 2, threads = 1, device = 0;  // range-checked before use
+  double watchdog_s = 20;
   bool json = false;
 };
 
@@ -46,11 +50,13 @@ sim::TargetInput input_from_run(const cli::TargetFlags& flags, const std::string
   sim::TargetInput in = flags.input();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
+    j = common::parse_json_strict(text, source, "a `slicetune run --json` output");
+  } catch (const common::ConfigError&) {
     return in;  // parse_run_json says what is wrong
   }
   if (!j.is_object() || !j.contains("plan") || !j.at("plan").is_object()) return in;
+  for (const char* key : {"model_ref", "cluster_ref"})  // strings, or get<> would throw a type error that is no ConfigError
+    if (j.contains(key) && !j.at(key).is_string()) throw common::ConfigError(source, key, fmt::format("expected a string, got {}", j.at(key).dump()));
   if (!flags.cmd->count("--model") && j.contains("model_ref")) in.model = j.at("model_ref").get<std::string>();
   if (!flags.cmd->count("--cluster") && !flags.cmd->count("--profile") && j.contains("cluster_ref")) in.cluster = j.at("cluster_ref").get<std::string>();
   if (!flags.plan.empty()) return in;  // --plan given: it and the flags describe the plan
@@ -68,6 +74,7 @@ std::unique_ptr<hardware::CostModel> cost_model_for(const ValidateFlags& f, cons
 }
 
 void run_validate(const ValidateFlags& f) {
+  if (cli::launcher_rank() == 0) common::check_output_path(f.trace, "--trace");
   validate::MeasuredRun m;
   sim::Target t;
   std::string measured_from;
@@ -77,8 +84,9 @@ void run_validate(const ValidateFlags& f) {
     const MeasuredKind kind = measured_kind(f.measured, text);
     if (kind != MeasuredKind::run_json) {
       // a real GPU run profiled by PyTorch or Nsight Systems: the plan comes from the flags / --plan / --megatron-args
-      const validate::MeasuredTrace trace = kind == MeasuredKind::kineto ? validate::parse_kineto_trace(text, f.measured, f.device)
-                                                                          : validate::read_nsys_sqlite(f.measured, f.device);
+      const int device = static_cast<int>(cli::int_flag("--device", f.device, 0, common::limits::kMaxGpus - 1));
+      const validate::MeasuredTrace trace = kind == MeasuredKind::kineto ? validate::parse_kineto_trace(text, f.measured, device)
+                                                                          : validate::read_nsys_sqlite(f.measured, device);
       const sim::Target tt = f.target.resolve();
       auto cost = cost_model_for(f, tt.cluster, tt.plan.stack);
       const auto c = validate::compare_trace(tt, trace, *cost);
@@ -107,17 +115,27 @@ void run_validate(const ValidateFlags& f) {
   } else {
     executor::BackendKind kind;
     if (!executor::parse_backend_kind(f.backend, kind)) cli::bad_flag("--backend", "expected cpu | cuda, got '" + f.backend + "'");
-    if (f.steps < 1 || f.warmup < 0 || f.warmup >= f.steps) cli::bad_flag("--steps", "expected steps >= 1 and 0 <= warmup < steps");
+    const int steps = static_cast<int>(cli::int_flag("--steps", f.steps, 1, common::limits::kMaxSteps));
+    if (f.warmup < 0 || f.warmup >= steps) cli::bad_flag("--warmup", fmt::format("expected 0 <= warmup < steps = {}", steps));
+    const int warmup = static_cast<int>(f.warmup);
+    cli::int_flag("--threads", f.threads, 1, common::limits::kMaxThreads);
+    cli::number_flag("--watchdog-s", f.watchdog_s, 0, 3600);
     mpi = std::make_unique<executor::MpiSession>();
-    t = executor::resolve_run_target(f.target.input(), mpi->size());
-    const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi->rank());
-    auto backend = executor::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1,
-                                                 .device = -1, .cpu_threads = f.threads});
-    if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", f.steps, backend->describe());
-    const auto r = executor::train(g, *backend, {.steps = f.steps, .warmup = f.warmup, .training = {}, .on_step = {}});
-    if (mpi->rank() != 0) return;
-    m = validate::parse_run_json(executor::run_json(t, g, r, backend->describe(), mpi->size()).dump(), "run");
-    measured_from = fmt::format("this run ({} steps, {} warm-up, {})", f.steps, f.warmup, backend->describe());
+    bool rank0 = true;
+    cli::on_every_rank(*mpi, [&] {
+      t = executor::resolve_run_target(f.target.input(), mpi->size());
+      const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi->rank());
+      auto backend = executor::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp,
+                                                   .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1, .device = -1,
+                                                   .cpu_threads = static_cast<int>(f.threads), .watchdog_s = f.watchdog_s});
+      if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", steps, backend->describe());
+      const auto r = executor::train(g, *backend, {.steps = steps, .warmup = warmup, .training = {}, .on_step = {}, .watchdog_s = f.watchdog_s});
+      rank0 = mpi->rank() == 0;
+      if (!rank0) return;
+      m = validate::parse_run_json(executor::run_json(t, g, r, backend->describe(), mpi->size()).dump(), "run");
+      measured_from = fmt::format("this run ({} steps, {} warm-up, {})", steps, warmup, backend->describe());
+    });
+    if (!rank0) return;
   }
 
   auto cost = cost_model_for(f, t.cluster, t.plan.stack);
@@ -151,6 +169,9 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
   cmd->add_option("--steps", flags->steps, "when running: training steps")->capture_default_str();
   cmd->add_option("--warmup", flags->warmup, "when running: warm-up steps")->capture_default_str();
   cmd->add_option("--threads", flags->threads, "when running on cpu: OpenBLAS threads per rank")->capture_default_str();
+  cmd->add_option("--watchdog-s", flags->watchdog_s,
+                  "when running: abort the job when an exchange makes no progress for this many seconds (0: never)")
+      ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
   cmd->add_option("--trace", flags->trace, "write predicted and measured timelines side by side as a Chrome trace");
   cmd->callback([flags] { run_validate(*flags); });

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/search_flags.hpp"
+#include "cli/search_processes.hpp"
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
 #include "tuner/whatif.hpp"
@@ -16,21 +17,45 @@ struct WhatIfFlags : cli::SearchFlags {
   bool json = false;
 };
 
-void run_whatif(const WhatIfFlags& f) {
+/// Points of one sweep (every combination is re-tuned, ~0.05-1 s each).
+constexpr std::size_t kMaxPoints = 10000;
+
+void whatif(const WhatIfFlags& f, const cli::SearchProcesses& procs) {
   if (!f.target.profile.empty())
     cli::bad_flag("--profile", "whatif sweeps hardware parameters that a measured profile cannot follow; it uses the analytic model");
   auto [model, cluster, space] = cli::search_setup(f);
   std::vector<tuner::SweepAxis> axes;
-  for (const auto& s : f.sweeps) axes.push_back(tuner::parse_sweep(s));
+  std::size_t n_points = 1;
+  for (const auto& s : f.sweeps) {
+    axes.push_back(tuner::parse_sweep(s));
+    for (std::size_t i = 0; i + 1 < axes.size(); ++i)
+      if (axes[i].key == axes.back().key)
+        cli::bad_flag("--sweep", fmt::format("{}: given twice ('{}' and '{}'); give one --sweep per key with all its values", axes.back().key,
+                                             f.sweeps[i], s));
+    n_points *= axes.back().values.size();
+    if (n_points > kMaxPoints) cli::bad_flag("--sweep", fmt::format("more than {} points to tune; sweep fewer values", kMaxPoints));
+  }
   if (!f.plot.empty() && (f.plot.size() < 5 || (f.plot.substr(f.plot.size() - 4) != ".png" && f.plot.substr(f.plot.size() - 4) != ".svg")))
     cli::bad_flag("--plot", "expected a file name ending in .png or .svg, got '" + f.plot + "'");
+  if (procs.prints()) {
+    common::check_output_path(f.csv, "--csv");
+    common::check_output_path(f.plot, "--plot");
+  }
 
-  tuner::SearchOptions opt{.threads = f.threads, .top_k = 1, .prune = true, .extra_full = 3, .progress = {}};
+  // under mpirun -np N every point's screening is split over the N processes (same answer)
+  tuner::SearchOptions opt{.threads = static_cast<int>(f.threads),
+                           .top_k = 1,
+                           .prune = true,
+                           .extra_full = 3,
+                           .progress = {},
+                           .distribution = procs.distribution()};
   const auto points = tuner::whatif(model, cluster, space, axes, opt, [&](std::size_t i, std::size_t n) {
+    if (!procs.prints()) return;
     std::string what;
     for (const auto& a : axes) what += (what.empty() ? "" : ", ") + a.key;
     fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
   });
+  if (!procs.prints()) return;  // rank 0 prints and writes
   if (!f.csv.empty()) common::write_file_atomically(f.csv, tuner::whatif_csv(points));
   bool nodes_swept = false, cluster_swept = false;
   for (const auto& a : axes) {
@@ -54,11 +79,17 @@ void run_whatif(const WhatIfFlags& f) {
   if (!f.plot.empty()) fmt::print("{}drew {}\n", f.csv.empty() ? "\n" : "", f.plot);
 }
 
+void run_whatif(const WhatIfFlags& f) {
+  const cli::SearchProcesses procs;
+  procs.guard([&] { whatif(f, procs); });
+}
+
 const bool registered = cli::register_command(30, [](CLI::App& app) {
   auto f = std::make_shared<WhatIfFlags>();
   std::string keys;
   for (const auto& [k, what] : tuner::sweep_keys()) keys += "\n  " + k + ": " + what;
-  auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned)");
+  auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned; under mpirun -np N each "
+                                            "point's screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
   cmd->footer(cli::kRangeHelp);
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();

@@ -1,10 +1,17 @@
 #include "common/config_reader.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <map>
 
+#include "common/limits.hpp"
 #include "common/units.hpp"
 
 namespace common {
@@ -18,21 +25,88 @@ bool parse_dtype(std::string_view s, DType& out) {
   return true;
 }
 
+namespace {
+
+/// "line 3, column 5" of a node (yaml-cpp counts from 0).
+std::string where(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.is_null()) return "";
+  return fmt::format(" (line {}, column {})", m.line + 1, m.column + 1);
+}
+
+/// Refuses what ConfigReader would silently misread: duplicate keys (yaml-cpp keeps the first),
+/// keys that are not plain scalars, and documents that expand (through aliases) past
+/// limits::kMaxYamlNodes nodes.
+void check_tree(const YAML::Node& n, const std::string& source, const std::string& path, std::int64_t& budget) {
+  if (--budget < 0)
+    throw ConfigError(source, path, fmt::format("more than {} YAML nodes (aliases expanded); not a slicetune file", limits::kMaxYamlNodes));
+  if (n.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& item : n) check_tree(item, source, fmt::format("{}[{}]", path, i++), budget);
+  } else if (n.IsMap()) {
+    std::map<std::string, int> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node key = it->first;
+      if (!key.IsScalar())
+        throw ConfigError(source, path, fmt::format("a key{} is not a plain name (a {} used as a key)", where(key),
+                                                    key.IsMap() ? "mapping" : key.IsSequence() ? "list" : "null"));
+      const std::string k = key.Scalar();
+      const std::string child = path.empty() ? k : path + "." + k;
+      if (!seen.emplace(k, 0).second) throw ConfigError(source, child, fmt::format("duplicate key{}", where(key)));
+      check_tree(it->second, source, child, budget);
+    }
+  }
+}
+
+}  // namespace
+
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source, "", fmt::format("malformed YAML at line {}, column {}: {}", e.mark.line + 1,
                                               e.mark.column + 1, e.msg));
   }
+  std::int64_t budget = limits::kMaxYamlNodes;
+  check_tree(root, source, "", budget);
+  return root;
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "", "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other
+  // non-regular file (/dev/zero, a folder, a socket).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw ConfigError(path, "", fmt::format("cannot open file: {}", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw ConfigError(path, "", fmt::format("cannot read file: {}", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(path, "", fmt::format("not a regular file ({}); only regular files are read",
+                                            S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or special file"));
+  auto too_big = [&](std::int64_t bytes) {
+    return ConfigError(path, "", fmt::format("{} bytes is more than the {} MiB an input file may have", bytes,
+                                             limits::kMaxInputFileBytes >> 20));
+  };
+  if (st.st_size > limits::kMaxInputFileBytes) throw too_big(st.st_size);
+  std::string out;
+  out.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw ConfigError(path, "", fmt::format("cannot read file: {}", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (static_cast<std::int64_t>(out.size()) > limits::kMaxInputFileBytes) throw too_big(static_cast<std::int64_t>(out.size()));
+  }
+  return out;
 }
 
 ConfigReader::ConfigReader(YAML::Node node, std::string source, std::string prefix)
@@ -56,7 +130,7 @@ YAML::Node ConfigReader::scalar(const std::string& key) {
   return n;
 }
 
-std::string ConfigReader::str(const std::string& key) { return scalar(key).as<std::string>(); }
+std::string ConfigReader::str(const std::string& key) { return scalar(key).Scalar(); }
 
 std::string ConfigReader::str_or(const std::string& key, const std::string& fallback) {
   return has(key) ? str(key) : fallback;
@@ -77,16 +151,31 @@ std::vector<std::string> ConfigReader::strings_or_empty(const std::string& key) 
 
 double ConfigReader::number(const std::string& key) {
   auto n = scalar(key);
+  double v = 0;
   try {
-    return n.as<double>();
+    v = n.as<double>();
   } catch (const YAML::Exception&) {
-    fail(key, fmt::format("expected a number, got '{}'", n.as<std::string>()));
+    fail(key, fmt::format("expected a number, got '{}'", n.Scalar()));
   }
+  if (!std::isfinite(v)) fail(key, fmt::format("expected a finite number, got '{}'", n.Scalar()));
+  return v;
 }
 
-double ConfigReader::positive(const std::string& key) {
-  double v = number(key);
-  if (!(v > 0)) fail(key, fmt::format("expected a positive number, got {}", v));
+double ConfigReader::number_in(const std::string& key, double lo, double hi) {
+  const double v = number(key);
+  if (!(v >= lo && v <= hi)) fail(key, fmt::format("expected a number in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+double ConfigReader::positive(const std::string& key, double hi) {
+  const double v = number(key);
+  if (!(v > 0 && v <= hi)) fail(key, fmt::format("expected a positive number up to {}, got {}", hi, v));
+  return v;
+}
+
+double ConfigReader::fraction(const std::string& key) {
+  const double v = number(key);
+  if (!(v > 0 && v <= 1)) fail(key, fmt::format("expected a fraction in (0, 1], got {}", v));
   return v;
 }
 
@@ -99,15 +188,19 @@ long long ConfigReader::integer(const std::string& key) {
   try {
     return n.as<long long>();
   } catch (const YAML::Exception&) {
-    fail(key, fmt::format("expected an integer, got '{}'", n.as<std::string>()));
+    fail(key, fmt::format("expected an integer (at most 19 digits), got '{}'", n.Scalar()));
   }
 }
 
-long long ConfigReader::positive_integer(const std::string& key) {
-  long long v = integer(key);
-  if (v <= 0) fail(key, fmt::format("expected a positive integer, got {}", v));
+long long ConfigReader::integer_in(const std::string& key, long long lo, long long hi) {
+  const long long v = integer(key);
+  if (v < lo || v > hi) fail(key, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v));
   return v;
 }
+
+int ConfigReader::int_in(const std::string& key, int lo, int hi) { return static_cast<int>(integer_in(key, lo, hi)); }
+
+long long ConfigReader::positive_integer(const std::string& key, long long hi) { return integer_in(key, 1, hi); }
 
 long long ConfigReader::integer_or(const std::string& key, long long fallback) {
   return has(key) ? integer(key) : fallback;
@@ -173,7 +266,8 @@ ConfigReader ConfigReader::child(const std::string& key) {
 
 void ConfigReader::finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    auto key = it->first.as<std::string>();
+    if (!it->first.IsScalar()) fail("", "a key is not a plain name");
+    const std::string key = it->first.Scalar();
     if (!used_.count(key)) fail(key, "unknown key");
   }
 }

@@ -1,25 +1,21 @@
-// defines: common::ConfigError, common::ConfigReader (strict YAML mapping reader)
+// defines: common::ConfigReader, parse_yaml, read_text_file (strict YAML mapping reader)
 #pragma once
 #include <yaml-cpp/yaml.h>
 
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/config_error.hpp"
+
 namespace common {
 
-/// @brief Bad input: names the file (or source), the key and what was expected.
-/// The message is one line; cli/ prints it and exits non-zero.
-class ConfigError : public std::runtime_error {
- public:
-  ConfigError(const std::string& source, const std::string& key, const std::string& what)
-      : std::runtime_error(source + (key.empty() ? "" : ": " + key) + ": " + what) {}
-};
-
-/// @brief Parses YAML text; a syntax error becomes a ConfigError naming the source and line.
+/// @brief Parses YAML text; a syntax error becomes a ConfigError naming the source and line. Also
+/// refuses duplicate keys, keys that are not plain scalars and documents of more than
+/// limits::kMaxYamlNodes nodes (aliases expanded), naming the source and the key path.
 YAML::Node parse_yaml(const std::string& text, const std::string& source);
-/// @brief Reads a file into a string; throws ConfigError if it cannot be read.
+/// @brief Reads a regular file of at most limits::kMaxInputFileBytes into a string; throws
+/// ConfigError naming the path for anything else (missing, a FIFO, a device, a folder, too large).
 std::string read_text_file(const std::string& path);
 
 /// @brief Reads one YAML mapping strictly: every key must be consumed, types are checked,
@@ -35,11 +31,23 @@ class ConfigReader {
   std::string str_or(const std::string& key, const std::string& fallback);
   /// A sequence of scalars ([a, b, c]); empty when the key is absent.
   std::vector<std::string> strings_or_empty(const std::string& key);
+  /// A finite number (YAML .nan / .inf are refused).
   double number(const std::string& key);
-  double positive(const std::string& key);
+  /// A finite number in [lo, hi].
+  double number_in(const std::string& key, double lo, double hi);
+  /// A finite number in (0, hi].
+  double positive(const std::string& key, double hi = 1e15);
+  /// A fraction in (0, 1].
+  double fraction(const std::string& key);
   double number_or(const std::string& key, double fallback);
+  /// An integer that fits 64 bits (more digits are refused, not truncated).
   long long integer(const std::string& key);
-  long long positive_integer(const std::string& key);
+  /// An integer in [lo, hi].
+  long long integer_in(const std::string& key, long long lo, long long hi);
+  /// An integer in [lo, hi] as an int (checked before narrowing).
+  int int_in(const std::string& key, int lo, int hi);
+  /// An integer in [1, hi].
+  long long positive_integer(const std::string& key, long long hi = (1LL << 53));
   long long integer_or(const std::string& key, long long fallback);
   /// A YAML sequence of positive integers ([10, 11, 11, 10]); the error names the element ("key[2]").
   std::vector<long long> positive_integer_list(const std::string& key);

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/checked.hpp"
+#include "common/limits.hpp"
+
 namespace common {
 
 /// @brief A span of simulated time in integer picoseconds (ns would round away sub-ns GEMM tiles).
@@ -13,8 +16,13 @@ struct Duration {
   std::int64_t ps = 0;
 
   static constexpr Duration from_ps(std::int64_t v) { return Duration{v}; }
-  /// Rounds up so that no positive cost becomes zero.
-  static Duration from_ns(double ns) { return Duration{static_cast<std::int64_t>(std::ceil(ns * 1000.0))}; }
+  /// Rounds up so that no positive cost becomes zero. A value that is not finite or beyond
+  /// limits::kMaxDurationPs (11.6 days) throws common::ConfigError instead of wrapping around.
+  static Duration from_ns(double ns) {
+    const double ps = std::ceil(ns * 1000.0);
+    if (!(ps >= -limits::kMaxDurationPs && ps <= limits::kMaxDurationPs)) [[unlikely]] duration_out_of_range(ps);
+    return Duration{static_cast<std::int64_t>(ps)};
+  }
   static Duration from_us(double us) { return from_ns(us * 1e3); }
   static Duration from_s(double s) { return from_ns(s * 1e9); }
 
@@ -23,11 +31,12 @@ struct Duration {
   constexpr double ms() const { return static_cast<double>(ps) * 1e-9; }
   constexpr double s() const { return static_cast<double>(ps) * 1e-12; }
 
-  constexpr Duration operator+(Duration o) const { return {ps + o.ps}; }
-  constexpr Duration operator-(Duration o) const { return {ps - o.ps}; }
-  constexpr Duration& operator+=(Duration o) { ps += o.ps; return *this; }
-  constexpr Duration& operator-=(Duration o) { ps -= o.ps; return *this; }
-  constexpr Duration operator*(std::int64_t k) const { return {ps * k}; }
+  // Checked: an overflow throws common::ConfigError rather than wrapping to a negative time.
+  Duration operator+(Duration o) const { return {checked_add(ps, o.ps, "simulated time")}; }
+  Duration operator-(Duration o) const { return {checked_sub(ps, o.ps, "simulated time")}; }
+  Duration& operator+=(Duration o) { ps = checked_add(ps, o.ps, "simulated time"); return *this; }
+  Duration& operator-=(Duration o) { ps = checked_sub(ps, o.ps, "simulated time"); return *this; }
+  Duration operator*(std::int64_t k) const { return {checked_mul(ps, k, "simulated time")}; }
   constexpr auto operator<=>(const Duration&) const = default;
 };
 

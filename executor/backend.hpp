@@ -59,6 +59,9 @@ struct BackendOptions {
   bool pipeline_wraps = false;  ///< the interleaved schedule: the last stage sends on to the first (CUDA communicators)
   int device = -1;       ///< CUDA device ordinal; -1: local rank (OMPI/SLURM local rank % devices)
   int cpu_threads = 1;   ///< CPU backend: OpenBLAS threads per rank
+  /// A collective or exchange that makes no progress for this long throws FaultError naming the
+  /// ranks it waits on (the CLI then aborts the job); 0 disables the watchdog.
+  double watchdog_s = 20;
 };
 
 /// @brief Start and end of one task, in nanoseconds since begin_micro_batch.
@@ -109,11 +112,12 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
 /// cuBLASLt and NCCL): cuBLASLt GEMMs, CUDA kernels, NCCL collectives on their own streams, CUDA
 /// events for cross-stream edges. Throws std::runtime_error ("no CUDA device: ...") when no GPU
 /// is usable. MPI must be initialised (the ncclUniqueId is broadcast over MPI_COMM_WORLD).
-/// Declared always; defined only in st_executor_cuda (SLICETUNE_HAVE_CUDA_BACKEND).
+/// Declared always; defined only in st_executor_cuda, which the slicetune program reaches through
+/// the CUDA plug-in (libslicetune_cuda.so) so that it maps the CUDA libraries only for CUDA runs.
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
 
 /// @brief The backend of `kind`; never null. Throws common::ConfigError("--backend", ...) for
-/// cuda when this build has no CUDA backend.
+/// cuda when this build has no CUDA backend or the plug-in or CUDA libraries cannot be loaded.
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
 
 }  // namespace executor

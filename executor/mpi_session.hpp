@@ -14,6 +14,9 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// @brief Ends the whole job now (MPI_Abort on MPI_COMM_WORLD with `code`): for a fault one rank
+  /// saw while the others may be waiting on it in an exchange that will never complete.
+  [[noreturn]] void abort(int code) const;
 
  private:
   bool owner_ = false;

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include "common/check.hpp"
+#include "executor/cpu/wait_polling.hpp"
 #include "sim/pipeline_schedule.hpp"
 #include "executor/zero_layout.hpp"
 
@@ -40,9 +41,18 @@ std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> iv)
   return total;
 }
 
+/// Completes a non-blocking MPI_COMM_WORLD exchange under the watchdog (a stopped or dead peer
+/// throws FaultError naming the ranks instead of waiting forever).
+void finish(MPI_Request request, double watchdog_s, const char* what) {
+  cpu::wait_polling(1, &request,
+                    {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(watchdog_s * 1e3)),
+                     .describe = [what] { return std::string(what) + " (all ranks) waiting on " + cpu::peers_of(MPI_COMM_WORLD); },
+                     .check = {}});
+}
+
 /// ZeRO: every weight gradient of a reduce-scattered bucket, reassembled from the DP ranks'
 /// shards (the summed gradient; the bucket's own gradient tensors were consumed).
-std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, int tp_rank) {
+std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, int tp_rank, double watchdog_s) {
   std::map<sim::TensorId, std::vector<float>> out;
   bool any = false;
   for (std::uint32_t t = 0; t < g.size(); ++t) any |= is_dp_bucket_collective(g, t) && g.tasks[t].op == sim::Op::dp_reduce;
@@ -56,7 +66,10 @@ std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& 
     const BucketLayout lay = bucket_layout(g, t);
     const auto shard = b.read_tensor(g.outputs(t)[0]);
     std::vector<float> packed(static_cast<std::size_t>(lay.shard * g.plan.dp));
-    MPI_CHECK(MPI_Allgather(shard.data(), static_cast<int>(lay.shard), MPI_FLOAT, packed.data(), static_cast<int>(lay.shard), MPI_FLOAT, dp_comm));
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(shard.data(), static_cast<int>(lay.shard), MPI_FLOAT, packed.data(), static_cast<int>(lay.shard), MPI_FLOAT,
+                             dp_comm, &req));
+    finish(req, watchdog_s, "the ZeRO gradient unsharding (MPI_Allgather)");
     for (std::size_t i = 0; i < lay.tensors.size(); ++i) {
       const auto& ti = g.tensors[lay.tensors[i]];
       out[lay.tensors[i]].assign(packed.begin() + lay.offsets[i], packed.begin() + lay.offsets[i] + ti.rows * ti.cols);
@@ -68,13 +81,13 @@ std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& 
 
 /// Full (unsharded) weight gradients, summed onto world rank 0: within each pipeline stage onto its
 /// first rank, then from there to rank 0 (stages hold different weights).
-std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b) {
+std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::StepGraph& g, Backend& b, double watchdog_s) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   const auto pos = sim::pipeline_position(g.plan, rank);
   MPI_Comm stage_comm;
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.stage, pos.lane, &stage_comm));
-  const auto unsharded = unshard_grads(g, b, pos.tp_rank);  // ZeRO (pp = 1: check_plan refuses ZeRO with pp > 1)
+  const auto unsharded = unshard_grads(g, b, pos.tp_rank, watchdog_s);  // ZeRO (pp = 1: check_plan refuses ZeRO with pp > 1)
   std::vector<std::pair<std::string, std::vector<float>>> mine;
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& t = g.tensors[i];
@@ -94,7 +107,10 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
           full[static_cast<std::size_t>(layout.global_index(g, t, pos.tp_rank, r, c))] = local[static_cast<std::size_t>(r * t.cols + c)];
     }
     std::vector<float> sum(pos.lane == 0 ? full.size() : 0);
-    MPI_CHECK(MPI_Reduce(full.data(), pos.lane == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0, stage_comm));
+    MPI_Request req;
+    MPI_CHECK(MPI_Ireduce(full.data(), pos.lane == 0 ? sum.data() : nullptr, static_cast<int>(full.size()), MPI_FLOAT, MPI_SUM, 0,
+                          stage_comm, &req));
+    finish(req, watchdog_s, "the gradient gather (MPI_Reduce)");
     if (pos.lane == 0) mine.emplace_back(t.name(), std::move(sum));
   }
   MPI_CHECK(MPI_Comm_free(&stage_comm));
@@ -180,7 +196,9 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
   std::vector<std::vector<TaskClock>> step_timelines;  // this rank, per step
   std::vector<std::uint32_t> w;
   for (int step = 0; step < o.steps; ++step) {
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request barrier;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &barrier));
+    finish(barrier, o.watchdog_s, "the step-start barrier");
     const auto step_begin = Clock::now();
     double loss_sum = 0;
     std::vector<TaskClock> timing;
@@ -203,7 +221,7 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       }
       backend.end_micro_batch(timing);
       if (hold_optimizer) {
-        r.first_step_grads = gather_grads(g, backend);
+        r.first_step_grads = gather_grads(g, backend, o.watchdog_s);
         if (optimizer < n) {
           for (std::uint32_t t = optimizer; t < n; ++t) {
             if (!runs(g.tasks[t])) continue;
@@ -228,9 +246,12 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
       }
     }
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - step_begin).count();
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    MPI_Request reqs[2];
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &reqs[0]));
+    finish(reqs[0], o.watchdog_s, "the step-time reduction (MPI_Allreduce)");
     // every TP rank holds the same per-token losses: sum over the world, divide by tp
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &reqs[1]));
+    finish(reqs[1], o.watchdog_s, "the loss reduction (MPI_Allreduce)");
     const double loss = loss_sum / p.tp / static_cast<double>(tokens_per_step(p));
     r.step_times_ms.push_back(ms);
     r.loss.push_back(loss);
@@ -273,14 +294,18 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
   }
   int my_count = static_cast<int>(2 * n);
   std::vector<int> counts(rank == 0 ? world : 0), displs(rank == 0 ? world : 0);
-  MPI_CHECK(MPI_Gather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  MPI_Request gather;
+  MPI_CHECK(MPI_Igather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &gather));
+  finish(gather, o.watchdog_s, "the timeline gather (MPI_Gather)");
   std::size_t total = 0;
   for (int k = 0; k < static_cast<int>(counts.size()); ++k) {
     displs[k] = static_cast<int>(total);
     total += static_cast<std::size_t>(counts[k]);
   }
   std::vector<std::int64_t> all(total);
-  MPI_CHECK(MPI_Gatherv(mine.data(), my_count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Igatherv(mine.data(), my_count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, 0, MPI_COMM_WORLD,
+                         &gather));
+  finish(gather, o.watchdog_s, "the timeline gather (MPI_Gatherv)");
   if (rank == 0) {
     r.timelines.assign(world, {});
     for (int k = 0; k < world; ++k) {

@@ -17,6 +17,9 @@ struct RunOptions {
   TrainingOptions training;
   /// Called on rank 0 after each step (step index, step ms, loss): progress on stderr.
   std::function<void(int, double, double)> on_step;
+  /// The interpreter's own exchanges (step barrier, reductions, gathers) that make no progress for
+  /// this long throw FaultError naming the ranks waited on; 0 disables. The backend has its own.
+  double watchdog_s = 20;
 };
 
 /// @brief How much of the TP communication stream's busy time ran beside compute.

@@ -12,8 +12,7 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   t.model = sim::load_model(in.model);
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
   if (in.nodes) {
-    if (*in.nodes <= 0) throw common::ConfigError("--nodes", "", "expected a positive number of nodes");
-    t.cluster.nodes = *in.nodes;
+    hardware::set_nodes(t.cluster, *in.nodes, "--nodes");
   } else if (world % t.cluster.node.gpus_per_node == 0) {
     t.cluster.nodes = world / t.cluster.node.gpus_per_node;
   } else if (world < t.cluster.node.gpus_per_node) {

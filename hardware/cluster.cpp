@@ -4,6 +4,7 @@
 
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
+#include "common/limits.hpp"
 
 namespace hardware {
 
@@ -38,6 +39,13 @@ bool parse_stack(std::string_view s, Stack& out) {
 
 namespace {
 
+namespace lim = common::limits;
+
+/// Microseconds >= 0 (fixed costs), up to limits::kMaxMicroseconds.
+common::Duration read_us(common::ConfigReader& r, const std::string& key) {
+  return common::Duration::from_us(r.number_in(key, 0, lim::kMaxMicroseconds));
+}
+
 GpuSpec read_gpu(common::ConfigReader r) {
   GpuSpec g;
   g.name = r.str("name");
@@ -49,44 +57,38 @@ GpuSpec read_gpu(common::ConfigReader r) {
   auto peak = r.child("peak_tflops");
   for (common::DType t : {common::DType::fp32, common::DType::bf16, common::DType::fp16, common::DType::fp8}) {
     // A GPU without a dtype (A100 has no fp8) says 0; plans in that dtype are then refused.
-    double v = peak.number(std::string(to_string(t)));
-    if (v < 0) peak.fail(std::string(to_string(t)), "expected a number >= 0 (TFLOP/s, dense)");
+    const double v = peak.number_in(std::string(to_string(t)), 0, lim::kMaxTflops);
     g.peak_flops_per_s[static_cast<int>(t)] = v * 1e12;
   }
   peak.finish();
-  g.hbm_bytes_per_s = r.positive("hbm_gb_per_s") * 1e9;
-  g.hbm_capacity_bytes = r.positive("hbm_gb") * 1e9;
-  g.sm_count = static_cast<int>(r.positive_integer("sms"));
+  g.hbm_bytes_per_s = r.positive("hbm_gb_per_s", lim::kMaxGbPerS) * 1e9;
+  g.hbm_capacity_bytes = r.positive("hbm_gb", lim::kMaxHbmGb) * 1e9;
+  g.sm_count = r.int_in("sms", 1, lim::kMaxSms);
   // one fraction for every dtype, or a mapping {fp32, bf16, fp16, fp8}
   if (r.is_mapping("gemm_efficiency")) {
     auto eff = r.child("gemm_efficiency");
     for (common::DType t : {common::DType::fp32, common::DType::bf16, common::DType::fp16, common::DType::fp8}) {
       const std::string k(to_string(t));
-      double v = eff.number(k);
-      if (v <= 0 || v > 1) eff.fail(k, "expected a fraction in (0, 1]");
-      g.gemm_efficiency[static_cast<int>(t)] = v;
+      g.gemm_efficiency[static_cast<int>(t)] = eff.fraction(k);
     }
     eff.finish();
   } else {
     const double v = r.number("gemm_efficiency");
-    if (v <= 0 || v > 1) r.fail("gemm_efficiency", "expected a fraction in (0, 1] or a mapping {fp32, bf16, fp16, fp8}");
+    if (!(v > 0 && v <= 1)) r.fail("gemm_efficiency", "expected a fraction in (0, 1] or a mapping {fp32, bf16, fp16, fp8}");
     g.gemm_efficiency.fill(v);
   }
-  const double tile_us = r.number("gemm_tile_overhead_us");
-  if (tile_us < 0) r.fail("gemm_tile_overhead_us", "expected microseconds >= 0");
-  g.gemm_tile_overhead = common::Duration::from_us(tile_us);
-  g.memory_efficiency = r.positive("memory_efficiency");
-  if (g.memory_efficiency > 1) r.fail("memory_efficiency", "expected a fraction in (0, 1]");
-  g.kernel_latency = common::Duration::from_us(r.number("kernel_latency_us"));
+  g.gemm_tile_overhead = read_us(r, "gemm_tile_overhead_us");
+  g.memory_efficiency = r.fraction("memory_efficiency");
+  g.kernel_latency = read_us(r, "kernel_latency_us");
   r.finish();
   return g;
 }
 
 NodeFabric read_node(common::ConfigReader r) {
   NodeFabric n;
-  n.gpus_per_node = static_cast<int>(r.positive_integer("gpus"));
-  n.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s") * 1e9;
-  n.nvlink_links = static_cast<int>(r.positive_integer("nvlink_links"));
+  n.gpus_per_node = r.int_in("gpus", 1, lim::kMaxGpusPerNode);
+  n.nvlink_bytes_per_s = r.positive("nvlink_gb_per_s", lim::kMaxGbPerS) * 1e9;
+  n.nvlink_links = r.int_in("nvlink_links", 1, lim::kMaxNvlinkLinks);
   n.nvswitch = r.boolean("nvswitch");
   n.nvls = r.boolean("nvls");
   r.finish();
@@ -95,15 +97,15 @@ NodeFabric read_node(common::ConfigReader r) {
 
 NetworkSpec read_network(common::ConfigReader r) {
   NetworkSpec n;
-  n.nics_per_node = static_cast<int>(r.positive_integer("nics_per_node"));
-  n.nic_bytes_per_s = r.positive("nic_gbit_per_s") * 1e9 / 8.0;
-  n.nic_efficiency = r.number_or("nic_efficiency", n.nic_efficiency);
-  if (!(n.nic_efficiency > 0 && n.nic_efficiency <= 1)) r.fail("nic_efficiency", "expected a fraction in (0, 1]");
-  n.latency = common::Duration::from_us(r.positive("latency_us"));
+  n.nics_per_node = r.int_in("nics_per_node", 1, lim::kMaxNicsPerNode);
+  n.nic_bytes_per_s = r.positive("nic_gbit_per_s", lim::kMaxGbPerS) * 1e9 / 8.0;
+  if (r.has("nic_efficiency")) n.nic_efficiency = r.fraction("nic_efficiency");
+  n.latency = common::Duration::from_us(r.positive("latency_us", lim::kMaxMicroseconds));
   auto topo = r.choice("topology", {"rail_optimized", "fat_tree"});
   n.topology = topo == "rail_optimized" ? Topology::rail_optimized : Topology::fat_tree;
-  n.oversubscription = r.positive("oversubscription");
-  if (n.oversubscription < 1) r.fail("oversubscription", "expected a ratio >= 1 (1 = non-blocking)");
+  n.oversubscription = r.number("oversubscription");
+  if (!(n.oversubscription >= 1 && n.oversubscription <= lim::kMaxRatio))
+    r.fail("oversubscription", fmt::format("expected a ratio in [1, {}] (1 = non-blocking)", lim::kMaxRatio));
   r.finish();
   return n;
 }
@@ -120,14 +122,9 @@ bool parse_elementwise_kind(std::string_view name, ElementwiseKind& out) {
 
 StackSpec read_stack(common::ConfigReader r) {
   StackSpec st;
-  const double launch = r.number("launch_us");
-  if (!(launch >= 0 && launch <= 1e6)) r.fail("launch_us", "expected microseconds in [0, 1e6]");
-  st.launch = common::Duration::from_us(launch);
-  const double over = r.number("op_overhead_us");
-  if (!(over >= 0 && over <= 1e6)) r.fail("op_overhead_us", "expected microseconds in [0, 1e6]");
-  st.op_overhead = common::Duration::from_us(over);
-  st.gemm_efficiency = r.number("gemm_efficiency");
-  if (!(st.gemm_efficiency > 0 && st.gemm_efficiency <= 1)) r.fail("gemm_efficiency", "expected a fraction in (0, 1]");
+  st.launch = read_us(r, "launch_us");
+  st.op_overhead = read_us(r, "op_overhead_us");
+  st.gemm_efficiency = r.fraction("gemm_efficiency");
   const auto att = r.choice("attention", {"flash", "unfused", "unfused_compiled"});
   st.attention = att == "flash" ? AttentionKernel::flash : att == "unfused" ? AttentionKernel::unfused : AttentionKernel::unfused_compiled;
   for (const auto& name : r.strings_or_empty("fused")) {
@@ -155,11 +152,8 @@ HostSpec read_host(common::ConfigReader r) {
   auto over = r.child("op_overhead_us");
   for (Stack s : {Stack::eager, Stack::cpp, Stack::cuda_graphs}) {
     const std::string k(to_string(s));
-    const double v = launch.number(k), o = over.number(k);
-    if (v < 0) launch.fail(k, "expected microseconds >= 0");
-    if (o < 0) over.fail(k, "expected microseconds >= 0");
-    h.stacks[static_cast<int>(s)].launch = common::Duration::from_us(v);
-    h.stacks[static_cast<int>(s)].op_overhead = common::Duration::from_us(o);
+    h.stacks[static_cast<int>(s)].launch = read_us(launch, k);
+    h.stacks[static_cast<int>(s)].op_overhead = read_us(over, k);
   }
   launch.finish();
   over.finish();
@@ -183,22 +177,20 @@ InterferenceSpec read_interference(common::ConfigReader r) {
   InterferenceSpec i;
   i.sm_contention = r.boolean("sm_contention");
   i.hbm_amplification = r.number("hbm_amplification");
-  if (!(i.hbm_amplification >= 0 && i.hbm_amplification <= 10)) r.fail("hbm_amplification", "expected HBM bytes per wire byte in [0, 10]");
+  if (!(i.hbm_amplification >= 0 && i.hbm_amplification <= 10))
+    r.fail("hbm_amplification", fmt::format("expected HBM bytes per wire byte in [0, 10], got {}", i.hbm_amplification));
   i.sm_comm_slowdown = r.number_or("sm_comm_slowdown", 0.0);
   if (!(i.sm_comm_slowdown >= 0 && i.sm_comm_slowdown < 1)) r.fail("sm_comm_slowdown", "expected a fraction in [0, 1)");
-  i.copy_engine_bandwidth = r.number_or("copy_engine_bandwidth", 1.0);
-  if (!(i.copy_engine_bandwidth > 0 && i.copy_engine_bandwidth <= 1)) r.fail("copy_engine_bandwidth", "expected a fraction in (0, 1]");
+  if (r.has("copy_engine_bandwidth")) i.copy_engine_bandwidth = r.fraction("copy_engine_bandwidth");
   r.finish();
   return i;
 }
 
 NcclSpec read_nccl(common::ConfigReader r) {
   NcclSpec n;
-  n.call_overhead_us = r.number("call_overhead_us");
-  if (n.call_overhead_us < 0) r.fail("call_overhead_us", "expected microseconds >= 0");
-  n.nvls_efficiency = r.positive("nvls_efficiency");
-  if (n.nvls_efficiency > 1) r.fail("nvls_efficiency", "expected a fraction in (0, 1]");
-  n.nvls_latency_us = r.positive("nvls_latency_us");
+  n.call_overhead_us = r.number_in("call_overhead_us", 0, lim::kMaxMicroseconds);
+  n.nvls_efficiency = r.fraction("nvls_efficiency");
+  n.nvls_latency_us = r.positive("nvls_latency_us", lim::kMaxMicroseconds);
   r.finish();
   return n;
 }
@@ -209,7 +201,7 @@ MemorySpec read_memory(common::ConfigReader r) {
   if (!(m.fragmentation_reserve >= 0 && m.fragmentation_reserve < 1))
     r.fail("fragmentation_reserve", "expected a fraction of HBM in [0, 1)");
   const double gb = r.number_or("cuda_context_gb", m.cuda_context_bytes / 1e9);
-  if (!(gb >= 0 && gb < 1e6)) r.fail("cuda_context_gb", "expected GB >= 0");
+  if (!(gb >= 0 && gb <= lim::kMaxHbmGb)) r.fail("cuda_context_gb", fmt::format("expected GB in [0, {}], got {}", lim::kMaxHbmGb, gb));
   m.cuda_context_bytes = gb * 1e9;
   r.finish();
   return m;
@@ -229,10 +221,20 @@ ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& sourc
   c.interference = read_interference(r.child("interference"));
   c.nccl = read_nccl(r.child("nccl"));
   if (r.has("memory")) c.memory = read_memory(r.child("memory"));
-  c.nodes = static_cast<int>(r.integer_or("nodes", 1));
-  if (c.nodes <= 0) r.fail("nodes", "expected a positive integer");
+  c.nodes = r.has("nodes") ? r.int_in("nodes", 1, lim::kMaxNodes) : 1;
+  if (static_cast<std::int64_t>(c.nodes) * c.node.gpus_per_node > lim::kMaxGpus)
+    r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than the {} GPUs slicetune simulates", c.nodes, c.node.gpus_per_node, lim::kMaxGpus));
   r.finish();
   return c;
+}
+
+void set_nodes(ClusterSpec& c, std::int64_t nodes, const std::string& source) {
+  if (nodes < 1 || nodes > lim::kMaxNodes)
+    throw common::ConfigError(source, "", fmt::format("expected a number of nodes in [1, {}], got {}", lim::kMaxNodes, nodes));
+  if (nodes * c.node.gpus_per_node > lim::kMaxGpus)
+    throw common::ConfigError(source, "", fmt::format("{} nodes x {} GPUs of {} is more than the {} GPUs slicetune simulates", nodes,
+                                                      c.node.gpus_per_node, c.name, lim::kMaxGpus));
+  c.nodes = static_cast<int>(nodes);
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {

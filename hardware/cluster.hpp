@@ -147,6 +147,10 @@ struct ClusterSpec {
   int total_gpus() const { return nodes * node.gpus_per_node; }
 };
 
+/// @brief Sets the node count (from a flag or a sweep), refusing with common::ConfigError naming
+/// `source` a count outside [1, limits::kMaxNodes] or one that makes more than limits::kMaxGpus GPUs.
+void set_nodes(ClusterSpec& c, std::int64_t nodes, const std::string& source);
+
 /// @brief Loads NAME (embedded configs/clusters/NAME.yaml) or a path to a YAML file.
 /// Throws common::ConfigError naming the file and key on any problem; unknown keys are refused.
 ClusterSpec load_cluster(const std::string& name_or_path);

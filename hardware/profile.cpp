@@ -13,6 +13,7 @@
 #include "hardware/collective_model.hpp"
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
+#include "common/limits.hpp"
 
 namespace hardware {
 
@@ -24,17 +25,20 @@ namespace {
 
 /// Plain scalars that YAML reads back as the same string; anything else is double-quoted.
 bool plain_safe(const std::string& s) {
-  if (s.empty()) return false;
+  if (s.empty() || s == "null" || s == "Null" || s == "NULL") return false;  // these read back as null
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '+' || c == '/';
   });
 }
 
+/// A YAML double-quoted scalar: quote and backslash escaped, control characters as \xNN (a raw
+/// newline inside quotes would read back as a space).
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else out += c;
   }
   return out + "\"";
 }
@@ -44,25 +48,32 @@ std::string scalar(const std::string& s) { return plain_safe(s) ? s : quoted(s);
 /// Shortest text that reads back as the same double (fmt's default), so load -> save is exact.
 std::string num(double v) { return fmt::format("{}", v); }
 
-/// A mapping as block YAML; lists of scalars (a stack's `fused: [residual]`) as flow lists. Other
-/// shapes do not occur in cluster files and are refused rather than written wrong.
-void emit_node(std::string& out, const YAML::Node& n, int indent) {
+/// Writes a configs/clusters/-style mapping (nested mappings of scalars, lists of scalars such as a
+/// stack's `fused`) as YAML. Anything else (a list of lists or mappings, a null) is refused, naming
+/// `source` and the key path: it would not read back the same.
+void emit_node(std::string& out, const YAML::Node& n, int indent, const std::string& source, const std::string& path) {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
   for (auto it = n.begin(); it != n.end(); ++it) {
     const std::string key = it->first.Scalar();
-    const YAML::Node v = it->second;  // a handle, not a reference to the iterator's temporary
+    const std::string at = path.empty() ? key : path + "." + key;
+    // a value, not a reference: it->second is a temporary (a reference to it was a use after scope)
+    const YAML::Node v = it->second;
     if (v.IsMap()) {
-      out += pad + key + ":\n";
-      emit_node(out, v, indent + 2);
+      out += pad + scalar(key) + ":\n";
+      emit_node(out, v, indent + 2, source, at);
+    } else if (v.IsScalar()) {
+      out += pad + scalar(key) + ": " + scalar(v.Scalar()) + "\n";
     } else if (v.IsSequence()) {
-      std::vector<std::string> items;
-      for (const auto& item : v) {
-        if (!item.IsScalar()) throw std::invalid_argument(fmt::format("profile: cluster key '{}': only lists of names can be written", key));
-        items.push_back(scalar(item.Scalar()));
+      // a flow list of scalars, plain where safe (plain_safe admits no comma or bracket, so an item
+      // never splits), else double-quoted: `fused: [residual]`, as configs/ writes it
+      std::string items;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].IsScalar()) throw common::ConfigError(source, fmt::format("{}[{}]", at, i), "expected a value");
+        items += (i ? ", " : "") + scalar(v[i].Scalar());
       }
-      out += pad + key + ": [" + fmt::format("{}", fmt::join(items, ", ")) + "]\n";
+      out += pad + scalar(key) + ": [" + items + "]\n";
     } else {
-      out += pad + key + ": " + scalar(v.Scalar()) + "\n";
+      throw common::ConfigError(source, at, "expected a value or a mapping");
     }
   }
 }
@@ -90,12 +101,15 @@ void for_each_row(common::ConfigReader& parent, const YAML::Node& seq, const std
   }
 }
 
-double positive_us(common::ConfigReader& r) { return r.positive("us"); }
+namespace lim = common::limits;
+
+double positive_us(common::ConfigReader& r) { return r.positive("us", lim::kMaxMeasuredUs); }
+std::int64_t dim(common::ConfigReader& r, const char* key) { return r.positive_integer(key, lim::kMaxProfileDim); }
 
 /// Refuses keys outside `allowed` (for mappings that hold lists, which common::ConfigReader::child cannot consume).
 void check_keys(const YAML::Node& n, const std::string& source, const std::string& prefix, const std::vector<std::string>& allowed) {
   for (auto it = n.begin(); it != n.end(); ++it) {
-    const auto key = it->first.as<std::string>();
+    const std::string key = it->first.Scalar();  // parse_yaml refused keys that are not scalars
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       throw common::ConfigError(source, prefix.empty() ? key : prefix + "." + key,
                         fmt::format("unknown key (expected one of {})", fmt::join(allowed, ", ")));
@@ -106,7 +120,7 @@ void check_keys(const YAML::Node& n, const std::string& source, const std::strin
 
 ClusterSpec cluster_from_node(const YAML::Node& node, const std::string& source) {
   std::string text;
-  emit_node(text, node, 0);
+  emit_node(text, node, 0, source, "");
   return parse_cluster(text, source);
 }
 
@@ -117,18 +131,19 @@ Profile parse_profile(const std::string& text, const std::string& source) {
   common::ConfigReader r(root, source);
   Profile p;
   p.source = source;
-  p.version = static_cast<int>(r.integer("version"));
-  if (p.version != kProfileVersion)
+  const long long version = r.integer("version");  // compared as read: 2^32 + 1 must not pass as 1
+  if (version != kProfileVersion)
     r.fail("version", fmt::format("profile format version {}, but this slicetune reads version {}; re-measure with "
                                   "`slicetune profile` (tables change meaning between versions)",
-                                  p.version, kProfileVersion));
+                                  version, kProfileVersion));
+  p.version = kProfileVersion;
   {
     auto i = r.child("info");
     p.info.backend = i.choice("backend", {"cpu", "cuda"});
     p.info.device = i.str("device");
     p.info.host = i.str("host");
     p.info.date = i.str("date");
-    p.info.ranks = static_cast<int>(i.positive_integer("ranks"));
+    p.info.ranks = i.int_in("ranks", 1, static_cast<int>(lim::kMaxGpus));
     p.info.quick = i.boolean("quick");
     p.info.command = i.str("command");
     if (root["info"]["libraries"]) {
@@ -136,7 +151,7 @@ Profile parse_profile(const std::string& text, const std::string& source) {
       if (!libs.IsMap()) i.fail("libraries", "expected a mapping name: version");
       auto lr = i.child("libraries");
       for (auto it = libs.begin(); it != libs.end(); ++it) {
-        const auto name = it->first.Scalar();
+        const std::string name = it->first.Scalar();
         p.info.libraries[name] = lr.str(name);
       }
       lr.finish();
@@ -155,8 +170,8 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     check_keys(root["gemm"], source, "gemm", {"tile", "grid", "runs_as", "points"});
     common::ConfigReader g(root["gemm"], source, "gemm");
     auto tile = g.child("tile");
-    p.gemm_tile_m = static_cast<int>(tile.positive_integer("m"));
-    p.gemm_tile_n = static_cast<int>(tile.positive_integer("n"));
+    p.gemm_tile_m = tile.int_in("m", 1, 65536);
+    p.gemm_tile_n = tile.int_in("n", 1, 65536);
     tile.finish();
     if (root["gemm"]["grid"]) {
       const YAML::Node grid = root["gemm"]["grid"];
@@ -172,7 +187,9 @@ Profile parse_profile(const std::string& text, const std::string& source) {
           } catch (const YAML::Exception&) {
             g.fail(std::string("grid.") + key, "expected positive integers");
           }
-          if (x <= 0 || (!out.empty() && x <= out.back())) g.fail(std::string("grid.") + key, "expected increasing positive integers");
+          if (x <= 0 || x > lim::kMaxProfileDim || (!out.empty() && x <= out.back()))
+            g.fail(std::string("grid.") + key, fmt::format("expected increasing positive integers up to {}", lim::kMaxProfileDim));
+          if (out.size() >= 64) g.fail(std::string("grid.") + key, "expected at most 64 sizes per axis");
           out.push_back(x);
         }
       };
@@ -189,9 +206,9 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     for_each_row(g, root["gemm"]["points"], "points", [&](common::ConfigReader& row) {
       GemmPoint pt;
       pt.dtype = read_dtype(row, "dtype");
-      pt.m = row.positive_integer("m");
-      pt.n = row.positive_integer("n");
-      pt.k = row.positive_integer("k");
+      pt.m = dim(row, "m");
+      pt.n = dim(row, "n");
+      pt.k = dim(row, "k");
       pt.us = positive_us(row);
       p.gemm.push_back(pt);
     });
@@ -217,10 +234,10 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     AttentionPoint pt;
     pt.dtype = read_dtype(row, "dtype");
     pt.backward = row.boolean("backward");
-    pt.batch = row.positive_integer("batch");
-    pt.heads = row.positive_integer("heads");
-    pt.s = row.positive_integer("s");
-    pt.head_dim = row.positive_integer("head_dim");
+    pt.batch = dim(row, "batch");
+    pt.heads = dim(row, "heads");
+    pt.s = dim(row, "s");
+    pt.head_dim = dim(row, "head_dim");
     pt.us = positive_us(row);
     p.attention.push_back(pt);
   });
@@ -228,13 +245,13 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     ElementwisePoint pt;
     pt.kind = row.str("kind");
     pt.backward = row.boolean("backward");
-    pt.elements = row.positive_integer("elements");
+    pt.elements = row.positive_integer("elements", lim::kMaxProfileElements);
     pt.us = positive_us(row);
     p.elementwise.push_back(pt);
   });
   list("optimizer", [&](common::ConfigReader& row) {
     OptimizerPoint pt;
-    pt.params = row.positive_integer("params");
+    pt.params = row.positive_integer("params", lim::kMaxProfileElements);
     pt.us = positive_us(row);
     p.optimizer.push_back(pt);
   });
@@ -242,9 +259,9 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     CollectivePoint pt;
     const auto op = row.choice("op", {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"});
     parse_collective_kind(op, pt.kind);
-    pt.ranks = static_cast<int>(row.positive_integer("ranks"));
-    pt.nodes = static_cast<int>(row.positive_integer("nodes"));
-    pt.bytes = row.positive_integer("bytes");
+    pt.ranks = row.int_in("ranks", 1, static_cast<int>(lim::kMaxGpus));
+    pt.nodes = row.int_in("nodes", 1, pt.ranks);
+    pt.bytes = row.positive_integer("bytes", lim::kMaxCollectiveBytes);
     if (with_time) pt.us = positive_us(row);
     return pt;
   };
@@ -255,29 +272,27 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     InterferenceMeasurement m;
     auto g = i.child("gemm");
     m.gemm.dtype = read_dtype(g, "dtype");
-    m.gemm.m = g.positive_integer("m");
-    m.gemm.n = g.positive_integer("n");
-    m.gemm.k = g.positive_integer("k");
+    m.gemm.m = dim(g, "m");
+    m.gemm.n = dim(g, "n");
+    m.gemm.k = dim(g, "k");
     g.finish();
     auto c = i.child("collective");
     m.collective = read_collective(c, false);
     c.finish();
-    m.gemm.us = i.positive("gemm_alone_us");
-    m.gemm_beside_us = i.positive("gemm_beside_collective_us");
-    m.collective.us = i.positive("collective_alone_us");
-    m.collective_beside_us = i.positive("collective_beside_gemm_us");
+    m.gemm.us = i.positive("gemm_alone_us", lim::kMaxMeasuredUs);
+    m.gemm_beside_us = i.positive("gemm_beside_collective_us", lim::kMaxMeasuredUs);
+    m.collective.us = i.positive("collective_alone_us", lim::kMaxMeasuredUs);
+    m.collective_beside_us = i.positive("collective_beside_gemm_us", lim::kMaxMeasuredUs);
     i.finish();
     p.interference = m;
   }
   if (root["host"]) {
     auto h = r.child("host");
     HostMeasurement m;
-    m.launch_us = h.number("launch_us");
-    if (m.launch_us < 0) h.fail("launch_us", "expected microseconds >= 0");
+    m.launch_us = h.number_in("launch_us", 0, lim::kMaxMicroseconds);
     m.method = h.str("method");
     if (h.has("collective_handoff_us")) {
-      m.collective_handoff_us = h.number("collective_handoff_us");
-      if (*m.collective_handoff_us < 0) h.fail("collective_handoff_us", "expected microseconds >= 0");
+      m.collective_handoff_us = h.number_in("collective_handoff_us", 0, lim::kMaxMicroseconds);
       m.handoff_method = h.str("handoff_method");
     }
     h.finish();
@@ -310,7 +325,7 @@ std::string format_profile(const Profile& p) {
   }
   o += "# The profiled machine in configs/clusters/ form: the analytic model's parameters outside the tables.\n";
   o += "cluster:\n";
-  emit_node(o, p.cluster_node, 2);
+  emit_node(o, p.cluster_node, 2, "profile", "cluster");
   o += "gemm:\n";
   o += fmt::format("  tile: {{m: {}, n: {}}}  # sizes are padded up to the kernel's tile before interpolating\n", p.gemm_tile_m,
                    p.gemm_tile_n);

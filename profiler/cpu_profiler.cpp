@@ -42,8 +42,6 @@ using hardware::CollectiveKind;
 using common::DType;
 namespace ex = executor::cpu;
 
-bool g_we_initialised_mpi = false;
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// Four significant digits: the file stays readable and the noise is far above the rounding.
@@ -145,10 +143,13 @@ class CpuProfiler {
         for (auto k : p.grid_k) shapes.insert({m, n, k});
     for (const auto& g : o_.gemm_shapes) shapes.insert({g.m, g.n, g.k});
     std::size_t done = 0;
-    for (const auto& [m, n, k] : shapes) {
+    for (const auto& shape : shapes) {
+      const auto [m, n, k] = shape;
+      // plain copies for the lambda below (capturing structured bindings needs clang >= 16)
+      const std::int64_t mm = m, nn = n, kk = k;
       auto a = random(static_cast<std::size_t>(m * k), 1), b = random(static_cast<std::size_t>(k * n), 2);
       std::vector<float> c(static_cast<std::size_t>(m * n));
-      const double s = time_compute([&] { ex::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n); });
+      const double s = time_compute([&] { ex::gemm(false, false, mm, nn, kk, 1.0f, a.data(), kk, b.data(), nn, 0.0f, c.data(), nn); });
       // correctness: a few entries against a direct dot product
       ex::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
       for (std::int64_t probe : {std::int64_t{0}, m * n / 2, m * n - 1}) {
@@ -257,7 +258,10 @@ class CpuProfiler {
     for (const auto& [kind, backward, e] : todo) {
       if (e < 16) continue;
       prepare(e);
-      const auto& k = *std::find_if(kernels.begin(), kernels.end(), [&](const Kernel& k) { return k.kind == kind && k.backward == backward; });
+      const std::string want_kind = kind;  // plain copies for the lambda (clang < 16 cannot capture structured bindings)
+      const bool want_backward = backward;
+      const auto& k = *std::find_if(kernels.begin(), kernels.end(),
+                                    [&](const Kernel& x) { return x.kind == want_kind && x.backward == want_backward; });
       double s = time_compute(k.run);
       if (kind == "cross_entropy") s /= 2;
       p.elementwise.push_back({.kind = kind, .backward = backward, .elements = rows * cols, .us = round_sig(s * 1e6)});
@@ -698,35 +702,9 @@ class CpuProfiler {
 
 }  // namespace
 
-void init_mpi_if_needed() {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (initialised) return;
-  int provided = 0;
-  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-  g_we_initialised_mpi = true;
-  if (provided < MPI_THREAD_SERIALIZED)
-    throw common::ConfigError("--backend cpu", "", "the MPI library gives no MPI_THREAD_SERIALIZED; the interference test needs it");
-}
-
 hardware::Profile measure_cpu(const Options& o) {
   init_mpi_if_needed();
   return CpuProfiler(o).run();
-}
-
-int mpi_rank() {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised) return 0;
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-void finish() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (g_we_initialised_mpi && !finalized) MPI_Finalize();
 }
 
 bool cpu_available() { return true; }

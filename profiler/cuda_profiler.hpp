@@ -28,7 +28,7 @@ cuda::Request cuda_request(const Options& o);
 /// convention), the GPU as a cluster mapping.
 hardware::Profile cuda_profile(const Options& o, const cuda::Request& req, const cuda::Result& r);
 
-/// MPI_Init_thread if nobody has (cpu_profiler.cpp).
+/// MPI_Init_thread if nobody has (mpi_state.cpp).
 void init_mpi_if_needed();
 
 }  // namespace profiler

@@ -43,6 +43,9 @@ hardware::Profile measure(const Options& options);
 int mpi_rank();
 /// @brief Finalises MPI if measure() initialised it (call once, before exit).
 void finish();
+/// @brief Ends the whole MPI job (MPI_Abort with `code`) after a fault one rank saw, when other
+/// ranks may be waiting on it; exits the process when MPI is not running.
+[[noreturn]] void abort_job(int code);
 
 bool cpu_available();   ///< built with OpenBLAS and MPI
 bool cuda_available();  ///< built with CUDA, cuBLASLt and NCCL (SLICETUNE_CUDA)

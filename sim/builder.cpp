@@ -1,7 +1,12 @@
 #include "sim/builder.hpp"
 
-#include <algorithm>
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
+
+#include "common/config_error.hpp"
+#include "common/limits.hpp"
 #include "sim/strategy.hpp"
 
 namespace sim {
@@ -139,6 +144,15 @@ Task Builder::task(TaskKind kind, Op op, Phase phase, int layer, const Slice& s,
 }
 
 std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const TensorId> out) {
+  // a backstop for any strategy's schedule (check_plan_limits bounds the built-in ones in closed
+  // form before building): task ids and operand offsets are 32 bits, and a graph past kMaxTasks
+  // would take gigabytes
+  if (static_cast<std::int64_t>(g_.tasks.size()) >= common::limits::kMaxTasks)
+    throw common::ConfigError("plan", "strategy",
+                              fmt::format("strategy {} builds more than {} tasks per rank for this plan (common/limits.hpp); use fewer slices",
+                                          g_.plan.strategy->name, common::limits::kMaxTasks));
+  if (g_.operands.size() + in.size() + out.size() > std::numeric_limits<std::uint32_t>::max())
+    throw common::ConfigError("plan", "strategy", "the step graph has more than 2^32 operands");
   const auto id = static_cast<std::uint32_t>(g_.tasks.size());
   t.operand_begin = static_cast<std::uint32_t>(g_.operands.size());
   t.n_inputs = static_cast<std::uint16_t>(in.size());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/checked.hpp"
+#include "common/limits.hpp"
 #include "hardware/gemm_model.hpp"
 
 namespace sim {
@@ -144,7 +146,10 @@ TaskCost CostTable::price(const TaskKind& k) const {
 }
 
 std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps) {
-  return std::llround(static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack)) + host.op_overhead_for(stack).ps;
+  // checked: a tiny kernel_efficiency must not turn a long kernel into an int64 overflow
+  const double ps = static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack);
+  if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
+  return common::checked_add(std::llround(ps), host.op_overhead_for(stack).ps, "simulated time");
 }
 
 common::Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hardware::Stack stack) {

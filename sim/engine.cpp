@@ -11,6 +11,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/checked.hpp"
+#include "common/limits.hpp"
 #include "sim/rate_memo.hpp"
 
 namespace sim {
@@ -135,7 +137,8 @@ class Simulation {
           continue;
         }
         rs.cost_index[i] = rs.table->index(t);
-        host += launch * t.launches;
+        // checked: a hand-edited graph (simulate --graph) may carry 65,535 launches per task
+        host = common::checked_add(host, common::checked_mul(launch, t.launches, "simulated time"), "simulated time");
         rs.host_ps[i] = host;
         // tasks behind a host sync are issued once the host gets past it (release_sync)
         rs.issue_ps[i] = rs.syncs.empty() ? host : kNever;
@@ -409,9 +412,12 @@ RunStats Simulation::run() {
     for (auto& a : active_) {
       // ceil without the libm call (baseline x86-64 has no roundsd); full speed needs no division
       const double ps = (a.rate == 1.0 ? a.remaining : a.remaining / a.rate) - 1e-6;
+      // checked: a resource model's tiny rate must not overflow the cast or the sum (UB, then a
+      // negative time); the simulated-time range error names the cause instead
+      if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
       std::int64_t whole = static_cast<std::int64_t>(ps);
       if (static_cast<double>(whole) < ps) ++whole;
-      a.finish = now + whole;
+      a.finish = common::checked_add(now, whole, "simulated time");
       next = std::min(next, a.finish);
     }
     const std::int64_t dt = next - now;
@@ -513,8 +519,13 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   }
   Simulation last(ranks, cost_, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
   RunStats ls = last.run();
-  const std::int64_t k = std::max(0, repeats - 2);
-  auto total = [&](std::int64_t f, std::int64_t m, std::int64_t b) { return Duration::from_ps((repeats > 1 ? f : 0) + m * k + b); };
+  const std::int64_t k = std::max<std::int64_t>(0, repeats - 2);
+  // checked: the micro-batches of a long step must not wrap to a negative time
+  auto total = [&](std::int64_t f, std::int64_t m, std::int64_t b) {
+    const std::int64_t firsts = repeats > 1 ? f : 0;
+    return Duration::from_ps(
+        common::checked_add(common::checked_add(firsts, common::checked_mul(m, k, "simulated time"), "simulated time"), b, "simulated time"));
+  };
   rep.step_time = total(first.end, mid.end, ls.end);
   rep.micro_batch_time = Duration::from_ps(repeats > 1 ? mid.end : ls.end / g0.micro_batches);
   const auto& cl = cost_.cluster();
@@ -548,7 +559,9 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   for (const auto& rb : rep.ranks)
     if (rb.memory.total() > rep.memory.total()) rep.memory = rb.memory;
   if (options_.timeline) {
-    const Duration offset = Duration::from_ps((repeats > 1 ? first.end : 0) + mid.end * k);  // 0 for a pipeline stage's whole-step graph
+    // 0 for a pipeline stage's whole-step graph
+    const Duration offset =
+        Duration::from_ps(common::checked_add(repeats > 1 ? first.end : 0, common::checked_mul(mid.end, k, "simulated time"), "simulated time"));
     for (auto& rs : last.ranks()) {
       RankTimeline tl;
       tl.graph = rs.g;

@@ -10,6 +10,8 @@
 
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
+#include "common/strict_json.hpp"
 #include "sim/pipeline_schedule.hpp"
 #include "sim/report_json.hpp"
 
@@ -93,10 +95,10 @@ class Reader {
       fail(key, fmt::format("expected an integer in {}..{}, got {}", min, max, v.dump()));
     return v.get<std::int64_t>();
   }
-  double number(const char* key, double min) {
+  double number(const char* key, double min, double max) {
     const json& v = get(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min)
-      fail(key, fmt::format("expected a finite number >= {}", min));
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min || v.get<double>() > max)
+      fail(key, fmt::format("expected a finite number in [{}, {:g}], got {}", min, max, v.dump()));
     return v.get<double>();
   }
   bool boolean(const char* key) {
@@ -140,7 +142,9 @@ class Reader {
 TaskKind read_kind(Reader& t) {
   const std::string kind = t.string("kind");
   Reader s = t.child("shape");
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 4;
+  // every size bounded (common/limits.hpp) so that the cost models' products stay exact or finite
+  constexpr std::int64_t kMax = common::limits::kMaxShapeDim;
+  constexpr std::int64_t kMaxElements = common::limits::kMaxShapeElements;
   TaskKind k;
   if (kind == "gemm") {
     k = hardware::GemmOp{.m = s.integer("m", 1, kMax),
@@ -173,21 +177,21 @@ TaskKind read_kind(Reader& t) {
         found = true;
       }
     if (!found) s.fail("kind", fmt::format("unknown element-wise kind '{}'", name));
-    e.elements = s.integer("elements", 0, kMax);
-    e.bytes = s.number("bytes", 0.0);
+    e.elements = s.integer("elements", 0, kMaxElements);
+    e.bytes = s.number("bytes", 0.0, 16.0 * static_cast<double>(kMaxElements));
     e.backward = s.boolean("backward");
     k = e;
   } else if (kind == "collective") {
     hardware::CollectiveOp c;
     if (!hardware::parse_collective_kind(s.string("collective"), c.kind)) s.fail("collective", "unknown collective");
-    c.bytes = s.integer("bytes", 0, kMax);
-    c.ranks = static_cast<int>(s.integer("ranks", 1, 1 << 20));
-    c.nodes = static_cast<int>(s.integer("nodes", 1, 1 << 20));
+    c.bytes = s.integer("bytes", 0, common::limits::kMaxCollectiveBytes);
+    c.ranks = static_cast<int>(s.integer("ranks", 1, common::limits::kMaxGpus));
+    c.nodes = static_cast<int>(s.integer("nodes", 1, common::limits::kMaxNodes));
     c.dtype = s.dtype("dtype");
     if (c.ranks % c.nodes) s.fail("nodes", fmt::format("ranks={} are not spread evenly over nodes={}", c.ranks, c.nodes));
     k = c;
   } else if (kind == "optimizer") {
-    k = hardware::OptimizerOp{.params = s.integer("params", 0, kMax)};
+    k = hardware::OptimizerOp{.params = s.integer("params", 0, kMaxElements)};
   } else {
     t.fail("kind", fmt::format("expected gemm | attention | elementwise | collective | optimizer, got '{}'", kind));
   }
@@ -274,17 +278,13 @@ void save_graphs(const std::string& path, const std::vector<StepGraph>& graphs, 
 }
 
 json read_graph_file(const std::string& path) {
-  const std::string text = common::read_text_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw common::ConfigError(path, "", fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()));
-  }
+  // regular files up to limits::kMaxInputFileBytes; duplicate keys and deep nesting refused
+  return common::parse_json_strict(common::read_text_file(path), path, "a step graph JSON file (simulate --save-graph)");
 }
 
 std::pair<std::string, int> saved_cluster(const json& j, const std::string& source) {
   Reader r(j, source, "");
-  return {r.string("cluster"), static_cast<int>(r.integer("nodes", 1, 1 << 20))};
+  return {r.string("cluster"), static_cast<int>(r.integer("nodes", 1, common::limits::kMaxNodes))};
 }
 
 namespace {
@@ -296,8 +296,10 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
   r.get("cluster");
   r.get("nodes");
   StepGraph g;
-  g.rank = static_cast<int>(r.integer("rank", 0, std::numeric_limits<int>::max()));
-  g.represents = static_cast<int>(r.integer("represents", 1, std::numeric_limits<int>::max()));
+  namespace lim = common::limits;
+  const std::int64_t gpus = cluster.total_gpus();  // bounded by lim::kMaxGpus (hardware::set_nodes)
+  g.rank = static_cast<int>(r.integer("rank", 0, gpus - 1));
+  g.represents = static_cast<int>(r.integer("represents", 1, gpus));
   // model and plan: the same strict readers as model and plan files (JSON is YAML)
   g.model = parse_model(r.child("model").raw().dump(), fmt::format("{}: model", source));
   json plan = r.child("plan").raw();
@@ -335,9 +337,9 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
   for (std::size_t i = 0; i < groups.size(); ++i) {
     Reader s = r.element(groups, i, "groups");
     GroupSpec spec{.name = s.string("name"),
-                   .size = static_cast<int>(s.integer("size", 1, 1 << 20)),
-                   .nodes = static_cast<int>(s.integer("nodes", 1, 1 << 20)),
-                   .instance = static_cast<int>(s.integer("instance", 0, 1 << 30))};
+                   .size = static_cast<int>(s.integer("size", 1, gpus)),
+                   .nodes = static_cast<int>(s.integer("nodes", 1, cluster.nodes)),
+                   .instance = static_cast<int>(s.integer("instance", 0, gpus - 1))};
     for (const auto& o : g.groups)
       if (o.name == spec.name && o.instance == spec.instance)
         s.fail("name", fmt::format("group '{}' instance {} is declared twice", spec.name, spec.instance));
@@ -345,11 +347,13 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
     g.groups.push_back(std::move(spec));
   }
   const json& tensors = r.array("tensors");
+  if (static_cast<std::int64_t>(tensors.size()) > lim::kMaxGraphTensors)
+    r.fail("tensors", fmt::format("{} tensors: at most {} are read", tensors.size(), lim::kMaxGraphTensors));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     Reader s = r.element(tensors, i, "tensors");
     TensorInfo t;
-    t.rows = s.integer("rows", 0, std::int64_t{1} << 40);
-    t.cols = s.integer("cols", 0, std::int64_t{1} << 40);
+    t.rows = s.integer("rows", 0, lim::kMaxTensorDim);
+    t.cols = s.integer("cols", 0, lim::kMaxTensorDim);
     t.dtype = s.dtype("dtype");
     if (!parse_tensor_role(s.string("role"), t.role))
       s.fail("role", "expected input | activation | gradient | weight | weight_grad");
@@ -367,7 +371,10 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
     g.tensors.push_back(t);
   }
   const json& tasks = r.array("tasks");
+  if (static_cast<std::int64_t>(tasks.size()) > lim::kMaxTasks)
+    r.fail("tasks", fmt::format("{} tasks: at most {} are simulated (common/limits.hpp)", tasks.size(), lim::kMaxTasks));
   std::vector<Task> list;
+  list.reserve(tasks.size());
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     Reader s = r.element(tasks, i, "tasks");
     if (s.has("name")) s.string("name");  // informational; the graph names tasks from their tags
@@ -394,7 +401,8 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
         s.fail("group_instance", fmt::format("no group '{}' with instance {} in \"groups\"", name, instance.value_or(-1)));
       }();
       t.group = id;
-      t.seq = static_cast<std::uint32_t>(s.integer("seq", 0, std::numeric_limits<std::uint32_t>::max()));
+      // a group's sequence numbers count its collectives: below the task count (the engine indexes by them)
+      t.seq = static_cast<std::uint32_t>(s.integer("seq", 0, static_cast<std::int64_t>(tasks.size()) - 1));
     } else if (t.is_collective()) {
       s.fail("group", "a collective needs the group it runs on");
     }
@@ -415,6 +423,8 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
     for (const char* key : {"inputs", "outputs"}) {
       const json& ids = s.array(key);
       if (ids.size() > std::numeric_limits<std::uint16_t>::max()) s.fail(key, "too many operands");
+      if (static_cast<std::int64_t>(g.operands.size() + ids.size()) > lim::kMaxGraphOperands)
+        s.fail(key, fmt::format("more than {} operands in all", lim::kMaxGraphOperands));
       for (std::size_t k = 0; k < ids.size(); ++k) {
         if (!ids[k].is_number_unsigned() || ids[k].get<std::uint64_t>() >= g.tensors.size())
           s.fail(fmt::format("{}[{}]", key, k), fmt::format("expected a tensor index below {}", g.tensors.size()));
@@ -426,6 +436,8 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
     list.push_back(std::move(t));
   }
   const json& edges = r.array("edges");
+  if (static_cast<std::int64_t>(edges.size()) > lim::kMaxGraphEdges)
+    r.fail("edges", fmt::format("{} edges: at most {} are read", edges.size(), lim::kMaxGraphEdges));
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
   for (std::size_t i = 0; i < edges.size(); ++i) {
     const json& e = edges[i];

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "common/config_reader.hpp"
+#include "common/strict_json.hpp"
+#include "sim/plan_limits.hpp"
 
 namespace sim {
 
@@ -206,7 +208,7 @@ HfImport read_neox(const Json& j, const std::string& source, HfImport out) {
 HfImport parse_hf_config(const std::string& json_text, const std::string& source, const std::string& name) {
   Json j;
   try {
-    j = Json::parse(json_text);
+    j = common::parse_json_strict(json_text, source, "a JSON config.json");  // duplicate keys, deep nesting refused
   } catch (const Json::exception& e) {
     throw common::ConfigError(source, "", fmt::format("not a JSON config.json: {}", e.what()));
   }
@@ -227,6 +229,7 @@ HfImport parse_hf_config(const std::string& json_text, const std::string& source
     throw common::ConfigError(source, "model_type",
                               fmt::format("'{}' is not read (expected llama | mistral | qwen2 | qwen3 | gpt2 | gpt_neox)", out.family));
   const ModelSpec& m = out.model;
+  check_model_limits(m, source);  // the sizes a model file may have (common/limits.hpp)
   if (m.hidden % m.heads != 0)
     throw common::ConfigError(source, "num_attention_heads", fmt::format("hidden={} is not divisible by heads={}", m.hidden, m.heads));
   if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)

@@ -7,6 +7,7 @@
 
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
+#include "common/limits.hpp"
 #include "sim/hf_config.hpp"
 
 namespace sim {
@@ -29,13 +30,14 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   ModelSpec m;
   m.source = source;
   m.name = r.str("name");
-  m.layers = static_cast<int>(r.positive_integer("layers"));
-  m.hidden = r.positive_integer("hidden");
-  m.heads = static_cast<int>(r.positive_integer("heads"));
-  m.kv_heads = static_cast<int>(r.integer_or("kv_heads", m.heads));
-  m.ffn_hidden = r.positive_integer("ffn_hidden");
-  m.vocab = r.positive_integer("vocab");
-  m.seq_len = r.positive_integer("seq_len");
+  namespace lim = common::limits;
+  m.layers = r.int_in("layers", 1, lim::kMaxLayers);
+  m.hidden = r.positive_integer("hidden", lim::kMaxHidden);
+  m.heads = r.int_in("heads", 1, lim::kMaxHeads);
+  m.kv_heads = r.has("kv_heads") ? r.int_in("kv_heads", 1, lim::kMaxHeads) : m.heads;
+  m.ffn_hidden = r.positive_integer("ffn_hidden", lim::kMaxFfnHidden);
+  m.vocab = r.positive_integer("vocab", lim::kMaxVocab);
+  m.seq_len = r.positive_integer("seq_len", lim::kMaxSeqLen);
   m.norm = r.choice("norm", {"layernorm", "rmsnorm"}) == "layernorm" ? Norm::layernorm : Norm::rmsnorm;
   m.activation = r.choice("activation", {"gelu", "swiglu"}) == "gelu" ? Activation::gelu : Activation::swiglu;
   m.position = r.choice("position", {"learned", "rope"}) == "learned" ? Position::learned : Position::rope;

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
+#include "sim/plan_limits.hpp"
 #include "sim/shapes.hpp"
 #include "sim/strategy.hpp"
 
@@ -132,7 +134,7 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (p.gpus() != c.total_gpus())
     return bad(Infeasibility::gpus, "dp", fmt::format("tp x dp x pp = {} x {} x {} = {} but the cluster has {} GPUs ({} nodes x {})",
                                                       p.tp, p.dp, p.pp, p.gpus(), c.total_gpus(), c.nodes, c.node.gpus_per_node));
-  if (p.micro_batch <= 0 || p.global_batch % (p.micro_batch * p.dp) != 0)
+  if (p.micro_batch <= 0 || p.global_batch % (std::int64_t{p.micro_batch} * p.dp) != 0)
     return bad(Infeasibility::global_batch, "global_batch",
                fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
   if (p.schedule == PipelineSchedule::interleaved) {
@@ -214,14 +216,22 @@ Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInp
   } else {
     if (c.total_gpus() % p.tp)
       throw common::ConfigError(source, "tp", fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
-    if (c.total_gpus() % (p.tp * p.pp))
+    if (c.total_gpus() % (std::int64_t{p.tp} * p.pp))
       throw common::ConfigError(source, "pp",
                                 fmt::format("pp={} does not divide the cluster's {} GPUs / tp={}", p.pp, c.total_gpus(), p.tp));
-    p.dp = c.total_gpus() / (p.tp * p.pp);
+    p.dp = static_cast<int>(c.total_gpus() / (std::int64_t{p.tp} * p.pp));  // <= total_gpus, an int
   }
   p.micro_batch = in.micro_batch.value_or(1);
   if (p.micro_batch <= 0) throw common::ConfigError(source, "micro_batch", "expected a positive integer");
-  p.global_batch = in.global_batch.value_or(p.micro_batch * p.dp);
+  if (in.global_batch) {
+    p.global_batch = *in.global_batch;
+  } else {  // micro_batch x dp, formed in 64 bits and bounded before it is narrowed
+    const std::int64_t gb = std::int64_t{p.micro_batch} * p.dp;
+    if (gb > common::limits::kMaxGlobalBatch)
+      throw common::ConfigError(source, "global_batch", fmt::format("micro_batch x dp = {} x {} is more than the {} sequences a step may have",
+                                                                    p.micro_batch, p.dp, common::limits::kMaxGlobalBatch));
+    p.global_batch = static_cast<int>(gb);
+  }
   p.seq_len = in.seq_len.value_or(m.seq_len);
   if (p.seq_len <= 0) throw common::ConfigError(source, "seq_len", "expected a positive integer");
   p.dtype = in.dtype.value_or(common::DType::bf16);
@@ -244,6 +254,9 @@ Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInp
   // plan that asks for flash at such a dtype is refused by check_plan
   p.stack_attention = default_attention(c, p.stack, p.dtype);
   p.attention = in.attention.value_or(p.stack_attention);
+  // sizes (and the task count) before anything forms products of them or builds a graph: input
+  // validation, not a feasibility check, so plans that bridge's preflight inspects get it too
+  check_plan_limits(m, c, p, source);
   return p;
 }
 
@@ -256,15 +269,16 @@ Plan resolve_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan
 PlanInput parse_plan_input(const std::string& yaml_text, const std::string& source) {
   common::ConfigReader r(common::parse_yaml(yaml_text, source), source);
   PlanInput in;
-  auto opt_int = [&](const char* key, std::optional<int>& dst) {
-    if (r.has(key)) dst = static_cast<int>(r.positive_integer(key));
+  namespace lim = common::limits;
+  auto opt_int = [&](const char* key, std::optional<int>& dst, std::int64_t hi) {
+    if (r.has(key)) dst = r.int_in(key, 1, static_cast<int>(hi));  // range-checked before narrowing
   };
-  opt_int("tp", in.tp);
-  opt_int("dp", in.dp);
-  opt_int("pp", in.pp);
-  opt_int("vp", in.vp);
-  opt_int("micro_batch", in.micro_batch);
-  opt_int("global_batch", in.global_batch);
+  opt_int("tp", in.tp, lim::kMaxGpus);
+  opt_int("dp", in.dp, lim::kMaxGpus);
+  opt_int("pp", in.pp, lim::kMaxLayers);
+  opt_int("vp", in.vp, lim::kMaxLayers);
+  opt_int("micro_batch", in.micro_batch, lim::kMaxMicroBatch);
+  opt_int("global_batch", in.global_batch, lim::kMaxGlobalBatch);
   if (r.has("schedule")) {
     PipelineSchedule sc;
     parse_pipeline_schedule(r.choice("schedule", {"1f1b", "interleaved"}), sc);
@@ -273,13 +287,14 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   if (r.has("pipeline_layers")) {
     std::vector<int> layers;
     for (long long v : r.positive_integer_list("pipeline_layers")) {
-      if (v > 1'000'000) r.fail("pipeline_layers", fmt::format("expected at most 1000000 layers per stage, got {}", v));
+      if (v > lim::kMaxLayers)
+        r.fail("pipeline_layers", fmt::format("expected at most {} layers per stage, got {}", lim::kMaxLayers, v));
       layers.push_back(static_cast<int>(v));
     }
     in.pipeline_layers = std::move(layers);
   }
   if (r.has("p2p_overlap")) in.p2p_overlap = r.boolean("p2p_overlap");
-  if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len");
+  if (r.has("seq_len")) in.seq_len = r.positive_integer("seq_len", lim::kMaxSeqLen);
   if (r.has("dtype")) {
     common::DType t;
     common::parse_dtype(r.choice("dtype", {"bf16", "fp16", "fp8", "fp32"}), t);
@@ -298,12 +313,10 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
       const std::vector<std::string> choices(k->choices.begin(), k->choices.end());
       k->set_input(in, static_cast<int>(*k->parse(r.choice(key, choices))));
     } else {
-      const long long v = r.positive_integer(key);
-      if (v < k->min || v > k->max) r.fail(key, fmt::format("expected an integer in {}..{}, got {}", k->min, k->max, v));
-      k->set_input(in, static_cast<int>(v));
+      k->set_input(in, r.int_in(key, k->min, k->max));  // range-checked before narrowing
     }
   }
-  if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb");
+  if (r.has("dp_bucket_mb")) in.dp_bucket_mb = r.positive("dp_bucket_mb", lim::kMaxDpBucketMb);
   if (r.has("stack")) {
     hardware::Stack s;
     std::vector<std::string> names;  // every stack, megatron-core included (plan_to_yaml writes it)
@@ -315,14 +328,10 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
   if (r.has("recompute_method"))
     parse_recompute_method(r.choice("recompute_method", {"uniform", "block"}), in.recompute_method.emplace());
   if (r.has("recompute_layers")) {
-    const long long v = r.positive_integer("recompute_layers");
-    if (v > 1000000) r.fail("recompute_layers", fmt::format("expected a number of layers, got {}", v));
-    in.recompute_layers = static_cast<int>(v);
+    in.recompute_layers = r.int_in("recompute_layers", 1, static_cast<int>(lim::kMaxLayers));  // range-checked before narrowing
   }
   if (r.has("zero")) {
-    const long long v = r.integer("zero");
-    if (v < 0 || v > kMaxZeroStage) r.fail("zero", fmt::format("expected a ZeRO stage 0 | 1 | 2 | 3, got {}", v));
-    in.zero = static_cast<int>(v);
+    in.zero = r.int_in("zero", 0, kMaxZeroStage);  // range-checked before narrowing
   }
   if (r.has("overlap_grad_reduce")) in.overlap_grad_reduce = r.boolean("overlap_grad_reduce");
   if (r.has("overlap_param_gather")) in.overlap_param_gather = r.boolean("overlap_param_gather");

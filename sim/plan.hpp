@@ -75,11 +75,11 @@ struct Plan {
   hardware::AttentionKernel stack_attention = hardware::AttentionKernel::flash;
 
   /// Micro-batches of a step per data-parallel rank (with pp > 1: per pipeline).
-  int grad_accum_steps() const { return global_batch / (micro_batch * dp); }
+  int grad_accum_steps() const { return static_cast<int>(global_batch / (std::int64_t{micro_batch} * dp)); }
+  std::int64_t gpus() const { return std::int64_t{tp} * dp * pp; }
   bool shards_optimizer() const { return zero >= 1; }  ///< fp32 master weights and Adam moments: 1/dp per rank
   bool shards_gradients() const { return zero >= 2; }  ///< fp32 gradients: 1/dp per rank (reduce-scattered every micro-batch)
   bool shards_weights() const { return zero >= 3; }    ///< parameters: 1/dp per rank, gathered per layer when used
-  int gpus() const { return tp * dp * pp; }
   /// Virtual pipeline stages: pp x vp.
   int virtual_stages() const { return pp * vp; }
   bool operator==(const Plan&) const = default;

@@ -6,6 +6,8 @@
 
 #include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
+#include "common/checked.hpp"
+#include "common/limits.hpp"
 
 namespace sim {
 
@@ -20,7 +22,7 @@ std::vector<StepErrorBand> parse_step_error_bands(const std::string& text, const
     band.high = b.number("high");
     if (!(band.low > -0.9 && band.low <= 0)) b.fail("low", "expected a relative error in (-0.9, 0]");
     if (!(band.high >= 0 && band.high < 10)) b.fail("high", "expected a relative error in [0, 10)");
-    band.rows = static_cast<int>(b.positive_integer("rows"));
+    band.rows = b.int_in("rows", 1, 1 << 30);  // checked before narrowing
     band.basis = b.str("basis");
     b.finish();
     out.push_back(band);
@@ -54,8 +56,14 @@ PredictionRange prediction_range(const Plan& plan, const hardware::ClusterSpec& 
   PredictionRange r;
   r.band = &bands[across ? 1 : 0];
   const double p = static_cast<double>(predicted.ps);
-  r.low = common::Duration::from_ps(static_cast<std::int64_t>(p / (1.0 + r.band->high)));
-  r.high = common::Duration::from_ps(static_cast<std::int64_t>(p / (1.0 + r.band->low)));
+  // the bands keep 1 + low in (0.1, 1]: the high end may be up to 10x the prediction, so it is
+  // range-checked before the conversion to int64 picoseconds (past limits::kMaxDurationPs: an error)
+  auto ps = [](double v) {
+    if (!(v >= 0 && v <= common::limits::kMaxDurationPs)) common::duration_out_of_range(v);
+    return common::Duration::from_ps(static_cast<std::int64_t>(v));
+  };
+  r.low = ps(p / (1.0 + r.band->high));
+  r.high = ps(p / (1.0 + r.band->low));
   return r;
 }
 

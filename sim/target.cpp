@@ -8,10 +8,7 @@ Target resolve_target(const TargetInput& in, bool check) {
   Target t;
   t.model = load_model(in.model);
   t.cluster = in.cluster_spec ? *in.cluster_spec : hardware::load_cluster(in.cluster);
-  if (in.nodes) {
-    if (*in.nodes <= 0) throw common::ConfigError("--nodes", "", "expected a positive number of nodes");
-    t.cluster.nodes = *in.nodes;
-  }
+  if (in.nodes) hardware::set_nodes(t.cluster, *in.nodes, "--nodes");
   PlanInput pi;
   t.plan_source = "flags";
   if (!in.plan_file.empty()) {

@@ -1,5 +1,6 @@
 // defines: sim::Target (model + cluster + resolved plan), TargetInput, resolve_target
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -14,7 +15,7 @@ struct TargetInput {
   std::string model;       ///< name or path
   std::string cluster;     ///< name or path
   std::optional<hardware::ClusterSpec> cluster_spec;  ///< given: used instead of loading `cluster` (a profile's machine)
-  std::optional<int> nodes;
+  std::optional<std::int64_t> nodes;  ///< checked by hardware::set_nodes
   std::string plan_file;   ///< empty: plan from flags only
   PlanInput flags;         ///< override the plan file
 };

@@ -151,6 +151,7 @@ nlohmann::json search_json(const SearchResult& r, const hardware::ClusterSpec& c
                  {"simulated_full", r.simulated_full},
                  {"seconds", r.seconds},
                  {"threads", r.threads},
+                 {"processes", r.processes},
                  {"plans_per_s", r.plans_per_second()},
                  {"screened_per_s", r.screened_per_second()},
                  {"max_screen_error", r.max_screen_error},

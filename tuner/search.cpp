@@ -4,12 +4,17 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
 #include <limits>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "common/config_error.hpp"
 #include <map>
 
 #include "sim/strategy.hpp"
@@ -52,6 +57,55 @@ struct Candidate {
   Duration bound;
 };
 
+// ---- estimates as bytes, for the processes of a distributed search (same program, same machine kind) ----
+template <class T>
+void put(std::string& out, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+T take(std::string_view& in) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (in.size() < sizeof(T)) throw std::runtime_error("tuner: a distributed search received a truncated estimate");
+  T v;
+  std::memcpy(&v, in.data(), sizeof v);
+  in.remove_prefix(sizeof v);
+  return v;
+}
+void put_estimate(std::string& out, std::uint64_t slot, const Estimate& e) {
+  put(out, slot);
+  for (Duration d : {e.step_time, e.compute, e.exposed_comm, e.idle, e.lower_bound}) put(out, d.ps);
+  for (double x : {e.model_flops, e.mfu, e.tokens_per_s}) put(out, x);
+  put(out, e.memory);  // every field of the breakdown (doubles only), whatever it grows to
+  put(out, static_cast<std::uint8_t>(e.extrapolated));
+  put(out, static_cast<std::uint64_t>(e.streams.size()));
+  for (const auto& st : e.streams) {
+    put(out, static_cast<std::uint64_t>(st.name.size()));
+    out += st.name;
+    put(out, static_cast<std::uint8_t>(st.kind));
+    put(out, st.busy.ps);
+  }
+}
+std::uint64_t take_estimate(std::string_view& in, Estimate& e) {
+  const auto slot = take<std::uint64_t>(in);
+  for (Duration* d : {&e.step_time, &e.compute, &e.exposed_comm, &e.idle, &e.lower_bound}) d->ps = take<std::int64_t>(in);
+  for (double* x : {&e.model_flops, &e.mfu, &e.tokens_per_s}) *x = take<double>(in);
+  e.memory = take<sim::MemoryEstimate>(in);
+  e.extrapolated = take<std::uint8_t>(in) != 0;
+  const auto n = take<std::uint64_t>(in);
+  if (n > in.size()) throw std::runtime_error("tuner: a distributed search received a malformed estimate");
+  e.streams.resize(n);
+  for (auto& st : e.streams) {
+    const auto len = take<std::uint64_t>(in);
+    if (len > in.size()) throw std::runtime_error("tuner: a distributed search received a malformed estimate");
+    st.name.assign(in.substr(0, len));
+    in.remove_prefix(len);
+    st.kind = static_cast<sim::StreamKind>(take<std::uint8_t>(in));
+    st.busy.ps = take<std::int64_t>(in);
+  }
+  return slot;
+}
+
 }  // namespace
 
 SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost,
@@ -65,6 +119,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   SearchResult res;
   res.threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const Evaluator ev(model, cluster, cost);
+  const Distribution& dist = opt.distribution;
+  if (dist.size > 1 && (!dist.allgather || dist.rank < 0 || dist.rank >= dist.size))
+    throw std::invalid_argument("tuner::search: a distribution needs an all-gather and a rank in [0, size)");
+  res.processes = std::max(1, dist.size);
   std::vector<sim::Plan> plans = enumerate_plans(model, cluster, space);
   res.considered = plans.size();
 
@@ -211,7 +269,47 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       }
       batch.push_back(c.index);
     }
-    parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plans[batch[b]]); });
+    if (dist.size <= 1) {
+      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plans[batch[b]]); });
+    } else {
+      // this process screens slots rank, rank + size, ...; then every process gets every estimate
+      const std::size_t r = static_cast<std::size_t>(dist.rank), n = static_cast<std::size_t>(dist.size);
+      const std::size_t mine = batch.size() > r ? (batch.size() - r + n - 1) / n : 0;
+      // a process that fails still takes part in the all-gather (its peers would wait forever), with
+      // its error: then every process throws the error of the lowest failed rank, the same everywhere
+      std::string out(1, '\0');
+      try {
+        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(plans[batch[r + k * n]]); });
+        for (std::size_t k = 0; k < mine; ++k) put_estimate(out, r + k * n, est[r + k * n]);
+      } catch (const common::ConfigError& e) {
+        out = std::string(1, '\1') + e.what();
+      } catch (const std::exception& e) {
+        out = std::string(1, '\2') + e.what();
+      }
+      const std::vector<std::string> all = dist.allgather(out);
+      for (const std::string& part : all) {
+        if (part.empty() || part[0] == '\0') continue;
+        const std::string msg = part.substr(1);
+        if (part[0] != '\1') throw std::runtime_error(msg);
+        const auto colon = msg.find(": ");  // ConfigError's text is "source: ...": rebuilt as it was
+        if (colon == std::string::npos) throw common::ConfigError("tune", "", msg);
+        throw common::ConfigError(msg.substr(0, colon), "", msg.substr(colon + 2));
+      }
+      std::vector<char> got(batch.size(), 0);
+      for (const std::string& part : all) {
+        std::string_view in(part);
+        in.remove_prefix(1);
+        while (!in.empty()) {
+          Estimate e;
+          const std::uint64_t slot = take_estimate(in, e);
+          if (slot >= batch.size()) throw std::runtime_error("tuner: a distributed search received an estimate for no plan");
+          est[slot] = std::move(e);
+          got[slot] = 1;
+        }
+      }
+      if (std::count(got.begin(), got.end(), 0))
+        throw std::runtime_error("tuner: a distributed search is missing estimates (the processes disagree on the plan space)");
+    }
     for (std::size_t b = 0; b < batch.size(); ++b) {
       const std::size_t i = batch[b];
       ++res.screened;

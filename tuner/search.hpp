@@ -23,12 +23,23 @@ struct Progress {
   double seconds = 0;
 };
 
+/// @brief The processes of a job (mpirun -np N) that share one search: each screens its share of
+/// every round and an all-gather gives every process every estimate, so all of them prune alike and
+/// the result is the same as one process's. size 1: no sharing. The tuner knows no MPI: the caller
+/// supplies the all-gather (cli/tune.cpp: MPI_Allgatherv).
+struct Distribution {
+  int rank = 0, size = 1;
+  /// Every process's `mine`, in rank order. All processes call it the same number of times.
+  std::function<std::vector<std::string>(const std::string& mine)> allgather;
+};
+
 struct SearchOptions {
   int threads = 0;        ///< 0: std::thread::hardware_concurrency()
   int top_k = 5;          ///< plans in the final table
   bool prune = true;      ///< false: screen every feasible plan (exhaustive)
   int extra_full = 3;     ///< full simulations beyond top_k, against screening error
   std::function<void(const Progress&)> progress;
+  Distribution distribution;  ///< screening split over processes (the finalists are simulated by each)
 };
 
 /// @brief A plan that was simulated whole, with its reduced-layer estimate.
@@ -58,6 +69,7 @@ struct SearchResult {
   std::size_t screened = 0;             ///< evaluated: reduced-layer simulations, extrapolated
   std::size_t simulated_full = 0;       ///< whole-model simulations (the final ranking)
   std::vector<Refusal> refusals;        ///< one per reason seen, in Infeasibility order
+  int processes = 1;                    ///< options.distribution.size
   double max_screen_error = 0;          ///< max |estimate - full| / full over the fully simulated plans
   double seconds = 0;
   int threads = 1;
@@ -77,7 +89,7 @@ struct SearchResult {
 /// without overlap are kept while they can still beat the best such estimate: they give the
 /// baseline); 5. simulate the best top_k + extra_full estimates and the three best
 /// non-overlapping ones whole and rank them by the full simulation. Deterministic: the same
-/// result, counts included, for any thread count.
+/// result, counts included, for any thread count and any options.distribution.size (timings aside).
 SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost,
                     const SearchSpace& space, const SearchOptions& options = {});
 

@@ -1,19 +1,25 @@
 #include "tuner/whatif.hpp"
 
-#include "sim/prediction_range.hpp"
-
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
 #include "hardware/cost_model.hpp"
+#include "sim/prediction_range.hpp"
 #include "common/table.hpp"
 #include "tuner/report.hpp"
 
@@ -65,34 +71,39 @@ SweepAxis parse_sweep(const std::string& arg) {
 
 namespace {
 
-double positive_number(const std::string& key, const std::string& v) {
+namespace lim = common::limits;
+
+/// A finite number in (0, hi]; strtod accepts "inf", "nan" and "1e999", which are refused here.
+double positive_number(const std::string& key, const std::string& v, double hi) {
   char* end = nullptr;
+  errno = 0;
   const double x = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || !(x > 0)) throw common::ConfigError("--sweep", key, fmt::format("expected a positive number, got '{}'", v));
+  if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || !(x > 0) || !(x <= hi))
+    throw common::ConfigError("--sweep", key, fmt::format("expected a positive number up to {}, got '{}'", hi, v));
   return x;
 }
 
-int positive_int(const std::string& key, const std::string& v) {
-  const double x = positive_number(key, v);
-  if (x != static_cast<double>(static_cast<int>(x))) throw common::ConfigError("--sweep", key, fmt::format("expected a positive integer, got '{}'", v));
-  return static_cast<int>(x);
+int positive_int(const std::string& key, const std::string& v, std::int64_t hi) {
+  const double x = positive_number(key, v, static_cast<double>(hi));
+  if (x != std::floor(x)) throw common::ConfigError("--sweep", key, fmt::format("expected a positive integer up to {}, got '{}'", hi, v));
+  return static_cast<int>(x);  // in (0, hi] and integral: the conversion is exact
 }
 
 }  // namespace
 
 void apply_setting(hardware::ClusterSpec& c, SearchSpace& s, const std::string& key, const std::string& v) {
-  if (key == "nvlink_gb_per_s") c.node.nvlink_bytes_per_s = positive_number(key, v) * 1e9;
-  else if (key == "nic_gbit_per_s") c.network.nic_bytes_per_s = positive_number(key, v) * 1e9 / 8.0;
-  else if (key == "nics_per_node") c.network.nics_per_node = positive_int(key, v);
-  else if (key == "latency_us") c.network.latency = Duration::from_us(positive_number(key, v));
-  else if (key == "nodes") c.nodes = positive_int(key, v);
-  else if (key == "hbm_gb") c.gpu.hbm_capacity_bytes = positive_number(key, v) * 1e9;
-  else if (key == "seq_len") s.seq_len = positive_int(key, v);
-  else if (key == "global_batch") s.global_batch = positive_int(key, v);
+  if (key == "nvlink_gb_per_s") c.node.nvlink_bytes_per_s = positive_number(key, v, lim::kMaxGbPerS) * 1e9;
+  else if (key == "nic_gbit_per_s") c.network.nic_bytes_per_s = positive_number(key, v, lim::kMaxGbPerS) * 1e9 / 8.0;
+  else if (key == "nics_per_node") c.network.nics_per_node = positive_int(key, v, lim::kMaxNicsPerNode);
+  else if (key == "latency_us") c.network.latency = Duration::from_us(positive_number(key, v, lim::kMaxMicroseconds));
+  else if (key == "nodes") hardware::set_nodes(c, positive_int(key, v, lim::kMaxNodes), "--sweep nodes=" + v);
+  else if (key == "hbm_gb") c.gpu.hbm_capacity_bytes = positive_number(key, v, lim::kMaxHbmGb) * 1e9;
+  else if (key == "seq_len") s.seq_len = positive_int(key, v, lim::kMaxSeqLen);
+  else if (key == "global_batch") s.global_batch = positive_int(key, v, lim::kMaxGlobalBatch);
   else if (key == "cluster") {
     const int nodes = c.nodes;
     c = hardware::load_cluster(v);
-    c.nodes = nodes;
+    hardware::set_nodes(c, nodes, "--sweep cluster=" + v);
   } else throw common::ConfigError("--sweep", key, "unknown key");
 }
 
@@ -232,28 +243,57 @@ nlohmann::json whatif_json(const std::vector<WhatIfPoint>& points) {
 
 namespace {
 
-/// `s` as a gnuplot single-quoted string: nothing inside is interpreted except '' for a quote.
+/// Text gnuplot shows as-is: control characters (tabs and newlines would split the data file's
+/// columns and rows) become spaces; in a data column a double quote would start a quoted field,
+/// so it becomes two single quotes there.
+std::string printable(const std::string& s, bool data_column) {
+  std::string out;
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += ' ';
+    else if (c == '"' && data_column) out += "''";
+    else out += c;
+  }
+  return out;
+}
+
+/// Runs `argv` without a shell (posix_spawn), stdout to /dev/null and stderr to `err_path`;
+/// returns the exit status (-1 when it could not start or ended by a signal).
+int run_program(const std::vector<std::string>& argv, const std::string& err_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// `s` as a gnuplot single-quoted string: gnuplot interprets nothing inside one (no backquote
+/// command substitution, no macros, no escapes) except '' for a quote; control characters, which
+/// could end the line and the string with it, become spaces (printable).
 std::string gp_quote(const std::string& s) {
   std::string o = "'";
-  for (char c : s) {
-    if (c == '\n' || c == '\r') continue;
+  for (char c : printable(s, false)) {
     o += c;
     if (c == '\'') o += '\'';
   }
   return o + "'";
 }
 
-/// `s` as one POSIX shell word.
-std::string sh_quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
+/// A finite number as strtod reads it (not "inf", "nan" or "nan(...)"), so that x can be placed by value.
 bool is_number(const std::string& s) {
   char* end = nullptr;
-  std::strtod(s.c_str(), &end);
-  return !s.empty() && end && *end == '\0';
+  const double v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == '\0' && std::isfinite(v);
 }
 
 }  // namespace
@@ -274,8 +314,9 @@ WhatIfChart whatif_chart(const std::vector<WhatIfPoint>& points, const std::stri
     if (std::find(xs.begin(), xs.end(), v) == xs.end()) xs.push_back(v);
     numeric &= is_number(v);
   }
+  // numeric x is written as the number strtod read (never the user's text), categorical x as its tick index
   auto x_of = [&](const std::string& v) {
-    return numeric ? v : std::to_string(std::find(xs.begin(), xs.end(), v) - xs.begin());
+    return numeric ? fmt::format("{}", std::strtod(v.c_str(), nullptr)) : std::to_string(std::find(xs.begin(), xs.end(), v) - xs.begin());
   };
   // one series per combination of the other keys' values, in sweep order
   for (const auto& p : points) {
@@ -287,7 +328,7 @@ WhatIfChart whatif_chart(const std::vector<WhatIfPoint>& points, const std::stri
   auto tps = [](const RankedPlan* p) { return p ? fmt::format("{:.6g}", p->report.tokens_per_s / 1e3) : std::string("NaN"); };
   for (std::size_t si = 0; si < c.series.size(); ++si) {
     if (si) c.data += "\n\n";
-    c.data += fmt::format("# series {}: {}\n", si, c.series[si].empty() ? key : c.series[si]);
+    c.data += fmt::format("# series {}: {}\n", si, printable(c.series[si].empty() ? key : c.series[si], false));
     for (const auto& p : points) {
       std::string label;
       for (std::size_t k = 1; k < p.settings.size(); ++k) label += (label.empty() ? "" : " ") + p.settings[k].first + "=" + p.settings[k].second;
@@ -354,28 +395,40 @@ void plot_whatif(const std::vector<WhatIfPoint>& points, const std::string& titl
   if (ext == ".png") terminal = "pngcairo size 1100,620 noenhanced font 'Sans,11'";
   else if (ext == ".svg") terminal = "svg size 1100,620 noenhanced font 'Sans,11' background rgb 'white'";
   else throw common::ConfigError("--plot", "", fmt::format("'{}': expected a file name ending in .png or .svg", path));
-  const fs::path dir = fs::temp_directory_path() / fmt::format("slicetune-plot-{}", ::getpid());
-  fs::create_directories(dir);
-  const std::string dat = (dir / "whatif.dat").string(), gp = (dir / "whatif.gp").string();
-  const std::string tmp_out = path + fmt::format(".tmp.{}{}", ::getpid(), ext);
-  const WhatIfChart chart = whatif_chart(points, title, tmp_out, dat);
-  std::ofstream(dat) << chart.data;
-  std::ofstream(gp) << "set terminal " << terminal << "\n" << chart.script;
-  // gnuplot reads the script file; the only strings on this command line are its path and temporary paths
-  const std::string cmd = fmt::format("{} {} 2>{}", sh_quote(SLICETUNE_GNUPLOT), sh_quote(gp), sh_quote((dir / "err.txt").string()));
-  const int rc = std::system(cmd.c_str());
+  bool any = false;
+  for (const auto& p : points) any |= p.result.baseline.has_value() || !p.result.top.empty();
+  if (!points.empty() && !any)
+    throw common::ConfigError("--plot", "", fmt::format("nothing to draw in {}: no point of the sweep has a feasible plan", path));
+
+  // a private folder (mkdtemp: mode 0700, unpredictable name) for the script, data, output and errors;
+  // the user's path never reaches gnuplot: the chart is drawn there and copied to `path` atomically
+  std::string dir_template = (fs::temp_directory_path() / "slicetune-plot-XXXXXX").string();
+  if (!::mkdtemp(dir_template.data())) throw common::ConfigError("--plot", "", fmt::format("cannot create a temporary folder: {}", std::strerror(errno)));
+  const fs::path dir = dir_template;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  const std::string dat = (dir / "whatif.dat").string(), gp = (dir / "whatif.gp").string(), out = (dir / ("chart" + ext)).string(),
+                    err_path = (dir / "err.txt").string();
+  const WhatIfChart chart = whatif_chart(points, title, out, dat);
+  std::ofstream(dat, std::ios::binary) << chart.data;
+  std::ofstream(gp, std::ios::binary) << "set terminal " << terminal << "\n" << chart.script;
+  // no shell: gnuplot is started directly with the script's path; user strings are in the script only
+  // inside gnuplot single quotes (gp_quote)
+  const int rc = run_program({SLICETUNE_GNUPLOT, gp}, err_path);
   std::string err;
   {
-    std::ifstream e(dir / "err.txt");
+    std::ifstream e(err_path);
     std::getline(e, err, '\0');
   }
-  fs::remove_all(dir);
-  if (rc != 0 || !fs::exists(tmp_out) || fs::file_size(tmp_out) == 0) {
-    std::error_code ec;
-    fs::remove(tmp_out, ec);
-    throw common::ConfigError("--plot", "", fmt::format("gnuplot failed drawing {}: {}", path, err));
-  }
-  fs::rename(tmp_out, path);
+  std::error_code ec;
+  if (rc != 0 || !fs::is_regular_file(out, ec) || fs::file_size(out, ec) == 0)
+    throw common::ConfigError("--plot", "", fmt::format("gnuplot failed drawing {} (exit {}): {}", path, rc, printable(err, false)));
+  common::write_file_atomically(path, common::read_text_file(out));
 #endif
 }
 

@@ -161,8 +161,8 @@ AccuracySection gemm_section(const std::string& dir) {
     const std::string& dt = csv.cell(row, "dtype");
     common::DType dtype;
     if (!common::parse_dtype(dt, dtype)) throw ConfigError(csv.path, "dtype", fmt::format("'{}' is not a dtype", dt));
-    const auto m = static_cast<std::int64_t>(csv_number(csv, row, "m")), n = static_cast<std::int64_t>(csv_number(csv, row, "n")),
-               k = static_cast<std::int64_t>(csv_number(csv, row, "k"));
+    const auto m = csv_int64(csv, row, "m"), n = csv_int64(csv, row, "n"),
+               k = csv_int64(csv, row, "k");
     const std::string note = csv.cell(row, "note");
     if (m == 0) {
       // the best shape a search found: gemm_efficiency[dtype] is this figure / peak

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <regex>
 #include <sstream>
 
@@ -53,11 +54,28 @@ double csv_number(const Csv& csv, const std::vector<std::string>& row, const std
   try {
     std::size_t used = 0;
     const double v = std::stod(c, &used);
-    if (used == 0) throw std::invalid_argument(c);
+    if (used == 0 || !std::isfinite(v)) throw std::invalid_argument(c);
     return v;
   } catch (const std::exception&) {
-    throw ConfigError(csv.path, col, fmt::format("'{}' is not a number", c));
+    throw ConfigError(csv.path, col, fmt::format("'{}' is not a finite number", c));
   }
+}
+
+namespace {
+std::int64_t csv_whole(const Csv& csv, const std::vector<std::string>& row, const std::string& col, double hi) {
+  const double v = csv_number(csv, row, col);
+  if (!(v >= 0 && v <= hi && v == std::floor(v)))
+    throw ConfigError(csv.path, col, fmt::format("expected a whole number in [0, {}], got '{}'", hi, csv.cell(row, col)));
+  return static_cast<std::int64_t>(v);
+}
+}  // namespace
+
+int csv_int(const Csv& csv, const std::vector<std::string>& row, const std::string& col) {
+  return static_cast<int>(csv_whole(csv, row, col, 2147483647.0));
+}
+
+std::int64_t csv_int64(const Csv& csv, const std::vector<std::string>& row, const std::string& col) {
+  return csv_whole(csv, row, col, 9007199254740992.0);
 }
 
 std::vector<NcclMeasurement> read_nccl_measurements(const std::string& dir) {
@@ -70,8 +88,8 @@ std::vector<NcclMeasurement> read_nccl_measurements(const std::string& dir) {
       NcclMeasurement m;
       m.set = NcclSet::nvls_one_node;
       m.cluster = csv.cell(row, "system");
-      m.gpus = static_cast<int>(csv_number(csv, row, "gpus"));
-      m.bytes = static_cast<std::int64_t>(csv_number(csv, row, "bytes"));
+      m.gpus = csv_int(csv, row, "gpus");
+      m.bytes = csv_int64(csv, row, "bytes");
       m.busbw_GBps = csv_number(csv, row, "busbw_GBps");
       const bool ring = csv.cell(row, "algo") == "ring";
       if (ring) m.forced = hardware::CollectiveAlgo::ring;  // measured with NCCL_ALGO=Ring
@@ -87,12 +105,12 @@ std::vector<NcclMeasurement> read_nccl_measurements(const std::string& dir) {
       if (csv.cell(row, "gpu") != "H100-SXM") continue;                        // B200: a shape reference
       if (csv.cell(row, "busbw_GBps").empty() || csv.cell(row, "time_us").empty()) continue;  // README summary
       NcclMeasurement m;
-      m.bytes = static_cast<std::int64_t>(csv_number(csv, row, "msg_bytes"));
+      m.bytes = csv_int64(csv, row, "msg_bytes");
       m.busbw_GBps = csv_number(csv, row, "busbw_GBps");
       if (m.busbw_GBps <= 0) continue;  // the small-message latency floors (busbw 0)
       m.cluster = "dgx-h100";
-      m.nodes = static_cast<int>(csv_number(csv, row, "nodes"));
-      m.gpus = static_cast<int>(csv_number(csv, row, "gpus"));
+      m.nodes = csv_int(csv, row, "nodes");
+      m.gpus = csv_int(csv, row, "gpus");
       const std::string coll = csv.cell(row, "collective"), algo = csv.cell(row, "algo");
       if (coll == "all_reduce") m.kind = CollectiveKind::all_reduce;
       else if (coll == "all_gather") m.kind = CollectiveKind::all_gather;
@@ -123,13 +141,19 @@ NcclScaling read_rs_node_scaling(const std::string& dir) {
   std::smatch m;
   if (!std::regex_search(text, m, line)) throw ConfigError(path, "row 11", "line 'Reduce-scatter busbw ... N/N/.. nodes -> ~N/N/.. GB/s' not found");
   NcclScaling s;
-  auto numbers = [](const std::string& t) {
+  auto numbers = [&path](const std::string& t) {
     std::vector<double> v;
     std::stringstream ss(t);
-    for (std::string x; std::getline(ss, x, '/');) v.push_back(std::stod(x));
+    for (std::string x; std::getline(ss, x, '/');) {
+      if (x.empty()) throw ConfigError(path, "row 11", fmt::format("'{}': expected numbers separated by /", t));
+      v.push_back(std::stod(x));  // [0-9]+ (the regex): a finite number
+    }
     return v;
   };
-  for (double n : numbers(m[1])) s.nodes.push_back(static_cast<int>(n));
+  for (double n : numbers(m[1])) {
+    if (!(n >= 1 && n <= 131072)) throw ConfigError(path, "row 11", fmt::format("{} nodes: expected a node count in [1, 131072]", n));
+    s.nodes.push_back(static_cast<int>(n));
+  }
   s.busbw_GBps = numbers(m[2]);
   if (s.nodes.size() != s.busbw_GBps.size() || s.nodes.size() < 2)
     throw ConfigError(path, "row 11", fmt::format("{} node counts but {} bandwidths", s.nodes.size(), s.busbw_GBps.size()));

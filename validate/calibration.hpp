@@ -1,4 +1,4 @@
-// defines: validate::Csv, read_csv, csv_number (the calibration files' CSV reader), NcclMeasurement,
+// defines: validate::Csv, read_csv, csv_number, csv_int, csv_int64 (the calibration files' CSV reader), NcclMeasurement,
 //          read_nccl_measurements (every nccl-tests row of data/calibration as one list), predict_nccl,
 //          NcclScaling, read_rs_node_scaling (nccl-notes.md row 11)
 #pragma once
@@ -22,8 +22,13 @@ struct Csv {
 };
 /// @brief Reads `path`; throws common::ConfigError if it cannot be read.
 Csv read_csv(const std::string& path);
-/// @brief The cell as a number; throws common::ConfigError naming the file and column.
+/// @brief The cell as a finite number; throws common::ConfigError naming the file and column.
 double csv_number(const Csv& csv, const std::vector<std::string>& row, const std::string& col);
+/// @brief The cell as a whole number in [0, 2^31 - 1] (counts, sizes in files that fit an int), checked
+/// before narrowing; throws common::ConfigError naming the file and column.
+int csv_int(const Csv& csv, const std::vector<std::string>& row, const std::string& col);
+/// @brief The cell as a whole number in [0, 2^53] (byte counts, GEMM sizes); throws common::ConfigError.
+std::int64_t csv_int64(const Csv& csv, const std::vector<std::string>& row, const std::string& col);
 
 /// @brief Which published set an nccl-tests row comes from (they are fitted and scored apart).
 enum class NcclSet : std::uint8_t {

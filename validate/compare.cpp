@@ -4,42 +4,69 @@
 
 #include <fmt/format.h>
 
+#include <climits>
+#include <cmath>
 #include <map>
 
 #include "common/config_reader.hpp"
+#include "common/limits.hpp"
+#include "common/strict_json.hpp"
 #include "common/table.hpp"
 #include "sim/report_json.hpp"
 
 namespace validate {
 
 MeasuredRun parse_run_json(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw common::ConfigError(source, "", fmt::format("not a `slicetune run --json` output: {}", e.what()));
-  }
-  auto need = [&](const char* key) -> const nlohmann::json& {
-    if (!j.is_object() || !j.contains(key)) throw common::ConfigError(source, key, "missing (expected `slicetune run --json` output)");
-    return j.at(key);
+  const nlohmann::json j = common::parse_json_strict(text, source, "a `slicetune run --json` output");
+  if (!j.is_object()) throw common::ConfigError(source, "", "expected a JSON object (`slicetune run --json` output)");
+  auto need = [&](const nlohmann::json& obj, const std::string& key, const std::string& path) -> const nlohmann::json& {
+    if (!obj.contains(key)) throw common::ConfigError(source, path, "missing (expected `slicetune run --json` output)");
+    return obj.at(key);
+  };
+  // a finite number in [lo, hi], naming the key
+  auto number = [&](const nlohmann::json& v, const std::string& path, double lo, double hi) {
+    if (!v.is_number()) throw common::ConfigError(source, path, fmt::format("expected a number, got {}", v.type_name()));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi) throw common::ConfigError(source, path, fmt::format("expected a number in [{}, {}], got {}", lo, hi, x));
+    return x;
   };
   MeasuredRun m;
-  try {
-    m.step_time_ms = need("step_time_ms").get<double>();
-    m.ranks = need("ranks").get<int>();
-    for (const auto& row : need("tasks")) {
-      m.task_names.push_back(row.at("name").get<std::string>());
-      m.task_median_us.push_back(row.at("median_us").get<double>());
-      sim::TaskTiming c;
-      if (row.contains("start_us")) {
-        // the executor's clock is in integer ns; start_us / end_us are those ns / 1e3
-        c.start = common::Duration::from_ns(static_cast<double>(static_cast<std::int64_t>(row.at("start_us").get<double>() * 1e3)));
-        c.end = common::Duration::from_ns(static_cast<double>(static_cast<std::int64_t>(row.at("end_us").get<double>() * 1e3)));
-      }
-      m.timeline.push_back(c);
+  m.step_time_ms = number(need(j, "step_time_ms", "step_time_ms"), "step_time_ms", 0, 1e12);
+  if (!(m.step_time_ms > 0)) throw common::ConfigError(source, "step_time_ms", "expected a positive step time, got 0");
+  const auto& ranks = need(j, "ranks", "ranks");
+  if (!ranks.is_number_integer()) throw common::ConfigError(source, "ranks", fmt::format("expected an integer, got {}", ranks.type_name()));
+  // read 64 bits wide, range-checked before narrowing
+  const std::int64_t nranks = ranks.is_number_unsigned() && ranks.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)
+                                  ? INT64_MAX
+                                  : ranks.get<std::int64_t>();
+  if (nranks < 1 || nranks > common::limits::kMaxGpus)
+    throw common::ConfigError(source, "ranks", fmt::format("expected an integer in [1, {}], got {}", common::limits::kMaxGpus, ranks.dump()));
+  m.ranks = static_cast<int>(nranks);
+  const auto& tasks = need(j, "tasks", "tasks");
+  if (!tasks.is_array()) throw common::ConfigError(source, "tasks", fmt::format("expected a list of tasks, got {}", tasks.type_name()));
+  if (tasks.size() > static_cast<std::size_t>(common::limits::kMaxTasks))
+    throw common::ConfigError(source, "tasks", fmt::format("{} tasks, more than the {} of any plan", tasks.size(), common::limits::kMaxTasks));
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& row = tasks[i];
+    const std::string at = fmt::format("tasks[{}]", i);
+    if (!row.is_object()) throw common::ConfigError(source, at, fmt::format("expected an object, got {}", row.type_name()));
+    const auto& name = need(row, "name", at + ".name");
+    if (!name.is_string()) throw common::ConfigError(source, at + ".name", fmt::format("expected a string, got {}", name.type_name()));
+    m.task_names.push_back(name.get<std::string>());
+    // -1: the task did not run in the measured steps; else microseconds
+    const double median = number(need(row, "median_us", at + ".median_us"), at + ".median_us", -1, 1e15);
+    if (median < 0 && median != -1) throw common::ConfigError(source, at + ".median_us", fmt::format("expected microseconds >= 0 or -1, got {}", median));
+    m.task_median_us.push_back(median);
+    sim::TaskTiming c;
+    if (row.contains("start_us")) {
+      // the executor's clock is in integer ns; start_us / end_us are those ns / 1e3 (bounded: the
+      // conversion to integer picoseconds is exact and in range)
+      const double start = number(row.at("start_us"), at + ".start_us", 0, 1e12);
+      const double end = number(need(row, "end_us", at + ".end_us"), at + ".end_us", start, 1e12);
+      c.start = common::Duration::from_ns(static_cast<double>(static_cast<std::int64_t>(start * 1e3)));
+      c.end = common::Duration::from_ns(static_cast<double>(static_cast<std::int64_t>(end * 1e3)));
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw common::ConfigError(source, "tasks", fmt::format("malformed: {}", e.what()));
+    m.timeline.push_back(c);
   }
   return m;
 }

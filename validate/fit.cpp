@@ -177,8 +177,8 @@ std::vector<GemmRow> square_gemms(const std::string& dir, bool bf16_only) {
   for (const auto& row : csv.rows) {
     common::DType dt;
     if (!common::parse_dtype(csv.cell(row, "dtype"), dt)) throw common::ConfigError(csv.path, "dtype", "not a dtype");
-    const auto m = static_cast<std::int64_t>(csv_number(csv, row, "m")), n = static_cast<std::int64_t>(csv_number(csv, row, "n")),
-               k = static_cast<std::int64_t>(csv_number(csv, row, "k"));
+    const auto m = csv_int64(csv, row, "m"), n = csv_int64(csv, row, "n"),
+               k = csv_int64(csv, row, "k");
     if (!(m == n && n == k && m >= 2048)) continue;
     if (bf16_only && dt != common::DType::bf16) continue;
     out.push_back({hardware::GemmOp{.m = m, .n = n, .k = k, .dtype = dt}, csv_number(csv, row, "tflops")});

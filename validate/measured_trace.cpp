@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/config_reader.hpp"
+#include "common/strict_json.hpp"
 #include "common/table.hpp"
 #include "hardware/collective_model.hpp"
 #include "sim/strategy.hpp"
@@ -50,7 +51,7 @@ std::optional<std::string> nccl_algo(const std::string& name) {
 MeasuredTrace parse_kineto_trace(const std::string& text, const std::string& source, int device) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = common::parse_json_strict(text, source, "a Chrome trace JSON");  // duplicate keys, deep nesting refused
   } catch (const nlohmann::json::exception& e) {
     throw common::ConfigError(source, "", fmt::format("not a Chrome trace JSON: {}", e.what()));
   }

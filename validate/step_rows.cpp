@@ -84,16 +84,16 @@ std::vector<A100Row> read_a100_rows(const std::string& dir) {
   std::vector<A100Row> out;
   for (const auto& row : csv.rows) {
     A100Row r;
-    r.gpus = static_cast<int>(csv_number(csv, row, "gpus"));
-    r.global_batch = static_cast<int>(csv_number(csv, row, "global_batch"));
-    r.micro_batch = static_cast<int>(csv_number(csv, row, "micro_batch"));
-    r.heads = static_cast<int>(csv_number(csv, row, "heads"));
-    r.layers = static_cast<int>(csv_number(csv, row, "layers"));
-    r.tp = static_cast<int>(csv_number(csv, row, "tp"));
-    r.dp = static_cast<int>(csv_number(csv, row, "dp"));
-    r.pp = static_cast<int>(csv_number(csv, row, "pp"));
-    r.hidden = static_cast<std::int64_t>(csv_number(csv, row, "hidden"));
-    r.seq_len = static_cast<std::int64_t>(csv_number(csv, row, "seq_len"));
+    r.gpus = csv_int(csv, row, "gpus");
+    r.global_batch = csv_int(csv, row, "global_batch");
+    r.micro_batch = csv_int(csv, row, "micro_batch");
+    r.heads = csv_int(csv, row, "heads");
+    r.layers = csv_int(csv, row, "layers");
+    r.tp = csv_int(csv, row, "tp");
+    r.dp = csv_int(csv, row, "dp");
+    r.pp = csv_int(csv, row, "pp");
+    r.hidden = csv_int64(csv, row, "hidden");
+    r.seq_len = csv_int64(csv, row, "seq_len");
     r.measured_ms = csv_number(csv, row, "iter_ms");
     r.label = fmt::format("{} GPUs h{} L{} gb{} mb{} tp{} dp{} pp{}", r.gpus, r.hidden, r.layers, r.global_batch, r.micro_batch, r.tp, r.dp, r.pp);
     out.push_back(r);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -35,7 +36,8 @@ using sim::Phase;
 class StreamThread {
  public:
   using Work = std::function<void()>;
-  StreamThread() : thread_([this] { loop(); }) {}
+  /// `on_error` is called (on this thread) with the first error a work item raises.
+  explicit StreamThread(std::function<void(std::exception_ptr)> on_error) : on_error_(std::move(on_error)), thread_([this] { loop(); }) {}
   ~StreamThread() {
     {
       std::lock_guard lock(mu_);
@@ -71,8 +73,13 @@ class StreamThread {
       try {
         w();
       } catch (...) {
-        std::lock_guard lock(mu_);
-        if (!error_) error_ = std::current_exception();
+        bool first = false;
+        {
+          std::lock_guard lock(mu_);
+          first = !error_;
+          if (first) error_ = std::current_exception();
+        }
+        if (first && on_error_) on_error_(std::current_exception());
       }
     }
   }
@@ -81,6 +88,7 @@ class StreamThread {
   std::deque<Work> queue_;
   bool stop_ = false;
   std::exception_ptr error_;
+  std::function<void(std::exception_ptr)> on_error_;
   std::thread thread_;  // last: starts after the members above exist
 };
 
@@ -114,6 +122,7 @@ class CpuBackend final : public Backend {
   }
   ~CpuBackend() override {
     streams_.clear();
+    if (faulted_.load()) return;  // the job is being aborted: free nothing a stuck peer might hold
     for (auto& c : owned_comms_) MPI_Comm_free(&c);
     MPI_Op_free(&stats_op_);
     MPI_Type_free(&stats_type_);
@@ -131,6 +140,7 @@ class CpuBackend final : public Backend {
   void prepare(const sim::StepGraph& g, const TrainingOptions& t) override {
     if (g.plan.dtype != common::DType::fp32)
       throw common::ConfigError("--dtype", "", fmt::format("the cpu backend runs fp32 only, got {}", common::to_string(g.plan.dtype)));
+    check_memory(g);
     g_ = &g;
     t_ = t;
     data_.resize(g.tensors.size());
@@ -177,7 +187,8 @@ class CpuBackend final : public Backend {
     streams_.resize(g.streams.size());
     last_comm_.assign(g.streams.size(), -1);
     for (std::size_t s = 0; s < g.streams.size(); ++s)
-      if (g.streams[s].kind == sim::StreamKind::comm) streams_[s] = std::make_unique<StreamThread>();
+      if (g.streams[s].kind == sim::StreamKind::comm)
+        streams_[s] = std::make_unique<StreamThread>([this](std::exception_ptr e) { fault(e); });
     for (const auto& grp : g.groups) {
       if (grp.name == "tp") group_comm_.push_back(tp_comm_);
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
@@ -287,8 +298,32 @@ class CpuBackend final : public Backend {
   void wait_for(std::span<const std::uint32_t> waits) {
     for (auto w : waits) {
       std::uint32_t v;
-      while ((v = done_[w].load(std::memory_order_acquire)) != epoch_) done_[w].wait(v, std::memory_order_acquire);
+      while ((v = done_[w].load(std::memory_order_acquire)) != epoch_) {
+        if (v == kFaulted) rethrow_fault();
+        done_[w].wait(v, std::memory_order_acquire);
+      }
     }
+  }
+  /// A stream failed (an exchange timed out, an MPI call failed): remember the first error and wake
+  /// every waiter, on any thread, by writing kFaulted into every completion flag (a waiter either
+  /// sees it before it sleeps or is woken by the notify), so the whole rank stops promptly.
+  void fault(std::exception_ptr e) {
+    {
+      std::lock_guard lock(fault_mu_);
+      if (!fault_) fault_ = e;
+    }
+    faulted_.store(true);
+    for (std::size_t i = 0; i < g_->size(); ++i) {
+      done_[i].store(kFaulted, std::memory_order_release);
+      done_[i].notify_all();
+    }
+  }
+  [[noreturn]] void rethrow_fault() {
+    std::lock_guard lock(fault_mu_);
+    std::rethrow_exception(fault_);
+  }
+  void check_fault() {
+    if (faulted_.load()) rethrow_fault();
   }
   void mark_done(std::uint32_t t) {
     done_[t].store(epoch_, std::memory_order_release);
@@ -346,10 +381,55 @@ class CpuBackend final : public Backend {
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(id), static_cast<int>(data_[id].size()), MPI_FLOAT, MPI_SUM, comm, &requests.back()));
       }
     }
-    cpu::wait_polling(static_cast<int>(requests.size()), requests.data());  // sleeps between polls (see there)
+    // sleeps between polls (see there); the watchdog names the ranks of the communicator
+    const cpu::Watchdog watchdog{
+        .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)),
+        .describe = [&] {
+          return fmt::format("{} {} '{}' waiting on {}", g_->groups[*task.group].name, hardware::to_string(c.kind), g_->task_name(t),
+                             cpu::peers_of(comm));
+        },
+        .check = [this] { check_fault(); }};
+    cpu::wait_polling(static_cast<int>(requests.size()), requests.data(), watchdog);
   }
 
   void run_compute(std::uint32_t t);
+
+  /// Refuses, before allocating anything, a plan whose tensors (fp32: every activation, gradient,
+  /// weight and weight gradient of the graph, plus AdamW's m and v per weight) do not fit this
+  /// node's available memory (MemAvailable of /proc/meminfo) shared by the node's ranks. Every rank
+  /// decides together (an MPI_Allreduce), so all refuse alike and the error prints once.
+  void check_memory(const sim::StepGraph& g) {
+    double need = 0;
+    for (const auto& ti : g.tensors) {
+      const double bytes = static_cast<double>(ti.rows) * static_cast<double>(ti.cols) * 4.0;
+      need += ti.role == sim::TensorRole::weight ? 3 * bytes : bytes;  // weight + Adam m and v
+    }
+    MPI_Comm local;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    int local_ranks = 1;
+    MPI_CHECK(MPI_Comm_size(local, &local_ranks));
+    MPI_Comm_free(&local);
+    const double available = available_memory_bytes();
+    int fits = need * local_ranks <= 0.9 * available ? 1 : 0;  // 10 % for MPI, OpenBLAS and the rest of the process
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!fits)
+      throw common::ConfigError(
+          "--model", "",
+          fmt::format("{} with this plan needs {:.1f} GB per rank on the cpu backend (fp32 tensors, gradients and AdamW state), "
+                      "{:.1f} GB for the {} rank{} on this node, but it has {:.1f} GB available (MemAvailable; the limit is 90 % of it); "
+                      "use a smaller model, shorter sequences, a larger tp or fewer ranks per node",
+                      g.model.name, need / 1e9, need * local_ranks / 1e9, local_ranks, local_ranks > 1 ? "s" : "", available / 1e9));
+  }
+  static double available_memory_bytes() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 1e300;  // not Linux: nothing to check against
+    char line[256];
+    double kb = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+    return kb >= 0 ? kb * 1024.0 : 1e300;
+  }
 
   BackendOptions o_;
   int tp_rank_ = 0;
@@ -369,6 +449,14 @@ class CpuBackend final : public Backend {
     std::vector<Segment> segments;
   };
   void run_bucket_collective(std::uint32_t t, MPI_Comm comm);
+  /// The watchdog of task `t`'s exchange on `comm` (`what`: the collective), naming its ranks.
+  cpu::Watchdog watchdog_for(std::uint32_t t, MPI_Comm comm, std::string what) {
+    return {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)),
+            .describe = [this, t, comm, what] {
+              return fmt::format("{} {} '{}' waiting on {}", g_->groups[*g_->tasks[t].group].name, what, g_->task_name(t), cpu::peers_of(comm));
+            },
+            .check = [this] { check_fault(); }};
+  }
   std::vector<Param> params_;
   int opt_step_ = 0;
   std::vector<sim::TensorId> zero_each_micro_batch_;
@@ -391,6 +479,10 @@ class CpuBackend final : public Backend {
   int dp_rank_ = 0;
   MPI_Datatype stats_type_ = MPI_DATATYPE_NULL;
   MPI_Op stats_op_ = MPI_OP_NULL;
+  static constexpr std::uint32_t kFaulted = ~std::uint32_t{0};  // completion flag of a faulted rank (epochs never reach it)
+  std::mutex fault_mu_;
+  std::exception_ptr fault_;
+  std::atomic<bool> faulted_{false};
   std::vector<std::unique_ptr<StreamThread>> streams_;  // per graph stream: a thread for each comm stream
 };
 
@@ -413,14 +505,14 @@ void CpuBackend::run_bucket_collective(std::uint32_t t, MPI_Comm comm) {
     }
     std::vector<float> mine(static_cast<std::size_t>(b.shard));
     MPI_CHECK(MPI_Ireduce_scatter_block(packed.data(), mine.data(), static_cast<int>(b.shard), MPI_FLOAT, MPI_SUM, comm, &req));
-    cpu::wait_polling(1, &req);
+    cpu::wait_polling(1, &req, watchdog_for(t, comm, "ZeRO bucket reduce_scatter"));
     float* shard = f(g.outputs(t)[0]);
     for (std::int64_t e = 0; e < b.shard; ++e) shard[e] += mine[static_cast<std::size_t>(e)];
     return;
   }
   MPI_CHECK(MPI_Iallgather(f(g.inputs(t)[0]), static_cast<int>(b.shard), MPI_FLOAT, packed.data(), static_cast<int>(b.shard), MPI_FLOAT,
                            comm, &req));
-  cpu::wait_polling(1, &req);
+  cpu::wait_polling(1, &req, watchdog_for(t, comm, "ZeRO bucket all_gather"));
   for (std::size_t i = 0; i < b.tensors.size(); ++i) {
     auto& d = data_[b.tensors[i]];
     std::copy_n(packed.begin() + b.offsets[i], d.size(), d.begin());

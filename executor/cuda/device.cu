@@ -4,8 +4,10 @@
 // stream + cudaStreamWaitEvent on the consumer's, so the host never synchronises inside a
 // micro-batch. Ranks are bootstrapped through MPI: each TP / DP group's ncclUniqueId is broadcast
 // over an MPI sub-communicator, the way multi-node NCCL jobs are launched with mpirun / srun.
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "executor/cuda/adamw.cuh"
 #include "executor/cuda/attention.cuh"
@@ -141,6 +143,7 @@ class GpuDevice final : public Device {
   }
 
   ~GpuDevice() override {
+    if (faulted_) return;     // communicators aborted, kernels may be stuck: the job is being aborted
     cudaDeviceSynchronize();  // teardown only: every stream idle before freeing what they use
     for (auto c : owned_comms_) ncclCommDestroy(c);
     if (tp_comm_) ncclCommDestroy(tp_comm_);
@@ -331,7 +334,7 @@ class GpuDevice final : public Device {
   }
 
   std::vector<std::pair<std::int64_t, std::int64_t>> end_micro_batch() override {
-    for (auto s : streams_) CUDA_CHECK(cudaStreamSynchronize(s));
+    for (std::size_t i = 0; i < streams_.size(); ++i) drain(i);
     std::vector<std::pair<std::int64_t, std::int64_t>> timing(g_->size(), {-1, -1});
     for (std::size_t t = 0; t < g_->size(); ++t) {
       if (!issued_[t]) continue;
@@ -364,6 +367,65 @@ class GpuDevice final : public Device {
   }
 
  private:
+  /// Waits for stream `i` to drain, polling (cudaStreamQuery, sleeping 50 us between polls) so that
+  /// the watchdog can see a stream stuck on an NCCL collective whose peer stopped: after
+  /// o_.watchdog_s seconds, or on an asynchronous NCCL error, every communicator is aborted
+  /// (ncclCommAbort: the stuck kernels return) and the error names the ranks waited on.
+  void drain(std::size_t i) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t q = cudaStreamQuery(streams_[i]);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      std::vector<ncclComm_t> comms{tp_comm_, dp_comm_};
+      comms.insert(comms.end(), owned_comms_.begin(), owned_comms_.end());  // ZeRO's per-stream communicators
+      for (ncclComm_t c : comms) {
+        ncclResult_t async = ncclSuccess;
+        if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess) {
+          abort_comms();
+          throw std::runtime_error(cat("NCCL: asynchronous error on stream ", stream_name(i), ": ", ncclGetErrorString(async)));
+        }
+      }
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (o_.watchdog_s > 0 && waited > o_.watchdog_s) {
+        abort_comms();
+        throw std::runtime_error(cat("the ", stream_name(i), " stream made no progress for ", waited, " s waiting on ", peers(i),
+                                     " (watchdog, --watchdog-s; is that rank stopped, hung or dead?)"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void abort_comms() {
+    faulted_ = true;
+    if (tp_comm_) ncclCommAbort(tp_comm_);
+    if (dp_comm_) ncclCommAbort(dp_comm_);
+    for (ncclComm_t c : owned_comms_) ncclCommAbort(c);
+    tp_comm_ = dp_comm_ = nullptr;
+    owned_comms_.clear();
+    stream_comm_.clear();
+    group_comm_.assign(group_comm_.size(), nullptr);
+  }
+  std::string stream_name(std::size_t i) const { return g_->streams[i].name; }
+  /// The world ranks this rank's work on stream `i` waits on: the peers of the group its
+  /// collectives run on (the first collective task on the stream names it; compute: tp) - its TP
+  /// group (ranks g*tp .. g*tp + tp - 1), or its DP group (tp_rank + k*tp).
+  std::string peers(std::size_t i) const {
+    std::string group = "tp";
+    for (const auto& task : g_->tasks)
+      if (task.stream == i && task.group) {
+        group = g_->groups[*task.group].name;
+        break;
+      }
+    std::string out;
+    const bool dp = group == "dp";
+    const int n = dp ? o_.dp : o_.tp;
+    for (int k = 0; k < n; ++k) {
+      const int r = dp ? tp_rank_ + k * o_.tp : (o_.world_rank / o_.tp) * o_.tp + k;
+      if (r != o_.world_rank) out += cat(out.empty() ? "" : ", ", r);
+    }
+    return out.empty() ? "no other rank" : cat(out.find(',') == std::string::npos ? "rank " : "ranks ", out);
+  }
+
   ncclComm_t make_comm(int color, int key, int size) {
     MPI_Comm sub;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub));
@@ -414,6 +476,7 @@ class GpuDevice final : public Device {
   ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr, embd_comm_ = nullptr;
   std::map<std::pair<int, int>, ncclComm_t> pipe_comm_;  // (direction 0 fwd / 1 bwd, boundary) -> its two-rank communicator
   std::vector<ncclComm_t> group_comm_;  // indexed by sim::GroupId
+  bool faulted_ = false;                // the watchdog aborted the communicators
   std::map<std::pair<sim::GroupId, sim::StreamId>, ncclComm_t> stream_comm_;  // per (group, stream) issuing on it
   std::vector<ncclComm_t> owned_comms_;  // the extra ones among them
   std::map<sim::StreamId, char*> bucket_scratch_;  // ZeRO bucket buffers per communication stream

@@ -24,6 +24,10 @@ struct DeviceOptions {
   int tp = 1, dp = 1, pp = 1;
   bool pipeline_wraps = false;  ///< the interleaved schedule: the last stage also sends to the first
   int device = -1;     ///< CUDA ordinal; -1: node-local rank (MPI_COMM_TYPE_SHARED) modulo the device count
+  /// Watchdog: when a stream has not drained after this many seconds (an NCCL collective waiting on
+  /// a peer that stopped), the NCCL communicators are aborted and end_micro_batch throws
+  /// std::runtime_error naming the ranks of the stuck communicator; 0 disables.
+  double watchdog_s = 20;
 };
 
 struct AdamWOptions {

@@ -64,7 +64,9 @@ void check_same(const Dump& ref, const Dump& got) {
   REQUIRE(got.loss.size() == ref.loss.size());
   for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(std::abs(got.loss[s] - ref.loss[s]) / ref.loss[s] <= 1e-5);
   REQUIRE(got.grads.size() == ref.grads.size());
-  for (const auto& [name, g] : ref.grads) {
+  for (const auto& entry : ref.grads) {
+    const std::string& name = entry.first;  // not a structured binding: INFO captures it in a lambda
+    const auto& g = entry.second;
     REQUIRE(got.grads.count(name) == 1);
     REQUIRE(got.grads.at(name).size() == g.size());
     INFO("gradient " << name);
@@ -272,7 +274,7 @@ TEST_CASE("bad input: one-line errors naming the flag") {
   CHECK(slurp("executor_bad_tp.log").find("tp=4 does not divide the 2 MPI ranks") != std::string::npos);
   CHECK(launch(2, "run --model tiny --pp 4 --steps 1 --quiet", "executor_bad_pp.log") != 0);
   CHECK(slurp("executor_bad_pp.log").find("--pp: tp x pp = 1 x 4 does not divide the 2 MPI ranks") != std::string::npos);
-#ifndef SLICETUNE_HAVE_CUDA_BACKEND
+#ifndef SLICETUNE_CUDA_PLUGIN
   CHECK(launch(1, "run --backend cuda --model tiny --steps 1", "executor_bad_cuda.log") != 0);
   CHECK(slurp("executor_bad_cuda.log").find("built without the CUDA backend") != std::string::npos);
 #endif

@@ -59,7 +59,7 @@ std::string normalise(const std::string& out) {
   if (out.empty() || (out[0] != '{' && out[0] != '[')) return out;
   auto j = nlohmann::json::parse(out);
   if (j.is_object() && j.contains("search"))
-    for (const char* k : {"seconds", "plans_per_s", "screened_per_s", "threads"}) j["search"].erase(k);
+    for (const char* k : {"seconds", "plans_per_s", "screened_per_s", "threads", "processes"}) j["search"].erase(k);
   return j.dump(2) + "\n";
 }
 

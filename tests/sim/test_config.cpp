@@ -61,7 +61,7 @@ TEST_CASE("host.stacks: every stack's mechanisms, range-checked, named in errors
   CHECK(c.host.stack(hardware::Stack::cuda_graphs).attention == hardware::AttentionKernel::unfused_compiled);
   CHECK(c.host.kernel_efficiency_for(hardware::Stack::eager) == 1.0);  // retired: no cluster file sets it
   CHECK(error_of([&] { hardware::parse_cluster(replaced("gemm_efficiency: 1.0   # TE", "gemm_efficiency: 1.5   # TE"), "c.yaml"); }) ==
-        "c.yaml: host.stacks.megatron-core.gemm_efficiency: expected a fraction in (0, 1]");
+        "c.yaml: host.stacks.megatron-core.gemm_efficiency: expected a fraction in (0, 1], got 1.5");
   CHECK(error_of([&] { hardware::parse_cluster(replaced("fused: [gelu]", "fused: [gelu, softmax]"), "c.yaml"); }).find(
             "c.yaml: host.stacks.megatron-core.fused: 'softmax' is not an element-wise op") == 0);
   CHECK(error_of([&] { hardware::parse_cluster(replaced("    megatron-core:", "    megatron_core:"), "c.yaml"); }).find("megatron-core") !=
@@ -95,7 +95,7 @@ nccl: {call_overhead_us: 0, nvls_efficiency: 1, nvls_latency_us: 1}
 }
 
 TEST_CASE("wrong types and values name the key") {
-  CHECK(error_of([] { sim::parse_plan_input("tp: two\n", "p.yaml"); }) == "p.yaml: tp: expected an integer, got 'two'");
+  CHECK(error_of([] { sim::parse_plan_input("tp: two\n", "p.yaml"); }) == "p.yaml: tp: expected an integer (at most 19 digits), got 'two'");
   CHECK(error_of([] { sim::parse_plan_input("strategy: fast\n", "p.yaml"); }) ==
         "p.yaml: strategy: expected one of none | domino, got 'fast'");
 }
@@ -147,7 +147,7 @@ TEST_CASE("network.nic_efficiency is optional (NVIDIA's 0.94) and must be a frac
   without.erase(at, eol - at + 1);
   CHECK(hardware::parse_cluster(without, "c.yaml").network.nic_efficiency == doctest::Approx(0.94));
   text.replace(at, eol - at, "  nic_efficiency: 1.2");
-  CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: network.nic_efficiency: expected a fraction in (0, 1]");
+  CHECK(error_of([&] { hardware::parse_cluster(text, "c.yaml"); }) == "c.yaml: network.nic_efficiency: expected a fraction in (0, 1], got 1.2");
 }
 
 TEST_CASE("interference.sm_comm_slowdown and copy_engine_bandwidth are optional fractions, range-checked") {
@@ -162,7 +162,7 @@ TEST_CASE("interference.sm_comm_slowdown and copy_engine_bandwidth are optional 
   CHECK(error_of([&] { hardware::parse_cluster(with("sm_comm_slowdown", "1.0"), "c.yaml"); }) ==
         "c.yaml: interference.sm_comm_slowdown: expected a fraction in [0, 1)");
   CHECK(error_of([&] { hardware::parse_cluster(with("copy_engine_bandwidth", "0"), "c.yaml"); }) ==
-        "c.yaml: interference.copy_engine_bandwidth: expected a fraction in (0, 1]");
+        "c.yaml: interference.copy_engine_bandwidth: expected a fraction in (0, 1], got 0");
   CHECK(error_of([&] { hardware::parse_cluster(with("hbm_amplification", "-1"), "c.yaml"); }) ==
-        "c.yaml: interference.hbm_amplification: expected HBM bytes per wire byte in [0, 10]");
+        "c.yaml: interference.hbm_amplification: expected HBM bytes per wire byte in [0, 10], got -1");
 }

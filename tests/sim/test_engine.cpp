@@ -2,6 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "common/config_error.hpp"
 #include "fake_cost_model.hpp"
 #include "sim/engine.hpp"
 
@@ -313,4 +314,41 @@ TEST_CASE("a resource model added through EngineOptions sets the rates of what r
   sim::EngineOptions o;
   o.models.push_back([](const hardware::CostModel&) { return std::make_unique<HalfSpeedTransfers>(); });
   CHECK(us(sim::Engine(cost, o).simulate(g).step_time) == doctest::Approx(300.0));
+}
+
+namespace {
+
+/// A resource model that all but stops transfers (a rate of 1e-300, or exactly 0): what a model
+/// with a bug, or a cluster file with a near-zero bandwidth in a model's formula, may produce.
+class StalledTransfers final : public sim::EngineModel {
+ public:
+  explicit StalledTransfers(double rate) : rate_(rate) {}
+  void update_rates(sim::EngineView& view) override {
+    for (auto& a : view.activities)
+      if (a.stage == sim::Stage::transfer) a.rate = rate_;
+  }
+
+ private:
+  double rate_;
+};
+
+}  // namespace
+
+TEST_CASE("a rate that would push simulated time past int64 is an error, not undefined behaviour") {
+  // 50 us of transfer at rate 1e-300 is 5e307 ps: before, the engine cast that double to int64
+  // (undefined; UBSan: float-cast-overflow) and went on with a garbage or negative finish time.
+  // At rate 0 the time is infinite. Both end in the simulated-time range error (common/checked.hpp).
+  auto g = test::assemble({gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100)}, {{0, 1}, {1, 2}}, one_gpu_plan());
+  test::FakeCostModel cost;
+  for (double rate : {1e-300, 0.0}) {
+    CAPTURE(rate);
+    sim::EngineOptions o;
+    o.models.push_back([rate](const hardware::CostModel&) { return std::make_unique<StalledTransfers>(rate); });
+    try {
+      (void)sim::Engine(cost, o).simulate(g);
+      FAIL("no error");
+    } catch (const common::ConfigError& e) {
+      CHECK(std::string(e.what()).find("simulated time: a priced duration of") == 0);
+    }
+  }
 }

@@ -2,9 +2,12 @@
 // hand edit changes what is simulated; bad input names the file and the key.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <functional>
 
 #include "common/config_reader.hpp"
+#include "common/strict_json.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/graph_json.hpp"
@@ -89,7 +92,7 @@ TEST_CASE("bad graph files name the file and the key") {
     return error_of([&] { sim::load_graph(k, "g.json", t.cluster); });
   };
   CHECK(edit([](auto& k) { k["tasks"][3]["shape"]["m"] = -4; }) ==
-        "g.json: tasks[3].shape.m: expected an integer in 1..2305843009213693951, got -4");
+        "g.json: tasks[3].shape.m: expected an integer in 1..1073741824, got -4");
   CHECK(edit([](auto& k) { k["tasks"][0]["stream"] = "nvlink"; }) ==
         "g.json: tasks[0].stream: no stream named 'nvlink' in \"streams\"");
   CHECK(edit([](auto& k) { k["tasks"][1]["op"] = "softmax"; }) == "g.json: tasks[1].op: unknown op");
@@ -103,6 +106,49 @@ TEST_CASE("bad graph files name the file and the key") {
   CHECK(edit([](auto& k) { k.erase("groups"); }) == "g.json: groups: missing");
   CHECK(edit([](auto& k) { k["plan"]["tp"] = 3; }) == "g.json: plan: tp: heads=4 is not divisible by tp=3");
   CHECK(error_of([] { sim::read_graph_file("/nonexistent/g.json"); }).find("/nonexistent/g.json") == 0);
+}
+
+TEST_CASE("graph files are read within the limits of common/limits.hpp") {
+  // each of these was accepted before the limits (or crashed); the expected text is the refusal
+  const auto t = target("tp: 2\nmicro_batch: 2\n");  // dgx-h100, 1 node: 8 GPUs
+  const auto g = sim::build_step_graph(t.model, t.cluster, t.plan);
+  const auto j = sim::graph_to_json(g, t.cluster);
+  auto edit = [&](const std::function<void(nlohmann::json&)>& f) {
+    auto k = j;
+    f(k);
+    return error_of([&] { sim::load_graph(k, "g.json", t.cluster); });
+  };
+  std::size_t collective = 0;  // the first task with a group (it has a sequence number)
+  while (!j["tasks"][collective].contains("seq")) ++collective;
+  // a sequence number indexes the engine's per-group table: 2^32 - 1 wrapped `seq + 1` to 0
+  CHECK(edit([&](auto& k) { k["tasks"][collective]["seq"] = 4294967295u; }).find(
+            fmt::format("g.json: tasks[{}].seq: expected an integer in 0..{}", collective, g.size() - 1)) == 0);
+  // GEMM sizes: at most the tokens of a micro-batch (2^30), so that m x n x k stays finite and exact
+  CHECK(edit([](auto& k) { k["tasks"][3]["shape"]["m"] = std::int64_t{1} << 40; }) ==
+        "g.json: tasks[3].shape.m: expected an integer in 1..1073741824, got 1099511627776");
+  // a rank the cluster does not have; more ranks represented than it has GPUs; a group wider than it
+  CHECK(edit([](auto& k) { k["rank"] = 8; }) == "g.json: rank: expected an integer in 0..7, got 8");
+  CHECK(edit([](auto& k) { k["represents"] = 2147483647; }) == "g.json: represents: expected an integer in 1..8, got 2147483647");
+  CHECK(edit([](auto& k) { k["groups"][0]["nodes"] = 2; }) == "g.json: groups[0].nodes: expected an integer in 1..1, got 2");
+  CHECK(edit([](auto& k) { k["groups"][0]["size"] = 9; }) == "g.json: groups[0].size: expected an integer in 1..8, got 9");
+  // collective bytes: at most 1 TiB (limits::kMaxCollectiveBytes), as for `slicetune collective`
+  CHECK(edit([&](auto& k) { k["tasks"][collective]["shape"]["bytes"] = std::int64_t{1} << 41; }) ==
+        fmt::format("g.json: tasks[{}].shape.bytes: expected an integer in 0..1099511627776, got 2199023255552", collective));
+  // a task count over the limit is refused before any task is read
+  CHECK(edit([](nlohmann::json& k) { k["tasks"] = nlohmann::json::array(); k["tasks"].get_ref<nlohmann::json::array_t&>().resize(1'000'001); })
+            .find("g.json: tasks: 1000001 tasks: at most 1000000 are simulated") == 0);
+}
+
+TEST_CASE("graph JSON: a key twice and deep nesting are refused with the file named") {
+  // nlohmann keeps the last of two equal keys silently; a strict reader must not
+  CHECK(error_of([] { common::parse_json_strict(R"({"format": "a", "format": "b"})", "g.json", "a graph"); }) ==
+        "g.json: format: duplicate key");
+  // 200,000 nested arrays: load_graph dumps the model and plan objects (recursively); the reader
+  // stops at limits depth 64 instead of overflowing the stack
+  const std::string deep = R"({"model": {"x": )" + std::string(200000, '[') + std::string(200000, ']') + "}}";
+  CHECK(error_of([&] { common::parse_json_strict(deep, "g.json", "a graph"); }) == "g.json: nested deeper than 64 arrays/objects");
+  const std::string ok = R"({"a": [[1]], "b": {"c": 2}})";
+  CHECK(common::parse_json_strict(ok, "g.json", "a graph")["b"]["c"] == 2);
 }
 
 TEST_CASE("a pipelined step saves one graph per stage and loads back to the same simulation") {

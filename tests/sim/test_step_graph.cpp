@@ -56,9 +56,12 @@ TEST_CASE("slicing conserves total FLOPs and bytes communicated") {
   for (bool sp : {false, true}) {
     const auto base_t = target("gpt3-13b", plan(8, 8, &sim::strategy_none(), 1, 1, sim::RowAxis::batch, sp));
     const auto base = totals(sim::build_step_graph(base_t.model, base_t.cluster, base_t.plan));
-    for (auto [rows, cols, axis] : std::vector<std::tuple<int, int, sim::RowAxis>>{
+    for (const auto& c : std::vector<std::tuple<int, int, sim::RowAxis>>{
              {2, 1, sim::RowAxis::batch}, {4, 1, sim::RowAxis::batch}, {1, 2, sim::RowAxis::batch}, {4, 2, sim::RowAxis::batch},
              {2, 1, sim::RowAxis::sequence}, {4, 4, sim::RowAxis::sequence}}) {
+      // plain variables, not structured bindings: CAPTURE takes them into a lambda (clang < 16 cannot)
+      const int rows = std::get<0>(c), cols = std::get<1>(c);
+      const sim::RowAxis axis = std::get<2>(c);
       CAPTURE(sp);
       CAPTURE(rows);
       CAPTURE(cols);

@@ -1,6 +1,11 @@
 // tuner::search: a hand-worked optimum, refusals with reasons, determinism across thread counts.
 #include <doctest/doctest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/config_error.hpp"
 #include "hardware/cost_model.hpp"
 #include "tests/tuner/toy.hpp"
 #include "sim/memory.hpp"
@@ -169,6 +174,106 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   CHECK(e.screened == a.screened + a.pruned);
   CHECK(e.top[0].index == a.top[0].index);
   CHECK(e.baseline->index == a.baseline->index);
+}
+
+namespace {
+
+/// N "processes" as threads of this test, meeting in an all-gather (what MPI_Allgatherv does for
+/// `mpirun -np N slicetune tune`, cli/search_processes.cpp).
+class Rendezvous {
+ public:
+  explicit Rendezvous(int n) : n_(n), parts_(static_cast<std::size_t>(n)) {}
+  std::vector<std::string> allgather(int rank, const std::string& mine) {
+    std::unique_lock lock(mu_);
+    const std::uint64_t gen = gen_;
+    parts_[static_cast<std::size_t>(rank)] = mine;
+    ++calls_;
+    if (++arrived_ == n_) {
+      done_ = parts_;
+      arrived_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+    return done_;
+  }
+  int calls() const { return calls_; }
+
+ private:
+  int n_, arrived_ = 0, calls_ = 0;
+  std::uint64_t gen_ = 0;
+  std::vector<std::string> parts_, done_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace
+
+TEST_CASE("a search split over 3 processes gives every process the one-process result") {
+  // tuner::Distribution: process r screens slots r, r+3, ... of each round of 64 and the
+  // all-gather hands every estimate to every process, so pruning decisions, counts, estimates
+  // and the ranking must equal the one-process search exactly (timings aside).
+  const auto m = sim::load_model("gpt3-13b");
+  auto c = hardware::load_cluster("dgx-h100");
+  c.nodes = 2;
+  auto cost = hardware::make_analytic_cost_model(c, tuner::SearchSpace{}.stack);
+  tuner::SearchSpace s;
+  s.global_batch = 32;
+  s.micro_batch = {1, 2, 4};
+  tuner::SearchOptions o;
+  o.threads = 1;
+  const auto one = tuner::search(m, c, *cost, s, o);
+  REQUIRE(one.screened > 64);  // more than one round
+
+  constexpr int kProcs = 3;
+  Rendezvous meet(kProcs);
+  std::vector<tuner::SearchResult> res(kProcs);
+  std::vector<std::thread> procs;
+  for (int r = 0; r < kProcs; ++r)
+    procs.emplace_back([&, r] {
+      tuner::SearchOptions d = o;
+      d.distribution = {.rank = r, .size = kProcs, .allgather = [&meet, r](const std::string& mine) { return meet.allgather(r, mine); }};
+      res[static_cast<std::size_t>(r)] = tuner::search(m, c, *cost, s, d);
+    });
+  for (auto& t : procs) t.join();
+  CHECK(meet.calls() % kProcs == 0);
+  for (const auto& r : res) {
+    CHECK(r.processes == kProcs);
+    CHECK(r.considered == one.considered);
+    CHECK(r.infeasible == one.infeasible);
+    CHECK(r.dominated == one.dominated);
+    CHECK(r.pruned == one.pruned);
+    CHECK(r.screened == one.screened);
+    CHECK(r.max_screen_error == one.max_screen_error);
+    REQUIRE(r.top.size() == one.top.size());
+    for (std::size_t i = 0; i < r.top.size(); ++i) {
+      CHECK(r.top[i].index == one.top[i].index);
+      CHECK(r.top[i].estimate.step_time == one.top[i].estimate.step_time);
+      CHECK(r.top[i].estimate.streams.size() == one.top[i].estimate.streams.size());
+      CHECK(r.top[i].estimate.memory.total() == one.top[i].estimate.memory.total());
+      CHECK(r.top[i].estimate.memory.usable() == one.top[i].estimate.memory.usable());  // capacity and reserve travel too
+      CHECK(r.top[i].estimate.memory.nccl == one.top[i].estimate.memory.nccl);
+      CHECK(r.top[i].report.step_time == one.top[i].report.step_time);
+    }
+    REQUIRE(r.baseline);
+    CHECK(r.baseline->index == one.baseline->index);
+  }
+}
+
+TEST_CASE("a distributed search: a process's error reaches every process, none waits forever") {
+  // an all-gather where process 1's screening "failed" (its part carries a ConfigError): every
+  // process rethrows that error instead of waiting or going on with missing estimates
+  const auto m = sim::load_model("gpt3-13b");
+  auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c, tuner::SearchSpace{}.stack);
+  tuner::SearchOptions o;
+  o.threads = 1;
+  o.distribution = {.rank = 0, .size = 2, .allgather = [](const std::string& mine) {
+                      return std::vector<std::string>{mine, std::string(1, '\1') + "cluster.yaml: gpu.tflops: expected a number"};
+                    }};
+  CHECK_THROWS_WITH_AS(tuner::search(m, c, *cost, tuner::SearchSpace{}, o), "cluster.yaml: gpu.tflops: expected a number",
+                       common::ConfigError);
 }
 
 TEST_CASE("gpt3-175b on 16 DGX-H100: nothing fits without ZeRO, the search finds plans with it (no pipeline parallelism)") {
