@@ -686,7 +686,7 @@ class CpuProfiler {
     n["nccl"]["nvls_latency_us"] = "1";
     n["interference"]["sm_contention"] = "false";
     n["interference"]["hbm_amplification"] = "0";
-    n["interference"]["comm_slowdown"] = "0";
+    n["interference"]["sm_comm_slowdown"] = "0";
     return n;
   }
 
