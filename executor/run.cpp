@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include "common/check.hpp"
@@ -50,6 +51,17 @@ void finish(MPI_Request request, double watchdog_s, const char* what) {
                      .check = {}});
 }
 
+/// MPI_Comm_split (blocking: MPI has no non-blocking split) once every rank has arrived, checked
+/// under the watchdog: a stopped or dead rank ends the job at the barrier, named, not in the split.
+MPI_Comm split_after_barrier(int color, int key, double watchdog_s, const char* what) {
+  MPI_Request arrived;
+  MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &arrived));
+  finish(arrived, watchdog_s, what);
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &c));
+  return c;
+}
+
 /// ZeRO: every weight gradient of a reduce-scattered bucket, reassembled from the DP ranks'
 /// shards (the summed gradient; the bucket's own gradient tensors were consumed).
 std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& g, Backend& b, const sim::PipelinePosition& pos,
@@ -58,9 +70,9 @@ std::map<sim::TensorId, std::vector<float>> unshard_grads(const sim::StepGraph& 
   bool any = false;
   for (std::uint32_t t = 0; t < g.size(); ++t) any |= is_dp_bucket_collective(g, t) && g.tasks[t].op == sim::Op::dp_reduce;
   if (!any) return out;
-  MPI_Comm dp_comm = MPI_COMM_NULL;
   // the DP group of this rank's pipeline stage (world rank = tp rank + tp x (dp rank + dp x stage))
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.tp_rank + g.plan.tp * pos.stage, pos.dp_rank, &dp_comm));
+  MPI_Comm dp_comm = split_after_barrier(pos.tp_rank + g.plan.tp * pos.stage, pos.dp_rank, watchdog_s,
+                                         "the ZeRO gradient unsharding's set-up (MPI_Barrier)");
   for (std::uint32_t t = 0; t < g.size(); ++t) {
     if (!is_dp_bucket_collective(g, t) || g.tasks[t].op != sim::Op::dp_reduce) continue;
     const BucketLayout lay = bucket_layout(g, t);
@@ -85,8 +97,7 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   const auto pos = sim::pipeline_position(g.plan, rank);
-  MPI_Comm stage_comm;
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, pos.stage, pos.lane, &stage_comm));
+  MPI_Comm stage_comm = split_after_barrier(pos.stage, pos.lane, watchdog_s, "the gradient gather's set-up (MPI_Barrier)");
   const auto unsharded = unshard_grads(g, b, pos, watchdog_s);  // ZeRO-1/2/3 (pp > 1: ZeRO-1)
   std::vector<std::pair<std::string, std::vector<float>>> mine;
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
@@ -114,31 +125,47 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
     if (pos.lane == 0) mine.emplace_back(t.name(), std::move(sum));
   }
   MPI_CHECK(MPI_Comm_free(&stage_comm));
-  // stage leaders to rank 0: a count, then (name, values) per tensor
+  // stage leaders to rank 0: a count, then (name, values) per tensor; each message under the watchdog
   constexpr int kTag = 7301;
+  auto send = [&](const void* data, int count, MPI_Datatype type) {
+    MPI_Request req;
+    MPI_CHECK(MPI_Isend(data, count, type, 0, kTag, MPI_COMM_WORLD, &req));
+    cpu::wait_polling(1, &req,
+                      {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(watchdog_s * 1e3)),
+                       .describe = [] { return std::string("the gradient gather's send (MPI_Isend) waiting on rank 0"); },
+                       .check = {}});
+  };
   if (pos.lane == 0 && pos.stage > 0) {
     int count = static_cast<int>(mine.size());
-    MPI_CHECK(MPI_Send(&count, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD));
+    send(&count, 1, MPI_INT);
     for (const auto& [name, v] : mine) {
       int sizes[2] = {static_cast<int>(name.size()), static_cast<int>(v.size())};
-      MPI_CHECK(MPI_Send(sizes, 2, MPI_INT, 0, kTag, MPI_COMM_WORLD));
-      MPI_CHECK(MPI_Send(name.data(), sizes[0], MPI_CHAR, 0, kTag, MPI_COMM_WORLD));
-      MPI_CHECK(MPI_Send(v.data(), sizes[1], MPI_FLOAT, 0, kTag, MPI_COMM_WORLD));
+      send(sizes, 2, MPI_INT);
+      send(name.data(), sizes[0], MPI_CHAR);
+      send(v.data(), sizes[1], MPI_FLOAT);
     }
     return {};
   }
   if (rank != 0) return {};
   for (int s = 1; s < g.plan.pp; ++s) {
     const int src = sim::world_rank_of(g.plan, 0, 0, s);
+    auto recv = [&](void* data, int count, MPI_Datatype type) {
+      MPI_Request req;
+      MPI_CHECK(MPI_Irecv(data, count, type, src, kTag, MPI_COMM_WORLD, &req));
+      cpu::wait_polling(1, &req,
+                        {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(watchdog_s * 1e3)),
+                         .describe = [src] { return fmt::format("the gradient gather's receive (MPI_Irecv) waiting on rank {}", src); },
+                         .check = {}});
+    };
     int count = 0;
-    MPI_CHECK(MPI_Recv(&count, 1, MPI_INT, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    recv(&count, 1, MPI_INT);
     for (int k = 0; k < count; ++k) {
       int sizes[2];
-      MPI_CHECK(MPI_Recv(sizes, 2, MPI_INT, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      recv(sizes, 2, MPI_INT);
       std::string name(static_cast<std::size_t>(sizes[0]), ' ');
       std::vector<float> v(static_cast<std::size_t>(sizes[1]));
-      MPI_CHECK(MPI_Recv(name.data(), sizes[0], MPI_CHAR, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-      MPI_CHECK(MPI_Recv(v.data(), sizes[1], MPI_FLOAT, src, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      recv(name.data(), sizes[0], MPI_CHAR);
+      recv(v.data(), sizes[1], MPI_FLOAT);
       mine.emplace_back(std::move(name), std::move(v));
     }
   }

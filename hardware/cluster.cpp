@@ -182,8 +182,6 @@ InterferenceSpec read_interference(common::ConfigReader r) {
   i.sm_comm_slowdown = r.number_or("sm_comm_slowdown", 0.0);
   if (!(i.sm_comm_slowdown >= 0 && i.sm_comm_slowdown < 1)) r.fail("sm_comm_slowdown", "expected a fraction in [0, 1)");
   if (r.has("copy_engine_bandwidth")) i.copy_engine_bandwidth = r.fraction("copy_engine_bandwidth");
-  i.comm_slowdown = r.number("comm_slowdown");
-  if (!(i.comm_slowdown >= 0 && i.comm_slowdown < 1)) r.fail("comm_slowdown", "expected a fraction in [0, 1)");
   r.finish();
   return i;
 }

@@ -107,10 +107,6 @@ struct InterferenceSpec {
   /// Bandwidth of a copy-engine transfer as a fraction of NCCL's SM kernels (fitted:
   /// pytorch/pytorch#182850's all-gather at 1-16 MiB shards).
   double copy_engine_bandwidth = 1.0;
-  /// The engine's present formula (interference.hpp comm_rate_beside_compute): a collective slows
-  /// by this fraction x the HBM share of the kernel beside it. Replaced when the engine takes
-  /// rates_beside.
-  double comm_slowdown = 0.05;
 };
 
 /// @brief What NCCL costs beyond its own tuner model: the two constants fitted to nccl-tests.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "common/config_reader.hpp"
 #include "hardware/nccl_topology.hpp"
@@ -249,6 +250,69 @@ Candidate price(const ClusterSpec& c, const NcclTopology& topo, const Collective
   return k;
 }
 
+// ---- NCCL's own estimate, by which it chooses (tuning.cc of NCCL 2.24, the version of the 4-node
+// H100 curves) --------------------------------------------------------------------------------------
+// Across nodes NCCL picks the (algorithm, protocol) its tuner estimates fastest, and its estimate
+// is not the time the choice then takes: on 4 DGX-H100 nodes it puts ring/Simple ahead of
+// NVLS-tree from about 260 MB (its NVLS-tree bandwidth halves beyond two nodes, its ring latency
+// is 62 steps x 3.4 us x 1.4), while the ring really runs slower there than NVLS-tree: the dip of
+// the measured curve at 256 MB. Latencies in us [proto], NCCL's hwLat for the network and NVLS.
+constexpr std::array<double, 3> kNetRing{2.7, 4.0, 14.0}, kNetTree{5.0, 8.5, 14.0};
+constexpr double kNetNvlsTree = 14.0, kNvlNvlsTree = 25.0;
+
+int log2i(double x) { return x >= 1 ? static_cast<int>(std::floor(std::log2(x))) : 0; }
+
+/// NCCL's estimate (us) of (a, p) for `op` on a communicator spanning nodes, from the graphs its
+/// search settles on (nccl_topology: ring and tree graphs of ring_graph_channels at
+/// ring_channel_GBps; the NVLS graph one channel per GPU of the node at the same NIC speed, the
+/// graph's extra inter-node latency 0). None where NCCL does not tune (p2p) or disables the pair.
+std::optional<double> nccl_tuner_us(const ClusterSpec& c, const NcclTopology& topo, const CollectiveOp& op, CollectiveAlgo a, int p) {
+  if (op.nodes <= 1 || a == CollectiveAlgo::p2p || a == CollectiveAlgo::nvls) return std::nullopt;
+  const bool ar = op.kind == CollectiveKind::all_reduce;
+  const int ai = arch_index(c.gpu.arch), ni = node_index(op.nodes);
+  const int n = op.ranks, nodes = op.nodes, rpn = op.ranks_per_node();
+  const double S = static_cast<double>(op.bytes);
+  const int nsteps = ar ? 2 * (n - 1) : n - 1;
+  const int ninter = ar ? 2 * (nodes - 1) : nodes - 1;
+  const double speed = topo.ring_channel_GBps;
+  int nch = topo.ring_graph_channels;
+  double bw = speed;
+  if (a == CollectiveAlgo::nvls_tree) {
+    nch = rpn;
+    bw = std::min(speed, nodes <= 2 ? speed : speed / 2);
+  }
+  double bus = nch * bw;
+  if (a == CollectiveAlgo::ring && p == kLL) bus = std::min(kLLMaxBw[ai][ni], bus * 0.5);
+  if (a == CollectiveAlgo::ring && p == kLL128) bus = std::min(bus * 0.92, nch * kPerChMaxRingLL128Bw[ai]);
+  if (a == CollectiveAlgo::tree) bus = std::min(bus * 0.92, nch * kPerChMaxTreeBw[ai][ni]);
+  if (a == CollectiveAlgo::tree && p == kLL) bus = std::min(bus / 3.8, kLLMaxBw[ai][ni]);
+  if (a == CollectiveAlgo::tree && p == kLL128) bus = std::min(bus * 120.0 / 128.0, nch * kPerChMaxTreeLL128Bw[ai][ni]);
+  if (a == CollectiveAlgo::pat) bus *= 0.75;
+  // bus to algorithm bandwidth (AllGather / ReduceScatter off the ring keep the bus figure)
+  if (a == CollectiveAlgo::ring) bus *= static_cast<double>(n) / nsteps;
+  else if (a == CollectiveAlgo::nvls_tree) bus *= 5.0 / 6.0;
+  else if (ar) bus *= 0.5;
+  double lat = 0;
+  switch (a) {
+    case CollectiveAlgo::ring: {
+      const double intra = std::max(kNvlRing[p], kNetOverhead[p]);
+      lat = kBaseRing[p] + (nsteps - ninter) * intra + ninter * (rpn == 1 ? kNetTree[p] : kNetRing[p]);
+      if (ar && p == kSimple && S / (topo.coll_channels * n) >= 64) lat *= 1.4;  // "plateau effect of ring"
+      break;
+    }
+    case CollectiveAlgo::tree: lat = kBaseTree[p] + 2.0 * ((rpn - 1) * kNvlTree[p] + log2i(nodes) * kNetTree[p]); break;
+    case CollectiveAlgo::nvls_tree: lat = kNvlNvlsTree + 2.0 * log2i(nodes) * kNetNvlsTree; break;
+    case CollectiveAlgo::pat: lat = kBasePat[p] + log2i(nodes) * kNetTree[p] / 3.5 + n * 2.8; break;
+    default: return std::nullopt;
+  }
+  if (a == CollectiveAlgo::tree) {
+    const int idx = log2i(S / 64.0);
+    if (idx < 23) bus *= kTreeCorrection[p][idx];
+  }
+  if (!(bus > 0)) return std::nullopt;
+  return lat + S / (1000.0 * bus);
+}
+
 }  // namespace
 
 CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, const CollectiveOptions& options) {
@@ -259,8 +323,11 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
   none.sms = 0;
   if (op.ranks <= 1 || op.bytes <= 0) return none;
   const NcclTopology topo = nccl_topology(c, op.nodes);
+  // Inside a node the fastest candidate wins (NCCL's estimate and the model agree on the choice
+  // there); across nodes the one NCCL's own estimate ranks first (nccl_tuner_us), priced by the model.
   std::optional<Candidate> best;
   double best_us = 0;
+  bool by_tuner = false;  // best was ranked by NCCL's estimate
   for (auto a : {CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls, CollectiveAlgo::nvls_tree, CollectiveAlgo::pat,
                  CollectiveAlgo::p2p}) {
     if (options.algo && *options.algo != a) continue;
@@ -268,10 +335,12 @@ CollectiveCost price_collective(const ClusterSpec& c, const CollectiveOp& op, co
       if (options.proto && static_cast<int>(*options.proto) != p) continue;
       if (!applies(c, op, a, p)) continue;
       const Candidate k = price(c, topo, op, a, p);
-      const double us = k.latency_us + static_cast<double>(op.bytes) / k.algbw * 1e6;
-      if (!best || us < best_us) {
+      const auto tuner = nccl_tuner_us(c, topo, op, a, p);
+      const double us = tuner ? *tuner : k.latency_us + static_cast<double>(op.bytes) / k.algbw * 1e6;
+      if (!best || (tuner && !by_tuner) || (tuner.has_value() == by_tuner && us < best_us)) {
         best = k;
         best_us = us;
+        by_tuner = tuner.has_value();
       }
     }
   }

@@ -43,7 +43,10 @@ double nccl_buffer_bytes(const ClusterSpec& cluster, int ranks, int nodes);
 
 /// @brief Prices one collective on `cluster` the way NCCL's tuner picks it (see
 /// docs/cost-models.md): every (algorithm, protocol) that applies is priced as
-/// latency + bytes / algorithm bandwidth, the fastest wins; channels shrink for small messages.
+/// latency + bytes / algorithm bandwidth; inside a node the fastest wins, across nodes the one
+/// NCCL 2.24's own estimate (tuning.cc, its constants and the graphs of nccl_topology) ranks first,
+/// even where the model prices another faster (the 4-node all-reduce dip at 256 MB: NCCL moves to
+/// ring/Simple there); channels shrink for small messages.
 /// `wire_bytes` are capacity-equivalent: the bottleneck link is exactly saturated at solo speed,
 /// so that two equal collectives on one link each get half. Returns algo "none" when nothing moves.
 /// Throws common::ConfigError when `options` force an algorithm that does not apply.

@@ -50,6 +50,13 @@ double gemm_seconds_on_sms(const GpuSpec& gpu, const GemmOp& op, int sms) {
   return estimate_gemm(fewer, op).seconds;
 }
 
+double seconds_on_fewer_sms(double seconds, double hbm_share, int sms, int taken) {
+  if (taken <= 0 || sms <= 0) return seconds;
+  const double u = std::clamp(hbm_share, 0.0, 1.0);
+  const double sm_bound = taken < sms ? static_cast<double>(sms) / (sms - taken) : 2.0;
+  return seconds * (u + (1 - u) * sm_bound);
+}
+
 double copy_engine_seconds(const InterferenceSpec& spec, double latency_s, double transfer_s) {
   return latency_s + transfer_s / spec.copy_engine_bandwidth;
 }
@@ -103,15 +110,5 @@ OverlapTiming overlap(const InterferenceSpec& spec, double usable_hbm, const Ker
   t.total_s = std::max(t.compute_s, t.comm_s);
   return t;
 }
-
-double compute_rate_beside_comm(const InterferenceSpec& spec, double hbm_bytes_per_s, double hbm_util, double comm_sm_fraction,
-                                double comm_wire_bytes_per_s) {
-  const double sm = spec.sm_contention ? comm_sm_fraction : 0.0;
-  const double hbm_pressure = spec.hbm_amplification * comm_wire_bytes_per_s / hbm_bytes_per_s;
-  const double slow = (1.0 - hbm_util) * sm + hbm_util * hbm_pressure;
-  return 1.0 / (1.0 + slow);
-}
-
-double comm_rate_beside_compute(const InterferenceSpec& spec, double hbm_util) { return 1.0 - spec.comm_slowdown * hbm_util; }
 
 }  // namespace hardware

@@ -2,8 +2,8 @@
 //          kernel and a collective sharing one GPU: SMs taken by NCCL's channels, HBM traffic of the
 //          collective, a collective slowed beside compute, copy-engine transfers), share_hbm,
 //          gemm_seconds_on_sms, copy_engine_seconds, IssueOrder, OverlapTiming, overlap (one kernel
-//          beside one collective, issued in order: what the kernel-level measurements time),
-//          compute_rate_beside_comm, comm_rate_beside_compute (the engine's present formula)
+//          beside one collective, issued in order: what the kernel-level measurements time; the
+//          engine's interference model applies rates_beside to whatever runs together)
 #pragma once
 #include "hardware/cluster.hpp"
 #include "hardware/ops.hpp"
@@ -51,6 +51,13 @@ ConcurrentRates rates_beside(const InterferenceSpec& spec, double usable_hbm_byt
 /// on the SMs a collective leaves.
 double gemm_seconds_on_sms(const GpuSpec& gpu, const GemmOp& op, int sms);
 
+/// @brief Time of a kernel other than a GEMM on the SMs `taken` SMs leave, from its time alone:
+/// its SM-bound share (1 - `hbm_share`, its share of the usable HBM bandwidth alone) slows with the
+/// SMs taken, its memory-bound share does not. When `taken` >= `sms` (a CPU rank's one core held
+/// by the communication thread) the kernel time-shares them: its SM-bound share takes twice as long
+/// (two runnable threads).
+double seconds_on_fewer_sms(double seconds, double hbm_share, int sms, int taken);
+
 /// @brief A collective moved by copy engines instead of SM kernels: no SMs, and the transfer at
 /// `copy_engine_bandwidth` of NCCL's bandwidth (pytorch/pytorch#182850: copy-engine all-gather at
 /// 0.65-0.76 of NCCL's at 1-16 MiB shards).
@@ -76,16 +83,5 @@ struct OverlapTiming {
 /// `gemm_waves`: the kernel's waves on every SM (1 for non-GEMM kernels: no tail to wait for).
 OverlapTiming overlap(const InterferenceSpec& spec, double usable_hbm_bytes_per_s, const KernelLoad& kernel, const CommLoad& comm,
                       IssueOrder order, bool single_connection, double gemm_waves = 1.0);
-
-/// @brief Speed (fraction of solo) of a compute kernel while collectives run beside it, as the
-/// engine applies it today (a linear blend of SM loss and HBM pressure):
-///   slow = (1 - hbm_util) x comm_sm_fraction + hbm_util x hbm_amplification x wire / HBM,
-/// speed = 1 / (1 + slow). Replaced by rates_beside when the engine's interference hook takes it.
-double compute_rate_beside_comm(const InterferenceSpec& spec, double hbm_bytes_per_s, double hbm_util, double comm_sm_fraction,
-                                double comm_wire_bytes_per_s);
-
-/// @brief Speed (fraction of its link-limited rate) of a collective while a compute kernel that
-/// streams `hbm_util` of HBM runs beside it, as the engine applies it today: 1 - comm_slowdown x hbm_util.
-double comm_rate_beside_compute(const InterferenceSpec& spec, double hbm_util);
 
 }  // namespace hardware

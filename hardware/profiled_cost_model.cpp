@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hardware/collective_model.hpp"
+#include "hardware/interference.hpp"
 
 namespace hardware {
 
@@ -247,24 +248,41 @@ ClusterSpec apply_profile_overrides(ClusterSpec c, const Profile& p) {
   }
   if (p.interference) {
     const auto& m = *p.interference;
-    c.interference.comm_slowdown = std::clamp(m.comm_slowdown(), 0.0, 0.95);
     // CPU: one rank per core, so when the measured GEMM slows by more than half beside a collective the
     // communication thread is time-sharing the rank's core: while a collective runs, compute gets
-    // half the core (two runnable threads), which the engine's SM-contention term expresses with the
-    // collective holding the rank's one "SM" (see collective()). Otherwise it has a core of its own.
+    // half the core (two runnable threads: hardware::seconds_on_fewer_sms with the collective holding
+    // the rank's one "SM", see collective()). Otherwise it has a core of its own.
     if (cpu) c.interference.sm_contention = m.compute_slowdown() > 0.5;
-    // Engine: compute slows by u x amp x (wire bytes/s) / (HBM bytes/s), u = the GEMM's HBM utilisation.
-    // Solve amp for the measured pair so the engine reproduces the measured slowdown.
+    // The engine prices both sides with rates_beside (hardware/interference.hpp). The collective beside
+    // the GEMM: 1 - sm_comm_slowdown x (1 - the GEMM's HBM share alone) of its speed, so the measured
+    // collective slowdown gives sm_comm_slowdown. The GEMM beside the collective: on the SMs it leaves,
+    // at a max-min share of HBM with hbm_amplification x the collective's sent bytes: amp solved by
+    // bisection so the engine reproduces the measured GEMM slowdown (0 when the SM term alone does).
     const auto base = make_analytic_cost_model(c, Stack::cpp);
     GemmOp g{.m = m.gemm.m, .n = m.gemm.n, .k = m.gemm.k, .dtype = m.gemm.dtype};
     CollectiveOp co{.kind = m.collective.kind, .bytes = m.collective.bytes, .ranks = m.collective.ranks, .nodes = m.collective.nodes};
     const auto cc = base->collective(co);
-    double wire = 0;
-    for (double b : cc.wire_bytes) wire += b;
-    const double wire_rate = wire / (m.collective.us * 1e-6);
-    const double u = g.bytes() / (m.gemm.us * 1e-6) / c.gpu.hbm_bytes_per_s;
-    const double s = std::max(0.0, m.compute_slowdown());
-    if (wire_rate > 0 && u > 0) c.interference.hbm_amplification = s / (u * wire_rate / c.gpu.hbm_bytes_per_s);
+    const double usable = c.gpu.hbm_bytes_per_s * c.gpu.memory_efficiency;
+    const double gemm_s = m.gemm.us * 1e-6;
+    const double u = usable > 0 ? std::min(1.0, g.bytes() / gemm_s / usable) : 0.0;
+    c.interference.sm_comm_slowdown = u < 1 ? std::clamp(m.comm_slowdown() / (1 - u), 0.0, 0.95) : 0.0;
+    const int sms = cpu ? c.gpu.sm_count : cc.sms;
+    const KernelLoad kernel{.seconds = gemm_s, .seconds_on_fewer = seconds_on_fewer_sms(gemm_s, u, c.gpu.sm_count, sms), .hbm_bytes = g.bytes()};
+    const CommLoad comm{.seconds = m.collective.us * 1e-6, .wire_bytes_per_s = cc.sent_bytes / (m.collective.us * 1e-6), .sms = sms};
+    const double target = 1.0 / (1.0 + std::max(0.0, m.compute_slowdown()));
+    auto rate_at = [&](double amp) {
+      InterferenceSpec spec = c.interference;
+      spec.hbm_amplification = amp;
+      return rates_beside(spec, usable, kernel, comm).compute;
+    };
+    double lo = 0, hi = 10;  // the cluster file's range
+    if (rate_at(lo) <= target) hi = lo;
+    else if (rate_at(hi) >= target) lo = hi;
+    for (int i = 0; i < 60 && hi - lo > 1e-9; ++i) {
+      const double mid = (lo + hi) / 2;
+      (rate_at(mid) > target ? lo : hi) = mid;
+    }
+    c.interference.hbm_amplification = (lo + hi) / 2;
   }
   return c;
 }

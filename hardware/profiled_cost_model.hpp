@@ -12,8 +12,8 @@ namespace hardware {
 
 /// @brief `cluster` with what the profile measured about the host and interference put in place:
 /// host.launch_us (CPU backend: every stack, the CPU executor has one dispatch loop; CUDA: `cpp`) and
-/// interference (comm_slowdown as measured; hbm_amplification fitted so the engine reproduces the
-/// measured GEMM slowdown beside the measured collective).
+/// interference (sm_comm_slowdown from the measured collective slowdown; hbm_amplification solved so
+/// the engine's rates_beside reproduces the measured GEMM slowdown beside the measured collective).
 ClusterSpec apply_profile_overrides(ClusterSpec cluster, const Profile& profile);
 
 /// @brief A cost model that prices operations from the profile's tables: exact where a shape was

@@ -21,15 +21,11 @@
 #include "common/config_reader.hpp"
 #include "executor/cpu/flash_attention.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "executor/cpu/openblas.hpp"
 #include "executor/cpu/wait_polling.hpp"
 #include "profiler/cuda_profiler.hpp"
 #include "profiler/profiler.hpp"
 
-extern "C" {
-void openblas_set_num_threads(int);
-char* openblas_get_config(void);
-char* openblas_get_corename(void);
-}
 
 #include "common/check.hpp"
 
@@ -63,7 +59,7 @@ class CpuProfiler {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     budget_ = o.quick ? Budget{0.004, 1, 5, 200} : Budget{0.03, 2, 5, 2000};
-    openblas_set_num_threads(1);  // one rank per core, as the CPU executor runs
+    ex::openblas().set_num_threads(1);  // one rank per core, as the CPU executor runs
   }
 
   hardware::Profile run() {
@@ -607,8 +603,8 @@ class CpuProfiler {
     i.ranks = size_;
     i.quick = o_.quick;
     i.command = o_.command;
-    std::string blas = openblas_get_config();
-    i.libraries["openblas"] = blas + " core " + openblas_get_corename();
+    std::string blas = ex::openblas().get_config();
+    i.libraries["openblas"] = blas + " core " + ex::openblas().get_corename();
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(mpi, &len);
@@ -690,7 +686,7 @@ class CpuProfiler {
     n["nccl"]["nvls_latency_us"] = "1";
     n["interference"]["sm_contention"] = "false";
     n["interference"]["hbm_amplification"] = "0";
-    n["interference"]["comm_slowdown"] = "0";
+    n["interference"]["sm_comm_slowdown"] = "0";
     return n;
   }
 

@@ -20,12 +20,14 @@ set -euo pipefail
 BUILD=${1:-build-gpu}
 ARCHIVE=${2:-.gpubundle/slicetune-bundle.tar.xz}
 [ -x "$BUILD/slicetune" ] || { echo "gpu_bundle: $BUILD/slicetune: not found (build it first; see the header of $0)" >&2; exit 2; }
-ldd_out=$(ldd "$BUILD/slicetune"); [[ $ldd_out == *libcudart* ]] || { echo "gpu_bundle: $BUILD/slicetune is not a CUDA build (no libcudart)" >&2; exit 2; }
+# the CUDA backend is the plug-in libslicetune_cuda.so beside the program (slicetune itself links no
+# CUDA library); OpenBLAS is loaded with dlopen by the CPU backend and profiler (not in ldd either)
+[ -f "$BUILD/libslicetune_cuda.so" ] || { echo "gpu_bundle: $BUILD/libslicetune_cuda.so not found: not a CUDA build (or build the slicetune_cuda target)" >&2; exit 2; }
 
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/ompi"
-cp "$BUILD/slicetune" "$STAGE/bin/"
+cp "$BUILD/slicetune" "$BUILD/libslicetune_cuda.so" "$STAGE/bin/"
 [ -x "$BUILD/test_cuda" ] && cp "$BUILD/test_cuda" "$STAGE/bin/"
 
 # OpenMPI's plug-ins (Debian puts them in openmpi3/ beside its libdir) and help texts
@@ -42,6 +44,8 @@ cp -a "$PLUGINS" "$STAGE/ompi/plugins"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libnccl\.so|libnvidia)'
 {
   for f in "$STAGE"/bin/* "$STAGE"/ompi/plugins/*.so; do ldd "$f" 2>/dev/null || true; done
+  blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ {print $NF; exit}')
+  if [ -n "$blas" ]; then echo "	libopenblas.so.0 => $blas (dlopen)"; ldd "$blas"; fi
 } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] && continue
   cp -L "$path" "$STAGE/lib/$name"

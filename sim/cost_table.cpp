@@ -5,6 +5,7 @@
 
 #include "common/checked.hpp"
 #include "common/limits.hpp"
+#include "hardware/gemm_model.hpp"
 
 namespace sim {
 
@@ -73,7 +74,7 @@ bool CostTable::OpEqual::operator()(const TaskKind& a, const TaskKind& b) const 
 }
 
 CostTable::CostTable(const hardware::CostModel& m, hardware::Stack stack)
-    : m_(m), stack_(stack), hbm_(m.cluster().gpu.hbm_bytes_per_s), sms_(m.cluster().gpu.sm_count) {}
+    : m_(m), stack_(stack), hbm_(m.cluster().gpu.hbm_bytes_per_s) {}
 
 std::uint32_t CostTable::index(const TaskKind& k) {
   auto it = memo_.find(k);
@@ -115,9 +116,12 @@ TaskCost CostTable::price(const TaskKind& k) const {
   return std::visit(
       [&](const auto& op) -> TaskCost {
         using T = std::decay_t<decltype(op)>;
-        if constexpr (std::is_same_v<T, hardware::GemmOp>)
-          return from_compute(m_.gemm(op));
-        else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
+        if constexpr (std::is_same_v<T, hardware::GemmOp>) {
+          TaskCost c = from_compute(m_.gemm(op));
+          c.gemm = op;
+          c.gemm_waves = std::max(1.0, hardware::estimate_gemm(m_.cluster().gpu, op).waves);
+          return c;
+        } else if constexpr (std::is_same_v<T, hardware::AttentionOp>)
           return from_compute(m_.attention(op));
         else if constexpr (std::is_same_v<T, hardware::ElementwiseOp>)
           return from_compute(m_.elementwise(op));
@@ -133,7 +137,8 @@ TaskCost CostTable::price(const TaskKind& k) const {
             const double rate = c.second_ps > 0 ? cc.wire_bytes[l] / static_cast<double>(c.second_ps) : 0.0;
             if (rate > 0) c.wire.push_back({static_cast<std::uint8_t>(l), rate});
           }
-          c.sm_fraction = static_cast<double>(cc.sms) / sms_;
+          c.sms = cc.sms;
+          c.sent_bytes_per_ps = c.second_ps > 0 ? cc.sent_bytes / static_cast<double>(c.second_ps) : 0.0;
           return c;
         }
       },

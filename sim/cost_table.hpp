@@ -2,6 +2,7 @@
 //          LinkUse, CostTable (prices each distinct operation of a graph once)
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -23,7 +24,11 @@ struct TaskCost {
   std::int64_t second_ps = 0;  ///< collective: transfer stage (bandwidth-bound)
   double hbm_util = 0;         ///< compute: fraction of HBM bandwidth it streams
   std::vector<LinkUse> wire;   ///< collective: links it loads during the transfer stage, in link order
-  double sm_fraction = 0;      ///< collective: share of the SMs its channels occupy
+  int sms = 0;                 ///< collective: SMs its CTAs hold (NCCL: one per channel); 0 for copy-engine transfers
+  double sent_bytes_per_ps = 0;  ///< collective: bytes this GPU really sends per ps in the transfer stage at solo
+                                 ///< speed (CollectiveCost::sent_bytes; its HBM traffic is a multiple of them)
+  std::optional<hardware::GemmOp> gemm;  ///< compute: the GEMM, whose time on fewer SMs the interference model prices
+  double gemm_waves = 1;  ///< compute: a GEMM's waves of tiles on every SM (hardware::estimate_gemm); 1 for other kernels
   bool collective = false;
 };
 
@@ -51,7 +56,6 @@ class CostTable {
   const hardware::CostModel& m_;
   hardware::Stack stack_;
   double hbm_;
-  int sms_;
   std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
   std::vector<TaskCost> costs_;  // distinct costs
   std::vector<TaskKind> kinds_;  // the op of each distinct cost

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -62,6 +63,7 @@ struct RankState {
   std::vector<int> running;          // per stream: index into the activities, or kIdle
   std::vector<char> compute_stream;  // per stream: of kind compute
   std::vector<StreamId> compute_streams, comm_streams;
+  bool in_order_start = false;  // kernels start in issue order (CUDA_DEVICE_MAX_CONNECTIONS=1): see gated()
   std::vector<std::vector<Peer>> peers;            // per group: its other simulated members
   std::vector<std::vector<std::uint32_t>> by_seq;  // per group: the task with each sequence number
 };
@@ -120,6 +122,9 @@ class Simulation {
         (compute ? rs.compute_streams : rs.comm_streams).push_back(static_cast<StreamId>(s));
       }
       max_running += ns;
+      // Megatron-LM requires CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism before Blackwell
+      // (arguments.py validate_args; bridge/check.cpp): one hardware queue, kernels start in issue order.
+      rs.in_order_start = g.plan.tp > 1 && cl.gpu.arch != hardware::GpuArch::blackwell && cl.gpu.arch != hardware::GpuArch::cpu;
       const std::int64_t launch = cl.host.launch_for(g.plan.stack).ps;
       std::int64_t host = 0;
       rs.host_ps.assign(n, 0);
@@ -193,7 +198,29 @@ class Simulation {
       wake = std::min(wake, rs.issue_ps[t]);
       return false;
     }
-    return true;
+    return !gated(r, s, t, now, wake);
+  }
+  /// Kernels start in issue order (RankState::in_order_start): a collective issued behind a GEMM
+  /// of several waves gets SMs for its CTAs only when the GEMM's last wave has been placed
+  /// (pytorch/pytorch#143890; hardware::overlap, IssueOrder::compute_first): it waits until the
+  /// GEMM has that wave's work left. `wake`: when to look again.
+  bool gated(int r, StreamId s, std::uint32_t t, std::int64_t now, std::int64_t& wake) const {
+    const auto& rs = ranks_[r];
+    if (!rs.in_order_start || rs.compute_stream[s]) return false;
+    bool wait = false;
+    for (StreamId cs : rs.compute_streams) {
+      const int ai = rs.running[cs];
+      if (ai == kIdle) continue;
+      const Activity& a = active_[static_cast<std::size_t>(ai)];
+      if (a.task > t || a.cost->gemm_waves <= 1) continue;  // issued after the collective, or no wave to wait for
+      const double last_wave = static_cast<double>(a.cost->first_ps) / a.cost->gemm_waves;
+      const double left = a.remaining - last_wave;  // ps of work before its last wave is placed
+      if (left < 1.0) continue;
+      wait = true;
+      const double ps = a.rate > 0 ? left / a.rate : left;
+      wake = std::min(wake, now + std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(ps))));
+    }
+    return wait;
   }
   /// The stream on which peer `p` can start its member of the collective with sequence number
   /// `seq`, if it is at the head of that stream and ready now.

@@ -76,9 +76,10 @@ using ModelFactory = std::function<std::unique_ptr<EngineModel>(const hardware::
 /// rank is one constraint of that rank's capacity; a collective started together on several
 /// simulated ranks is one variable on all of their links, so its members move at one rate.
 std::unique_ptr<EngineModel> make_link_sharing_model(const hardware::CostModel& cost);
-/// @brief Compute and communication on one GPU slow each other (hardware/interference.hpp): a
-/// compute kernel loses the SMs the collectives' channels hold and the HBM bandwidth their wire
-/// traffic takes; a collective slows beside a memory-bound kernel (a collective spanning ranks by
+/// @brief Compute and communication on one GPU slow each other (hardware::rates_beside): a compute
+/// kernel runs on the SMs the collectives' channels leave (a GEMM: wave quantization on them) and
+/// shares HBM max-min with their traffic (hbm_amplification x the bytes they send); a collective
+/// beside a compute-bound kernel loses sm_comm_slowdown of its speed (a collective spanning ranks by
 /// the slowest member's factor).
 std::unique_ptr<EngineModel> make_interference_model(const hardware::CostModel& cost);
 /// @brief The engine's models, in order: link sharing, then interference.

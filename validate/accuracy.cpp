@@ -123,7 +123,8 @@ void nccl_sections(const std::string& dir, AccuracyReport& r) {
           row.note += "; LL / LL128 across nodes";
         }
         if (m.kind == hardware::CollectiveKind::all_reduce && m.bytes == (std::int64_t{256} << 20))
-          row.note += "; the source marks this row a dip (NCCL switching algorithm or protocol); the model's choice is smooth";
+          row.note += "; the source marks this row a dip: NCCL's own estimate moves the all-reduce to ring/Simple from about 261 MB"
+                      " (docs/cost-models.md), which runs slower than NVLS-tree would";
         r.nccl_multi.rows.push_back(row);
         break;
     }
@@ -662,8 +663,14 @@ std::string accuracy_markdown(const AccuracyReport& r) {
       " residual add into the next norm and the attention's softmax and dropout into one pass each way. Both PyTorch stacks run their"
       " GEMMs at one fitted fraction of the best-shape speed (gemm_efficiency, fitted to the example's time).\n"
       "- Collectives across nodes: NCCL's channels as its topology search sets them (24 CTAs per collective in one DGX-A100 or DGX-H100"
-      " node, 16 across nodes); the NICs' achieved rate and the cost of one network step are fitted to the 4-node curves (table above),"
-      " the 1-node ring curves, the reduce-scatter decline with node count and the other clusters are predictions.\n"
+      " node, 16 across nodes); across nodes the algorithm and protocol NCCL 2.24's own estimate ranks first (its tuning.cc constants),"
+      " priced by the model - which puts the 4-node all-reduce on ring/Simple from about 261 MB, the measured dip at 256 MB; the NICs'"
+      " achieved rate and the cost of one network step are fitted to the 4-node curves (table above), the 1-node ring curves, the"
+      " reduce-scatter decline with node count and the other clusters are predictions.\n"
+      "- Interference in the engine: every compute kernel beside a collective on its GPU runs on the SMs the collective's channels leave"
+      " (a GEMM with wave quantization on them) and shares HBM with its traffic; the collective beside compute loses sm_comm_slowdown of"
+      " its speed (hardware::rates_beside, the function the kernel-level rows test); with tp > 1 (CUDA_DEVICE_MAX_CONNECTIONS=1) a"
+      " collective issued behind a GEMM starts when the GEMM's last wave is placed. The Domino and A100 constants were refitted with it.\n"
       "- BLOOM-176B's sweeps and the other pipeline measurements (torchtitan's Llama-3.1-405B 1F1B vs interleaved among them) are"
       " listed with what each needs: activation recompute and ZeRO-1 (issue 11 leaves them to that work), some a cluster file or"
       " schedules slicetune lacks. BLOOM's TFLOP/s count the recomputed forward (hardware FLOPs).\n"

@@ -127,8 +127,9 @@ double layer_slowdown(const std::string& model, const std::string& cluster, int 
         if constexpr (std::is_same_v<T, AttentionOp>) cc = cost->attention(op);
         else cc = cost->elementwise(op);
         // its SM-bound share (1 - its HBM share alone) slows with the SMs taken
-        const double u = std::min(1.0, cc.hbm_bytes / cc.time.s() / hbm);
-        k = KernelLoad{.seconds = cc.time.s(), .seconds_on_fewer = cc.time.s() * (u + (1 - u) * c.gpu.sm_count / left), .hbm_bytes = cc.hbm_bytes};
+        k = KernelLoad{.seconds = cc.time.s(),
+                       .seconds_on_fewer = seconds_on_fewer_sms(cc.time.s(), cc.hbm_bytes / cc.time.s() / hbm, c.gpu.sm_count, cl.sms),
+                       .hbm_bytes = cc.hbm_bytes};
       }
     }, t.kind);
     if (k.seconds <= 0) continue;

@@ -17,13 +17,13 @@
 #include "executor/cpu/flash_attention.hpp"
 #include "executor/zero_layout.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "executor/cpu/openblas.hpp"
 #include <mpi.h>
 
 #include "common/check.hpp"
 #include "executor/cpu/wait_polling.hpp"
 #include "common/config_reader.hpp"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace executor {
 namespace {
@@ -104,7 +104,12 @@ class CpuBackend final : public Backend {
     MPI_CHECK(MPI_Query_thread(&provided));
     if (provided < MPI_THREAD_MULTIPLE)
       throw std::runtime_error("cpu backend: MPI was initialised without MPI_THREAD_MULTIPLE");
-    openblas_set_num_threads(o.cpu_threads);
+    cpu::openblas().set_num_threads(o.cpu_threads);
+    // every rank has arrived before the blocking communicator set-up below (MPI has no non-blocking
+    // MPI_Comm_split): a rank stopped or dead at start-up ends the job here, named, not in a hang
+    MPI_Request arrived;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &arrived));
+    cpu::wait_polling(1, &arrived, world_watchdog("the backend's start-up barrier (MPI_Barrier)"));
     // world rank = t + tp (d + dp s): TP groups are (d, s), DP groups (t, s); pipeline transfers
     // address the neighbouring stage's rank of the same lane on a communicator of their own
     const int lanes = o.tp * o.dp, tp_rank = o.world_rank % o.tp, dp_rank = (o.world_rank / o.tp) % o.dp, stage = o.world_rank / lanes;
@@ -272,7 +277,11 @@ class CpuBackend final : public Backend {
     }
     {
       std::lock_guard lock(sends_mu_);
-      for (auto& b : sends_) cpu::wait_polling(1, &b.request);
+      for (auto& b : sends_)  // a receiver that stopped: the send to it never completes (rendezvous sizes)
+        cpu::wait_polling(1, &b.request,
+                          {.timeout = watchdog_timeout(),
+                           .describe = [&] { return fmt::format("the pipeline send (MPI_Isend) waiting on rank {}", b.peer); },
+                           .check = [this] { check_fault(); }});
       sends_.clear();
     }
     timing = clock_;
@@ -356,6 +365,7 @@ class CpuBackend final : public Backend {
         std::lock_guard lock(sends_mu_);
         auto& b = sends_.emplace_back();
         b.data = data_[in[0]];
+        b.peer = peer;
         MPI_CHECK(MPI_Isend(b.data.data(), static_cast<int>(b.data.size()), MPI_FLOAT, peer, tag, comm, &b.request));
         return;
       }
@@ -411,7 +421,9 @@ class CpuBackend final : public Backend {
     MPI_Comm_free(&local);
     const double available = available_memory_bytes();
     int fits = need * local_ranks <= 0.9 * available ? 1 : 0;  // 10 % for MPI, OpenBLAS and the rest of the process
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MPI_Request decided;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &decided));
+    cpu::wait_polling(1, &decided, world_watchdog("the memory check (MPI_Allreduce)"));
     if (!fits)
       throw common::ConfigError(
           "--model", "",
@@ -449,6 +461,13 @@ class CpuBackend final : public Backend {
     std::vector<Segment> segments;
   };
   void run_bucket_collective(std::uint32_t t, MPI_Comm comm);
+  std::chrono::milliseconds watchdog_timeout() const { return std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)); }
+  /// The watchdog of an exchange of every rank (`what`), outside the step's task graph.
+  cpu::Watchdog world_watchdog(std::string what) const {
+    return {.timeout = watchdog_timeout(),
+            .describe = [what] { return what + " (all ranks) waiting on " + cpu::peers_of(MPI_COMM_WORLD); },
+            .check = {}};
+  }
   /// The watchdog of task `t`'s exchange on `comm` (`what`: the collective), naming its ranks.
   cpu::Watchdog watchdog_for(std::uint32_t t, MPI_Comm comm, std::string what) {
     return {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)),
@@ -470,6 +489,7 @@ class CpuBackend final : public Backend {
   struct BufferedSend {
     std::vector<float> data;
     MPI_Request request = MPI_REQUEST_NULL;
+    int peer = 0;  // world rank
   };
   std::mutex sends_mu_;
   std::deque<BufferedSend> sends_;  // pipeline sends in flight (a deque: requests keep their address)

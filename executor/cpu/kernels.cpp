@@ -1,6 +1,6 @@
 #include "executor/cpu/kernels.hpp"
 
-#include <cblas.h>
+#include "executor/cpu/openblas.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,8 @@ namespace executor::cpu {
 
 void gemm(bool trans_a, bool trans_b, i64 m, i64 n, i64 k, float alpha, const float* a, i64 lda, const float* b, i64 ldb,
           float beta, float* c, i64 ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+  static const OpenBlas& blas = openblas();
+  blas.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
 }

@@ -91,7 +91,10 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"memory", {F::megatron, "gpt3-175b", "dgx-h100", {.tp = 8, .micro_batch = 1}, "", {}}},  // 175B / 8 GPUs: 16 bytes per parameter alone is 350 GB
   };
   std::set<std::string> refused;
-  for (const auto& [rule, c] : cases) {
+  for (const auto& kv : cases) {
+    // named copies, not structured bindings: INFO captures them in a lambda (clang 14 refuses bindings there)
+    const std::string& rule = kv.first;
+    const auto& c = kv.second;
     if (rule == "kv-heads-tp" || rule == "ffn-tp") continue;  // built below with shapes that break exactly these
     const auto f = findings(c);
     INFO("rule " << rule << ":\n" << bridge::check_table(f));

@@ -115,7 +115,9 @@ void check_identical(const Dump& ref, const Dump& got) {
   REQUIRE(got.loss.size() == ref.loss.size());
   for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(std::abs(got.loss[s] - ref.loss[s]) / ref.loss[s] <= 1e-6);
   REQUIRE(got.grads.size() == ref.grads.size());
-  for (const auto& [name, g] : ref.grads) {
+  for (const auto& kv : ref.grads) {
+    const auto& name = kv.first;  // not a structured binding: INFO captures it in a lambda (clang 14)
+    const auto& g = kv.second;
     REQUIRE(got.grads.count(name) == 1);
     INFO("gradient " << name);
     CHECK(rel_diff(got.grads.at(name), g) <= 1e-6);

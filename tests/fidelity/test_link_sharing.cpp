@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "hardware/cost_model.hpp"
+#include "hardware/gemm_model.hpp"
 #include "hardware/interference.hpp"
 #include "sim/engine.hpp"
 #include "sim/maxmin.hpp"
@@ -127,26 +128,38 @@ TEST_CASE("engine: two collectives on one NVLink port share it and both take twi
   CHECK(r.step_time.us() == doctest::Approx(200.0).epsilon(1e-6));
 }
 
-TEST_CASE("engine: compute slowed by a concurrent collective by the formula's amount") {
-  // A compute-bound GEMM (hbm_util 0) beside a collective holding 10 % of the SMs runs at
-  // 1 / (1 + 0.1) of its speed. The collective (not slowed: the GEMM streams no HBM) ends at
-  // 100 us, when the GEMM has done 100 / 1.1 = 90.909 us of work; the last 9.091 us run alone:
-  // the GEMM ends at 109.091 us.
-  CHECK(hardware::compute_rate_beside_comm(quiet_cluster().interference, 3.35e12, 0.0, 0.1, 1e11) == doctest::Approx(1 / 1.1));
-  const FixedCost cost(quiet_cluster());
-  sim::Task gemm;
-  gemm.kind = hardware::GemmOp{.m = 1, .n = 1, .k = 1};
-  const auto g = independent({gemm, collective_on(kTpComm)});
+TEST_CASE("engine: a kernel on the SMs a collective leaves, the collective slowed beside it") {
+  // The interference hook applies hardware::rates_beside. A compute-bound kernel (no HBM traffic)
+  // beside a collective holding 10 of 100 SMs runs on 90: 100 / 90 as long, rate 0.9. The
+  // collective beside a compute-bound kernel loses sm_comm_slowdown (set to 0.45 here) x (1 - 0) of
+  // its speed: rate 0.55 (it sends no bytes here, so HBM is not shared). The kernel ends at
+  // 100 / 0.9 = 111.11 us, when the collective has done 111.11 x 0.55 = 61.11 us of its 100; the
+  // rest runs alone: the step ends at 111.11 + 38.89 = 150 us.
+  auto cl = quiet_cluster();
+  cl.interference.sm_contention = true;
+  cl.interference.sm_comm_slowdown = 0.45;
+  const FixedCost cost(cl);
+  sim::Task kernel;
+  kernel.kind = hardware::ElementwiseOp{};
+  const auto g = independent({kernel, collective_on(kTpComm)});
   const auto r = sim::Engine(cost).simulate(g);
-  CHECK(r.step_time.us() == doctest::Approx(100.0 + (100.0 - 100.0 / 1.1)).epsilon(1e-6));
+  CHECK(r.step_time.us() == doctest::Approx(100.0 / 0.9 + (100.0 - 100.0 / 0.9 * 0.55)).epsilon(1e-6));
+  CHECK(r.step_time.us() == doctest::Approx(150.0).epsilon(1e-6));
 }
 
 TEST_CASE("interference: a memory-bound kernel loses HBM bandwidth to NCCL's traffic") {
-  // hbm_util 1, wire 100 GB/s, amplification 2.5, HBM 3350 GB/s: slow = 2.5 x 100 / 3350 = 0.0746,
-  // speed 1 / 1.0746; the collective beside it runs at 1 - comm_slowdown (0.05) x 1 = 0.95.
-  hardware::InterferenceSpec spec{.sm_contention = true, .hbm_amplification = 2.5, .comm_slowdown = 0.05};
-  CHECK(hardware::compute_rate_beside_comm(spec, 3350e9, 1.0, 0.1, 100e9) == doctest::Approx(1.0 / (1.0 + 2.5 * 100.0 / 3350.0)));
-  CHECK(hardware::comm_rate_beside_compute(spec, 1.0) == doctest::Approx(0.95));
+  // A kernel streaming all of the usable HBM (3350 GB/s here) beside a collective sending 100 GB/s
+  // on 10 of 100 SMs, amplification 2.5: the kernel's time does not depend on SMs (all its time is
+  // HBM-bound) and the collective is not slowed (the kernel is memory-bound: 1 - 0.45 x (1 - 1)).
+  // HBM: the collective asks 250 GB/s, below half, so it gets all of it; the kernel gets
+  // 3350 - 250 = 3100 of the 3350 GB/s it asks: rate 3100 / 3350.
+  const hardware::InterferenceSpec spec{.sm_contention = true, .hbm_amplification = 2.5, .sm_comm_slowdown = 0.45};
+  const double hbm = 3350e9;
+  const hardware::KernelLoad k{.seconds = 1e-3, .seconds_on_fewer = hardware::seconds_on_fewer_sms(1e-3, 1.0, 100, 10), .hbm_bytes = hbm * 1e-3};
+  CHECK(k.seconds_on_fewer == doctest::Approx(1e-3));
+  const auto r = hardware::rates_beside(spec, hbm, k, {.seconds = 1e-3, .wire_bytes_per_s = 100e9, .sms = 10});
+  CHECK(r.compute == doctest::Approx(3100.0 / 3350.0));
+  CHECK(r.comm == doctest::Approx(1.0));
 }
 
 TEST_CASE("engine: a TP collective on NVLink beside a DP one on the NICs: different links, no slowdown") {
@@ -165,4 +178,30 @@ TEST_CASE("engine: a hierarchical collective (NVLink + NIC) beside an NVLink one
   const FixedCost cost(quiet_cluster());
   const auto g = independent({collective_on(kTpComm), collective_on(kDpComm, hardware::CollectiveKind::all_reduce, 2)});
   CHECK(sim::Engine(cost).simulate(g).step_time.us() == doctest::Approx(150.0).epsilon(1e-6));
+}
+
+TEST_CASE("engine: issue order - with tp > 1 (one connection) a collective issued behind a multi-wave GEMM waits for its last wave") {
+  // No interference here (no SM contention, no slowdown, no HBM traffic): only the start matters.
+  // The GEMM takes 100 us in w waves (estimate_gemm's count on this GPU's 100 SMs); the collective,
+  // issued after it, starts when the GEMM has one wave, 100 / w us, left and runs its 100 us:
+  // the step ends at 100 (w - 1) / w + 100 us. Issued before the GEMM, or with tp = 1 (any number of
+  // connections), it starts at once and both end at 100 us.
+  auto cl = quiet_cluster();
+  cl.interference.sm_contention = false;
+  cl.interference.sm_comm_slowdown = 0;
+  cl.interference.hbm_amplification = 0;
+  const FixedCost cost(cl);
+  sim::Task gemm;
+  const hardware::GemmOp op{.m = 8192, .n = 8192, .k = 64, .dtype = common::DType::bf16};
+  gemm.kind = op;
+  const double w = hardware::estimate_gemm(cl.gpu, op).waves;
+  REQUIRE(w > 1);
+  auto behind = independent({gemm, collective_on(kTpComm)});
+  behind.plan.tp = 8;
+  CHECK(sim::Engine(cost).simulate(behind).step_time.us() == doctest::Approx(100.0 * (w - 1) / w + 100.0).epsilon(1e-6));
+  auto first = independent({collective_on(kTpComm), gemm});
+  first.plan.tp = 8;
+  CHECK(sim::Engine(cost).simulate(first).step_time.us() == doctest::Approx(100.0).epsilon(1e-6));
+  behind.plan.tp = 1;
+  CHECK(sim::Engine(cost).simulate(behind).step_time.us() == doctest::Approx(100.0).epsilon(1e-6));
 }

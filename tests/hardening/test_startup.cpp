@@ -1,5 +1,6 @@
 // Start-up: simulate, tune, list and --help never load the CUDA libraries (the CUDA backend is a
-// plug-in loaded only by CUDA commands). Meaningful in a CUDA build; a CPU-only build passes trivially.
+// plug-in loaded only by CUDA commands; meaningful in a CUDA build, a CPU-only build passes
+// trivially) nor OpenBLAS (loaded with dlopen by the CPU backend and the profiler only).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -16,6 +17,8 @@ bool mentions_cuda(const std::string& s) {
   return false;
 }
 
+bool mentions_openblas(const std::string& s) { return s.find("libopenblas") != std::string::npos; }
+
 }  // namespace
 
 TEST_CASE("the slicetune program does not link the CUDA libraries") {
@@ -23,6 +26,10 @@ TEST_CASE("the slicetune program does not link the CUDA libraries") {
   const auto r = run({"ldd", binary()});
   REQUIRE(r.code == 0);
   CHECK_FALSE(mentions_cuda(r.out));
+#ifdef SLICETUNE_HAVE_EXECUTOR
+  // OpenBLAS (~16,000 relocations, a third of simulate's start-up instructions) is not linked either
+  CHECK_FALSE(mentions_openblas(r.out));
+#endif
 }
 
 TEST_CASE("simulate, tune, list and --help load no CUDA library, not even through dlopen") {
@@ -36,5 +43,20 @@ TEST_CASE("simulate, tune, list and --help load no CUDA library, not even throug
     CHECK(r.code == 0);
     CHECK(r.err.find("calling init") != std::string::npos);  // LD_DEBUG took effect
     CHECK_FALSE(mentions_cuda(r.err));
+    CHECK_FALSE(mentions_openblas(r.err));
   }
 }
+
+#ifdef SLICETUNE_HAVE_EXECUTOR
+TEST_CASE("run loads OpenBLAS when the CPU backend starts (the dlopen path works)") {
+  // the control for the test above: the same LD_DEBUG trace of a one-step, one-rank run names
+  // libopenblas (mpirun itself never loads it), and the run succeeds (its GEMMs went through it)
+  Scratch s;
+  std::vector<std::string> argv{"env", "LD_DEBUG=libs"};
+  for (const auto& a : mpirun_argv(1, {"run", "--model", "tiny", "--steps", "1", "--quiet", "--out", s / "run.json"})) argv.push_back(a);
+  const auto r = run(argv, 120);
+  CHECK(r.code == 0);
+  CHECK(mentions_openblas(r.err));
+  CHECK(std::filesystem::exists(s / "run.json"));
+}
+#endif

@@ -63,3 +63,27 @@ TEST_CASE("a collective occupies the SMs of the channels it launches") {
   CHECK(small.proto == "ll");
   CHECK(small.channels == 2);
 }
+
+TEST_CASE("across nodes NCCL's own estimate picks the algorithm: 4 DGX-H100, all-reduce moves to ring at ~261 MB") {
+  // NCCL 2.24's tuner (tuning.cc), 4 nodes x 8 GPUs, graphs of 8 channels at 48 GB/s:
+  //  NVLS-tree: 8 channels x min(48, 48 / 2) = 192 GB/s bus x 5/6 = 160 GB/s; latency 25 + 2 x log2(4) x 14 = 81 us
+  //  ring/Simple: 8 x 48 = 384 GB/s bus x 32 / 62 = 198.2 GB/s; latency (8.4 + 56 x 3.4 + 6 x 14) x 1.4 = 395.9 us
+  // equal at S = (395.9 - 81) / (1/160 - 1/198.2) x 1e3 = 261 MB: NVLS-tree below, ring above, whatever
+  // the model prices each (it prices NVLS-tree faster at 256 MB: the measured curve's dip there).
+  const auto c = load_cluster("dgx-h100");
+  const CollectiveOp mid{.bytes = std::int64_t{128} << 20, .ranks = 32, .nodes = 4};
+  CHECK(price_collective(c, mid).algo == "nvls_tree");
+  const CollectiveOp below{.bytes = 255'000'000, .ranks = 32, .nodes = 4};
+  CHECK(price_collective(c, below).algo == "nvls_tree");
+  const CollectiveOp dip{.bytes = std::int64_t{256} << 20, .ranks = 32, .nodes = 4};
+  const auto ring = price_collective(c, dip);
+  CHECK(ring.algo == "ring");
+  CHECK(ring.proto == "simple");
+  // the model's own price of NVLS-tree at that size is lower than the ring NCCL picks
+  const auto nvls_tree = price_collective(c, dip, {.algo = CollectiveAlgo::nvls_tree});
+  CHECK(nvls_tree.total().s() < ring.total().s());
+  // two nodes: NVLS-tree keeps its full NIC bandwidth (8 x 48 x 5/6 = 320 GB/s) and wins at every size
+  CHECK(price_collective(c, {.bytes = std::int64_t{8} << 30, .ranks = 16, .nodes = 2}).algo == "nvls_tree");
+  // inside a node the fastest priced pair still wins (NVLS at 256 MB, as before)
+  CHECK(price_collective(c, {.bytes = std::int64_t{256} << 20, .ranks = 8}).algo == "nvls");
+}

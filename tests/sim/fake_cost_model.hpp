@@ -41,7 +41,7 @@ inline hardware::ClusterSpec fake_cluster() {
   for (auto& st : c.host.stacks) st.launch = {};
   c.interference.sm_contention = false;
   c.interference.hbm_amplification = 0;
-  c.interference.comm_slowdown = 0;
+  c.interference.sm_comm_slowdown = 0;
   return c;
 }
 
@@ -67,6 +67,7 @@ class FakeCostModel final : public hardware::CostModel {
     cc.transfer = common::Duration::from_ns(static_cast<double>(op.bytes));
     cc.wire_bytes.assign(2, 0.0);  // nvlink, nic (CostModel::links())
     cc.wire_bytes[static_cast<int>(op.nodes > 1 ? hardware::LinkClass::nic : hardware::LinkClass::nvlink)] = static_cast<double>(op.bytes);
+    cc.sent_bytes = static_cast<double>(op.bytes);  // what this GPU sends (its HBM traffic is a multiple of it)
     cc.sms = 10;
     cc.channels = 10;
     return cc;

@@ -43,7 +43,9 @@ TEST_CASE("a plan without an attention key runs its stack's kernel; an explicit 
   // cuda_graphs its torch.compile'd form, megatron-core TransformerEngine's flash attention
   const std::pair<Stack, K> expected[] = {
       {Stack::eager, K::unfused}, {Stack::cpp, K::unfused}, {Stack::cuda_graphs, K::unfused_compiled}, {Stack::megatron_core, K::flash}};
-  for (const auto& [stack, kernel] : expected) {
+  for (const auto& kv : expected) {
+    const auto stack = kv.first;  // not structured bindings: CAPTURE uses a lambda (clang 14)
+    const auto kernel = kv.second;
     CAPTURE(hardware::to_string(stack));
     const sim::Plan p = sim::resolve_plan(s.model, s.cluster, input(stack));
     CHECK(p.attention == kernel);
@@ -134,7 +136,9 @@ TEST_CASE("the tuner tries the stack's kernel and flash (unfused where the stack
   const std::pair<Stack, std::set<K>> expected[] = {{Stack::eager, {K::unfused, K::flash}},
                                                      {Stack::cuda_graphs, {K::unfused_compiled, K::flash}},
                                                      {Stack::megatron_core, {K::flash, K::unfused}}};
-  for (const auto& [stack, kernels] : expected) {
+  for (const auto& kv : expected) {
+    const auto stack = kv.first;  // not structured bindings: CAPTURE uses a lambda (clang 14)
+    const auto& kernels = kv.second;
     CAPTURE(hardware::to_string(stack));
     tuner::SearchSpace sp;
     sp.tp = {8};

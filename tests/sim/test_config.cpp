@@ -83,7 +83,7 @@ host:
   op_overhead_us: {eager: 0, cpp: 0, cuda_graphs: 0}
   kernel_efficiency: {eager: 1, cpp: 1, cuda_graphs: 1}
   attention: flash
-interference: {sm_contention: false, hbm_amplification: 0, comm_slowdown: 0}
+interference: {sm_contention: false, hbm_amplification: 0, sm_comm_slowdown: 0}
 nccl: {call_overhead_us: 0, nvls_efficiency: 1, nvls_latency_us: 1}
 )";
   const auto c = hardware::parse_cluster(legacy, "old.yaml");

@@ -118,31 +118,40 @@ TEST_CASE("two streams overlap: a collective hides behind independent compute") 
 }
 
 TEST_CASE("compute is slowed by a concurrent collective (SM contention)") {
-  // Same graph as above, with SM contention on: the collective occupies 10 of 100 SMs, so B (a compute-
-  // bound GEMM, HBM utilisation 0) runs at 1 / (1 + 0.1) of its speed while C runs.
-  // In [100, 150] B does 50 / 1.1 = 45.4545 us of work; the remaining 54.5454 us run alone:
-  // B ends at 204.5454 us and D at 304.5454 us.
+  // Same graph as above with B an element-wise kernel (100 us, no HBM traffic) and SM contention on:
+  // the collective's CTAs hold 10 of 100 SMs, so B's SM-bound share (all of it) runs on 90 SMs,
+  // 100 / 90 as long, rate 0.9 (hardware::rates_beside, seconds_on_fewer_sms). In [100, 150] B does
+  // 45 us of work; the remaining 55 us run alone: B ends at 205 us and D at 305 us. The collective is
+  // not slowed (sm_comm_slowdown 0 here).
+  auto elementwise_us = [](int us, std::int64_t bytes) {
+    Task t;
+    t.kind = hardware::ElementwiseOp{.elements = us, .bytes = static_cast<double>(bytes)};
+    t.stream = test::kCompute;
+    return t;
+  };
   auto cl = test::fake_cluster();
+  cl.gpu.memory_efficiency = 1.0;
   cl.interference.sm_contention = true;
   test::FakeCostModel cost(cl);
-  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100), gemm_us(100)};
+  auto tasks = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), elementwise_us(100, 0), gemm_us(100)};
   auto g = test::assemble(tasks, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
   auto r = sim::Engine(cost, {.timeline = true}).simulate(g);
-  CHECK(us(r.timelines[0].timing[2].end) == doctest::Approx(150.0 + (100.0 - 50.0 / 1.1)).epsilon(1e-6));
-  CHECK(us(r.step_time) == doctest::Approx(250.0 + (100.0 - 50.0 / 1.1)).epsilon(1e-6));
+  CHECK(us(r.timelines[0].timing[2].end) == doctest::Approx(150.0 + (100.0 - 50.0 * 0.9)).epsilon(1e-6));
+  CHECK(us(r.step_time) == doctest::Approx(250.0 + (100.0 - 50.0 * 0.9)).epsilon(1e-6));
 
   SUBCASE("a memory-bound kernel is slowed by the collective's HBM traffic instead") {
-    // B streams 100e6 bytes in 100 us through a 1 TB/s HBM: utilisation u = 1. The collective moves
-    // 1 byte/ns = 1 GB/s on the wire; with amplification 500 it costs 500 GB/s of HBM = half the HBM, so
-    // the slowdown is u * 0.5 and B runs at 1 / 1.5 while C runs: 50 / 1.5 = 33.333 us of work done by 150,
-    // then 66.667 us alone: B ends at 216.667 us.
-    auto cl2 = test::fake_cluster();
+    // B streams 100e6 bytes in 100 us through a 1 TB/s HBM: all of it, so the SMs do not matter. The
+    // collective sends 1 byte/ns = 1 GB/s; with amplification 500 it asks 500 GB/s of HBM, half of it:
+    // max-min gives it all it asks and B the other 500 of the 1000 GB/s it asks: rate 0.5 while C runs.
+    // 50 x 0.5 = 25 us of work done by 150, then 75 us alone: B ends at 225 us.
+    auto cl2 = cl;
+    cl2.interference.sm_contention = false;
     cl2.interference.hbm_amplification = 500;
     test::FakeCostModel cost2(cl2);
-    auto tasks2 = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), gemm_us(100, 100'000'000), gemm_us(100)};
+    auto tasks2 = std::vector<Task>{gemm_us(100), coll(50'000, test::kTpComm), elementwise_us(100, 100'000'000), gemm_us(100)};
     auto g2 = test::assemble(tasks2, {{0, 1}, {1, 3}, {2, 3}}, one_gpu_plan());
     auto r2 = sim::Engine(cost2, {.timeline = true}).simulate(g2);
-    CHECK(us(r2.timelines[0].timing[2].end) == doctest::Approx(150.0 + 100.0 - 50.0 / 1.5).epsilon(1e-6));
+    CHECK(us(r2.timelines[0].timing[2].end) == doctest::Approx(150.0 + 100.0 - 50.0 * 0.5).epsilon(1e-6));
   }
 }
 

@@ -2,6 +2,8 @@
 // hand edit changes what is simulated; bad input names the file and the key.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -156,9 +158,12 @@ TEST_CASE("a pipelined step saves one graph per stage and loads back to the same
   // interleaved schedule: the stages' graphs written by graphs_to_json and read by load_graphs
   // are the same graphs (the JSON again, byte for byte) and simulate together to the same
   // picosecond as the graphs built from the plan.
-  for (auto [plan, model] : std::vector<std::pair<const char*, const char*>>{
+  for (const auto& row : std::vector<std::pair<const char*, const char*>>{
            {"tp: 2\npp: 2\nmicro_batch: 2\nglobal_batch: 8\nstrategy: domino\nrow_slices: 2\n", "tiny-llama"},
            {"tp: 2\npp: 2\nvp: 2\nmicro_batch: 1\nglobal_batch: 4\nseq_len: 256\n", "gpt3-2.7b"}}) {
+    // named variables, not structured bindings: CAPTURE takes them into a lambda (clang 14 refuses bindings there)
+    const char* const plan = std::get<0>(row);
+    const char* const model = std::get<1>(row);
     CAPTURE(plan);
     const auto t = target(plan, model);
     REQUIRE(t.plan.pp == 2);

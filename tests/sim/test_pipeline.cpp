@@ -3,6 +3,8 @@
 // memory, and the one-line errors of bad pipeline plans.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -141,7 +143,11 @@ TEST_CASE("bubble test: uniform stages without communication cost give (pp - 1) 
   // stage and free transfers the step is (m + pp - 1)(F + B) and each stage computes m (F + B), so the
   // fraction of the step a stage's compute is idle is (pp - 1) / (m + pp - 1). The engine is not told
   // this: the bubble is what remains of its timeline. Here F = 4 us and B = 8 us per layer.
-  for (auto [pp, m, layers] : std::vector<std::tuple<int, int, int>>{{2, 3, 4}, {4, 8, 8}, {4, 2, 4}, {8, 16, 8}}) {
+  for (const auto& row : std::vector<std::tuple<int, int, int>>{{2, 3, 4}, {4, 8, 8}, {4, 2, 4}, {8, 16, 8}}) {
+    // named variables, not structured bindings: CAPTURE takes them into a lambda (clang 14 refuses bindings there)
+    const int pp = std::get<0>(row);
+    const int m = std::get<1>(row);
+    const int layers = std::get<2>(row);
     CAPTURE(pp);
     CAPTURE(m);
     const auto model = uniform_model(layers);
@@ -168,7 +174,11 @@ TEST_CASE("bubble of the interleaved schedule: (pp - 1) / (vp m + pp - 1) in the
   // Narayanan et al. 2021 (section 2.2.2): with vp chunks per rank each pass takes 1/vp of a stage's
   // time, so the bubble shrinks by vp: fraction (pp - 1) / (vp m + pp - 1) of the step, for m a
   // multiple of pp and free transfers. Again only the order of passes is given to the engine.
-  for (auto [pp, vp, m] : std::vector<std::tuple<int, int, int>>{{2, 2, 4}, {4, 2, 8}, {4, 3, 4}}) {
+  for (const auto& row : std::vector<std::tuple<int, int, int>>{{2, 2, 4}, {4, 2, 8}, {4, 3, 4}}) {
+    // named variables, not structured bindings: CAPTURE takes them into a lambda (clang 14 refuses bindings there)
+    const int pp = std::get<0>(row);
+    const int vp = std::get<1>(row);
+    const int m = std::get<2>(row);
     CAPTURE(pp);
     CAPTURE(vp);
     const auto model = uniform_model(pp * vp * 2);
@@ -453,7 +463,11 @@ TEST_CASE("a long pipelined step extrapolated from pp and pp + 1 micro-batches e
   // (interleaved) between a warm-up and a cool-down that do not depend on m, so the step is linear
   // in m beyond the counts it simulates. Expected: the whole simulation's step and compute busy
   // time (--all-micro-batches), to the picosecond up to rounding of the linear extrapolation.
-  for (auto [pp, vp, m] : std::vector<std::tuple<int, int, int>>{{2, 1, 12}, {4, 1, 16}, {2, 2, 12}}) {
+  for (const auto& row : std::vector<std::tuple<int, int, int>>{{2, 1, 12}, {4, 1, 16}, {2, 2, 12}}) {
+    // named variables, not structured bindings: CAPTURE takes them into a lambda (clang 14 refuses bindings there)
+    const int pp = std::get<0>(row);
+    const int vp = std::get<1>(row);
+    const int m = std::get<2>(row);
     CAPTURE(pp);
     CAPTURE(vp);
     const auto model = uniform_model(8);

@@ -2,6 +2,8 @@
 // estimate against the whole simulation.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include "hardware/cost_model.hpp"
 #include "sim/model.hpp"
 #include "sim/pipeline_step.hpp"
@@ -12,7 +14,11 @@ TEST_CASE("replay of uniform passes without transfer cost: (m + pp - 1)(F + B), 
   // Narayanan et al. 2021, eq. 1 and section 2.2.2: with every virtual stage's forward F and
   // backward B equal and free transfers, 1F1B ends after (m + pp - 1)(F + B) and the interleaved
   // schedule (F, B per chunk) after (vp m + pp - 1)(F + B). The replay is not told this.
-  for (auto [pp, vp, m] : std::vector<std::tuple<int, int, int>>{{2, 1, 3}, {4, 1, 8}, {8, 1, 16}, {4, 2, 8}, {2, 4, 4}}) {
+  for (const auto& row : std::vector<std::tuple<int, int, int>>{{2, 1, 3}, {4, 1, 8}, {8, 1, 16}, {4, 2, 8}, {2, 4, 4}}) {
+    // named variables, not structured bindings: CAPTURE takes them into a lambda (clang 14 refuses bindings there)
+    const int pp = std::get<0>(row);
+    const int vp = std::get<1>(row);
+    const int m = std::get<2>(row);
     CAPTURE(pp);
     CAPTURE(vp);
     const int V = pp * vp;
