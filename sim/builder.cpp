@@ -622,16 +622,7 @@ void Builder::grad_ready(TensorId dw) {
 
 void Builder::flush_pp_bucket() {
   if (pp_bucket_.empty()) return;
-  Task t;
-  t.kind = CollectiveOp{
-      .kind = CollectiveKind::all_reduce, .bytes = pp_bucket_params_ * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
-  t.stream = streams_.dp_comm;
-  t.op = Op::dp_reduce;
-  t.phase = Phase::dp_reduce;
-  t.group = dp_group_;
-  t.once_per_step = true;
-  t.layer = -1;
-  add(std::move(t), pp_bucket_, pp_bucket_);
+  add_step_grad_all_reduce(pp_bucket_params_ * 4, p_.dp, dp_nodes_, streams_.dp_comm, dp_group_, pp_bucket_);
   pp_bucket_.clear();
   pp_bucket_params_ = 0;
 }
@@ -644,19 +635,21 @@ void Builder::emit_sp_norm_grads() {
   if (stage_last_) norms.push_back(d_fnorm_);
   for (const auto& ch : chunks_)
     for (int l = ch.first; l < ch.end; ++l) norms.insert(norms.end(), {lw_[l].d_norm1, lw_[l].d_norm2});
+  add_step_grad_all_reduce(static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4, p_.tp, tp_nodes_, streams_.tp_comm,
+                           tp_group_, norms);
+}
+
+void Builder::add_step_grad_all_reduce(std::int64_t bytes, int ranks, int nodes, StreamId stream, GroupId group,
+                                       std::span<const TensorId> grads) {
   Task t;
-  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce,
-                        .bytes = static_cast<std::int64_t>(norms.size()) * sh_.np * sh_.h * 4,
-                        .ranks = p_.tp,
-                        .nodes = tp_nodes_,
-                        .dtype = DType::fp32};
-  t.stream = streams_.tp_comm;
+  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce, .bytes = bytes, .ranks = ranks, .nodes = nodes, .dtype = DType::fp32};
+  t.stream = stream;
   t.op = Op::dp_reduce;
   t.phase = Phase::dp_reduce;
-  t.group = tp_group_;
+  t.group = group;
   t.once_per_step = true;
   t.layer = -1;
-  add(std::move(t), norms, norms);
+  add(std::move(t), grads, grads);
 }
 
 void Builder::emit_optimizer() {

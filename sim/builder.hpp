@@ -217,6 +217,10 @@ class Builder {
   void emit_weights();
   void grad_ready(TensorId dw);
   void emit_sp_norm_grads();
+  /// a once-per-step fp32 all-reduce of gradients over `group` (DP buckets of a pipelined plan, the
+  /// tied embedding, sequence-parallel norm weights): `grads` are read and written in place
+  void add_step_grad_all_reduce(std::int64_t bytes, int ranks, int nodes, StreamId stream, GroupId group,
+                                std::span<const TensorId> grads);
   void emit_embedding_grads();
   void flush_pp_bucket();  ///< pipelined plans: the DP bucket being filled (grad_ready)
   void emit_optimizer();

@@ -130,19 +130,8 @@ TensorId Builder::transfer(bool forward, bool send, TensorId x, std::int64_t row
 void Builder::emit_embedding_grads() {
   if (!embd_group_) return;
   const TensorId d = stage_first_ ? d_emb_ : d_head_;
-  Task t;
-  t.kind = CollectiveOp{.kind = CollectiveKind::all_reduce,
-                        .bytes = g_.tensors[d].rows * g_.tensors[d].cols * 4,
-                        .ranks = 2,
-                        .nodes = g_.groups[*embd_group_].nodes,
-                        .dtype = DType::fp32};
-  t.stream = streams_.dp_comm;
-  t.op = Op::dp_reduce;
-  t.phase = Phase::dp_reduce;
-  t.group = embd_group_;
-  t.once_per_step = true;
-  t.layer = -1;
-  add(std::move(t), {d}, {d});
+  add_step_grad_all_reduce(g_.tensors[d].rows * g_.tensors[d].cols * 4, 2, g_.groups[*embd_group_].nodes, streams_.dp_comm,
+                           *embd_group_, std::span<const TensorId>(&d, 1));
 }
 
 void Builder::emit_pipeline(void (*schedule)(Builder&)) {

@@ -5,19 +5,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <stdexcept>
 #include <string_view>
-#include <type_traits>
-#include <limits>
-#include <stdexcept>
 #include <thread>
+#include <type_traits>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "common/config_error.hpp"
-#include <map>
-#include <unordered_map>
-
 #include "sim/strategy.hpp"
 
 namespace tuner {
@@ -266,6 +264,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   };
   std::vector<Screened> best;       // the `keep` best estimates, sorted
   std::vector<Screened> best_none;  // the 3 best estimates of plans without overlap
+  // the best estimate of each pipeline depth: the screening's error differs between pp = 1 (the
+  // reduced-layer simulation) and pp > 1 (the pipeline estimate), so the finalists, simulated whole,
+  // include each depth's best rather than only the `keep` near-identical variants of one depth
+  std::map<int, Screened> best_of_pp;
   auto better = [](const Screened& a, const Screened& b) {
     return a.est.step_time != b.est.step_time ? a.est.step_time < b.est.step_time : a.index < b.index;
   };
@@ -337,14 +339,19 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       const Screened s{i, est[b]};
       insert(best, s, keep);
       if (plans[i].strategy->baseline) insert(best_none, s, 3);
+      const auto [at, fresh] = best_of_pp.try_emplace(plans[i].pp, s);
+      if (!fresh && better(s, at->second)) at->second = s;
     }
     if (opt.progress) opt.progress({pos, cand.size(), std::chrono::duration<double>(clock::now() - t0).count()});
   }
 
   // ---- whole-model simulations of the finalists ----
   std::vector<Screened> finalists = best;
-  for (const auto& s : best_none)
+  auto add_finalist = [&](const Screened& s) {
     if (std::none_of(finalists.begin(), finalists.end(), [&](const Screened& f) { return f.index == s.index; })) finalists.push_back(s);
+  };
+  for (const auto& s : best_none) add_finalist(s);
+  for (const auto& [pp, s] : best_of_pp) add_finalist(s);
   std::vector<RankedPlan> full(finalists.size());
   parallel_for(finalists.size(), res.threads, [&](std::size_t f) {
     full[f] = RankedPlan{finalists[f].index, plans[finalists[f].index], finalists[f].est, ev.simulate(plans[finalists[f].index])};
