@@ -87,8 +87,9 @@ struct SearchResult {
 /// with reduced-layer estimates, refusing those whose estimated memory exceeds the GPU's, and prune
 /// every candidate whose lower bound is >= the (top_k + extra_full)-th best estimate so far (plans
 /// without overlap are kept while they can still beat the best such estimate: they give the
-/// baseline); 5. simulate the best top_k + extra_full estimates and the three best
-/// non-overlapping ones whole and rank them by the full simulation. Deterministic: the same
+/// baseline); 5. simulate the best top_k + extra_full estimates, the three best
+/// non-overlapping ones and the best of each pipeline depth (pp) whole, and rank them by the full
+/// simulation. Deterministic: the same
 /// result, counts included, for any thread count and any options.distribution.size (timings aside).
 SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost,
                     const SearchSpace& space, const SearchOptions& options = {});
