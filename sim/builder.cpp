@@ -156,6 +156,10 @@ std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const
   if (g_.operands.size() + in.size() + out.size() > std::numeric_limits<std::uint32_t>::max())
     throw common::ConfigError("plan", "strategy", "the step graph has more than 2^32 operands");
   const auto id = static_cast<std::uint32_t>(g_.tasks.size());
+  if (wait_for_ && t.stream == streams_.compute) {
+    edge(*wait_for_, id);
+    wait_for_.reset();
+  }
   t.operand_begin = static_cast<std::uint32_t>(g_.operands.size());
   t.n_inputs = static_cast<std::uint16_t>(in.size());
   t.n_outputs = static_cast<std::uint16_t>(out.size());
@@ -457,7 +461,7 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
   st.dy = dx;
 }
 
-BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
+BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_collective) {
   if (skip_bwd()) return {};
   gather_for_backward(l);
   ensure_recomputed(l, s);
@@ -475,9 +479,11 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s) {
   const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
   TensorId dn2 = grad(T, h, Op::norm2, l, s.index);
   add(task(sh_.fc1_dgrad(T), Op::fc1, Phase::bwd_dgrad, l, s), {df1, w.fc1}, {dn2});
+  std::uint32_t wg = 0;
+  if (wgrad_before_collective) wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
   auto [din, coll] = reduce_out(dn2, Op::mlp_comm, Phase::bwd_dgrad, l, s);
   st.d_in = din;
-  const auto wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
+  if (!wgrad_before_collective) wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
   return {coll, wg};
 }
 

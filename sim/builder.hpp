@@ -123,8 +123,11 @@ class Builder {
   BackwardTasks emit_head_bwd(const Slice& s);
   void emit_final_norm_bwd(const Slice& s);
   /// FC2 dgrad + wgrad, activation, FC1 dgrad, its collective, then FC1 wgrad (issued after the
-  /// collective so that it can overlap it).
-  BackwardTasks emit_mlp_bwd(int l, const Slice& s);
+  /// collective so that it can overlap it). With `wgrad_before_collective` FC1's wgrad is issued
+  /// before the collective instead: PyTorch autograd's MmBackward computes both gradients of a
+  /// matmul before the next node (DeepSpeed-Domino's _CopyToModelParallelRegionA) issues the
+  /// all-reduce, so the collective cannot overlap its own wgrad.
+  BackwardTasks emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_collective = false);
   void emit_mlp_norm_bwd(int l, const Slice& s);
   /// out-proj dgrad + wgrad, attention backward, QKV dgrad, its collective, then QKV wgrad.
   BackwardTasks emit_attn_bwd(int l, const Slice& s);
@@ -149,6 +152,10 @@ class Builder {
                std::span<const TensorId>(out.begin(), out.size()));
   }
   std::uint32_t add(Task t, std::span<const TensorId> in, std::span<const TensorId> out);
+  /// handle.wait() on the compute stream: the next task issued on the compute stream waits for
+  /// `task` (an asynchronous collective) - the next kernel a framework issues after it waits, not
+  /// only the kernels that read its output.
+  void next_compute_waits_for(std::uint32_t task) { wait_for_ = task; }
   /// An ordering edge beyond the data dependencies: `to` waits for `from` (from < to).
   void edge(std::uint32_t from, std::uint32_t to) {
     if (from == to) return;
@@ -268,6 +275,7 @@ class Builder {
   std::vector<TensorState> state_;
   std::vector<ReaderLink> readers_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges_;
+  std::optional<std::uint32_t> wait_for_;  ///< next_compute_waits_for: the next compute task waits for it
   std::vector<Slice> slices_;
   std::vector<SliceState> ss_;
   std::vector<LayerWeights> lw_;

@@ -1,10 +1,22 @@
 // Strategy domino: DeepSpeed-Domino's tensor slicing (Wang et al. 2024). The micro-batch is cut
 // into row slices (along the batch or the sequence axis) and the row-parallel GEMMs (out-proj,
 // FC2) into column chunks; every block is issued for all slices before the block that consumes its
-// collective, so slice i's collective overlaps slice i+1's compute - also across layer boundaries:
-// the residual that consumes layer l's MLP collective is issued at the head of layer l+1's
-// attention block. In backward the weight-gradient GEMM is issued after the input-gradient
-// collective and overlaps it.
+// collective, so slice i's collective overlaps slice i+1's compute.
+//
+// The order is the released code's (DeepSpeedExamples training/DeepSpeed-Domino, the example the
+// published figures come from; deepspeed/runtime/domino/transformer.py keeps it):
+//  - forward: DominoTransformerLayer.forward issues the attention of every slice with an async
+//    all-reduce after each, then every slice's MLP; the last slice's MLP all-reduce is synchronous
+//    and the layer waits for the others' handles before it returns, so the next layer's compute
+//    starts only when all of this layer's MLP collectives are done - the last one is never hidden
+//    (at most 3 of 4 forward collectives per layer overlap with 2 slices);
+//  - backward: autograd runs a ready node created later first (its ready queue orders by
+//    sequence number), so slices run last-to-first; an MLP's input-gradient all-reduce is issued
+//    by _CopyToModelParallelRegionA after FC1's MmBackward (dgrad and wgrad) and waited for by
+//    NoOper right after the post-attention norm - it overlaps the other slice's MLP backward,
+//    and the first slice's overlaps only norm work; the attention's QKV is Megatron-LM 23.08's
+//    ColumnParallelLinear, whose backward all-reduces the input gradient asynchronously beside its
+//    own wgrad GEMM and waits at its end (handle.wait()), before the next kernel.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,25 +33,21 @@ void schedule(Builder& b) {
   const auto& slices = b.slices();
   for (const auto& s : slices) b.emit_embedding(s);
   for (int l = l0; l < L; ++l) {
-    for (const auto& s : slices) {
-      if (l > l0) b.emit_mlp_residual(l - 1, s);
-      b.emit_attn_fwd(l, s);
-    }
+    for (const auto& s : slices) b.emit_attn_fwd(l, s);
     for (const auto& s : slices) {
       b.emit_attn_residual(l, s);
       b.emit_mlp_fwd(l, s);
     }
+    // the layer returns after every slice's MLP all-reduce (the last one synchronous)
+    for (const auto& s : slices) b.emit_mlp_residual(l, s);
   }
-  for (const auto& s : slices) {
-    b.emit_mlp_residual(L - 1, s);
-    b.emit_head_fwd(s);
-  }
+  for (const auto& s : slices) b.emit_head_fwd(s);
   for (const auto& s : slices) b.emit_loss(s);
 
-  // Along the sequence axis slice i's attention backward adds into dK/dV of slices <= i, so the
-  // slices run last-to-first; along the batch axis they are independent and run in order.
+  // autograd: the slice created last runs first (along the sequence axis this is also what the
+  // data needs: slice i's attention backward adds into dK/dV of slices <= i)
   std::vector<Slice> order(slices);
-  if (b.plan().row_axis == RowAxis::sequence) std::reverse(order.begin(), order.end());
+  std::reverse(order.begin(), order.end());
   for (const auto& s : order) b.emit_head_bwd(s);
   b.head_grads_ready();
   for (int l = L - 1; l >= l0; --l) {
@@ -48,12 +56,14 @@ void schedule(Builder& b) {
         b.emit_final_norm_bwd(s);
       else
         b.emit_attn_norm_bwd(l + 1, s);
-      b.emit_mlp_bwd(l, s);
     }
+    // one slice (the tuner's neutral point) keeps Megatron-LM's task order
+    for (const auto& s : order) b.emit_mlp_bwd(l, s, /*wgrad_before_collective=*/order.size() > 1);
     b.mlp_grads_ready(l);
+    for (const auto& s : order) b.emit_mlp_norm_bwd(l, s);
     for (const auto& s : order) {
-      b.emit_mlp_norm_bwd(l, s);
-      b.emit_attn_bwd(l, s);
+      const BackwardTasks t = b.emit_attn_bwd(l, s);
+      if (t.collective) b.next_compute_waits_for(*t.collective);  // ColumnParallelLinear's handle.wait()
     }
     b.attn_grads_ready(l);
   }

@@ -58,7 +58,7 @@ TEST_CASE("host.stacks: every stack's mechanisms, range-checked, named in errors
   CHECK(mc.attention == hardware::AttentionKernel::flash);
   CHECK(mc.fuses(hardware::ElementwiseKind::gelu));
   CHECK_FALSE(mc.fuses(hardware::ElementwiseKind::layernorm));
-  CHECK(c.host.stack(hardware::Stack::cuda_graphs).attention == hardware::AttentionKernel::unfused_compiled);
+  CHECK(c.host.stack(hardware::Stack::cuda_graphs).attention == hardware::AttentionKernel::flash);  // the released Domino layer's SDPA
   CHECK(c.host.kernel_efficiency_for(hardware::Stack::eager) == 1.0);  // retired: no cluster file sets it
   CHECK(error_of([&] { hardware::parse_cluster(replaced("gemm_efficiency: 1.0   # TE", "gemm_efficiency: 1.5   # TE"), "c.yaml"); }) ==
         "c.yaml: host.stacks.megatron-core.gemm_efficiency: expected a fraction in (0, 1], got 1.5");

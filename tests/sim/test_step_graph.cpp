@@ -2,6 +2,8 @@
 // form; the DAG only points forward; Domino overlaps what Megatron exposes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
 
 #include "hardware/cost_model.hpp"
@@ -224,4 +226,38 @@ TEST_CASE("domino with one slice and one chunk issues Megatron-LM's tasks (Strat
     CHECK(serializing(gn) == 2 * static_cast<std::size_t>(n.model.layers) + 1);
     CHECK(serializing(gd) == 0);
   }
+}
+
+TEST_CASE("domino with two slices runs in the released code's order (DeepSpeedExamples DominoTransformerLayer)") {
+  // Expected from the released code (sim/strategy_domino.cpp names the lines): the layer's last MLP
+  // all-reduce is synchronous, so no forward kernel of layer l + 1 starts before every MLP collective
+  // of layer l has ended; in backward the later slice (1) runs first, slice 0's FC1 weight gradient
+  // is computed before its MLP all-reduce is issued (autograd's MmBackward), and the attention
+  // input-gradient all-reduce holds the next compute kernel (ColumnParallelLinear's handle.wait()).
+  const auto t = target("gpt3-2.7b", plan(4, 4, &sim::strategy_domino(), 2, 1));
+  auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
+  sim::Engine engine(*cost, {.timeline = true});
+  const auto g = sim::build_step_graph(t.model, t.cluster, t.plan);
+  const auto r = engine.simulate(g);
+  const auto& tm = r.timelines[0].timing;
+  const int l = 5;
+  auto find = [&](sim::Op op, sim::Phase phase, int layer, int slice, bool collective) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto& k = g.tasks[i];
+      if (k.op == op && k.phase == phase && k.layer == layer && k.slice == slice && k.is_collective() == collective) return i;
+    }
+    FAIL("task not found");
+    return std::size_t{0};
+  };
+  // forward: every MLP collective of layer l ends before layer l + 1's first kernel starts
+  std::int64_t next_start = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g.tasks[i].layer == l + 1 && g.tasks[i].phase == sim::Phase::fwd && !g.tasks[i].is_collective())
+      next_start = std::min(next_start, tm[i].start.ps);
+  for (int s : {0, 1}) CHECK(tm[find(sim::Op::mlp_comm, sim::Phase::fwd, l, s, true)].end.ps <= next_start);
+  // backward: slice 1's MLP backward is issued before slice 0's; slice 0's FC1 wgrad before its collective
+  CHECK(find(sim::Op::fc2, sim::Phase::bwd_dgrad, l, 1, false) < find(sim::Op::fc2, sim::Phase::bwd_dgrad, l, 0, false));
+  CHECK(find(sim::Op::fc1, sim::Phase::bwd_wgrad, l, 0, false) < find(sim::Op::mlp_comm, sim::Phase::bwd_dgrad, l, 0, true));
+  // the attention collective of slice 1 ends before slice 0's attention backward (its out-proj dgrad) starts
+  CHECK(tm[find(sim::Op::attn_comm, sim::Phase::bwd_dgrad, l, 1, true)].end.ps <= tm[find(sim::Op::out_proj, sim::Phase::bwd_dgrad, l, 0, false)].start.ps);
 }
