@@ -62,9 +62,18 @@ MeasuredTrace parse_kineto_trace(const std::string& text, const std::string& sou
   std::size_t index = 0;
   for (const auto& e : j.at("traceEvents")) {
     ++index;
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
-    const std::string cat = e.value("cat", "");
-    const std::string name = e.value("name", "");
+    if (!e.is_object()) continue;
+    // the event's strings: absent is "", another type is refused (json::value would throw a
+    // type_error, which is no ConfigError: found by fuzz_kineto, "ph": 4242)
+    auto text = [&](const char* key) {
+      if (!e.contains(key)) return std::string();
+      if (!e.at(key).is_string())
+        throw common::ConfigError(source, fmt::format("traceEvents[{}].{}", index - 1, key), fmt::format("expected a string, got {}", e.at(key).dump()));
+      return e.at(key).get<std::string>();
+    };
+    if (text("ph") != "X") continue;
+    const std::string cat = text("cat");
+    const std::string name = text("name");
     if (!e.contains("ts") || !e.contains("dur") || !e.at("ts").is_number() || !e.at("dur").is_number())
       throw common::ConfigError(source, fmt::format("traceEvents[{}]", index - 1), "an X event without numeric ts and dur");
     const double ts = e.at("ts").get<double>(), dur = e.at("dur").get<double>();
@@ -74,8 +83,10 @@ MeasuredTrace parse_kineto_trace(const std::string& text, const std::string& sou
     if (cat == "kernel" || cat == "Kernel") {
       const int dev = args.contains("device") && args.at("device").is_number_integer() ? args.at("device").get<int>() : 0;
       if (dev != device) continue;
+      // the stream: args.stream, else the event's tid when it is an integer (Chrome traces may name threads with strings)
       const long long stream = args.contains("stream") && args.at("stream").is_number_integer() ? args.at("stream").get<long long>()
-                                                                                                 : e.value("tid", 0LL);
+                               : e.contains("tid") && e.at("tid").is_number_integer()           ? e.at("tid").get<long long>()
+                                                                                                 : 0;
       m.kernels.push_back({name, ts, ts + dur, dev, stream});
     } else if (name.rfind("ProfilerStep#", 0) == 0) {
       (cat == "gpu_user_annotation" ? m.steps : cpu_steps).push_back({ts, ts + dur});

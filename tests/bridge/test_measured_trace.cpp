@@ -70,6 +70,28 @@ TEST_CASE("malformed traces are refused naming the file") {
   CHECK_THROWS_AS(validate::read_nsys_sqlite(kDir + "make_traces.py"), common::ConfigError);
 }
 
+TEST_CASE("an event whose ph, cat or name is not a string is refused naming it; a tid that is not an integer is stream 0") {
+  // fuzz_kineto's finding of 2026-12-01 (fuzz/corpus/kineto/crash-ph-number.json, "ph": 4242 in a
+  // real trace's 6th event): nlohmann's value("ph", "") threw a type_error, which escaped as no
+  // ConfigError. Expected now: one ConfigError naming the event and the key.
+  CHECK_THROWS_WITH_AS(validate::parse_kineto_trace(R"({"traceEvents": [{"ph": 4242, "ts": 0, "dur": 1}]})", "t.json"),
+                       "t.json: traceEvents[0].ph: expected a string, got 4242", common::ConfigError);
+  CHECK_THROWS_WITH_AS(validate::parse_kineto_trace(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": ["k"], "ts": 0, "dur": 1}]})", "t.json"),
+                       "t.json: traceEvents[0].name: expected a string, got [\"k\"]", common::ConfigError);
+  CHECK_THROWS_WITH_AS(validate::parse_kineto_trace(R"({"traceEvents": [{"ph": "i"}, {"ph": "X", "cat": null, "ts": 0, "dur": 1}]})", "t.json"),
+                       "t.json: traceEvents[1].cat: expected a string, got null", common::ConfigError);
+  // a thread named by a string (Chrome traces allow it): the kernel is read, on stream 0
+  const auto m = validate::parse_kineto_trace(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "tid": "stream 7", "ts": 2, "dur": 3}]})",
+                                              "t.json");
+  REQUIRE(m.kernels.size() == 1);
+  CHECK(m.kernels[0].stream == 0);
+  CHECK(m.kernels[0].start_us == 2);
+  CHECK(m.kernels[0].end_us == 5);
+  // the reproducer itself (the minimised crash input) ends in the same kind of error
+  const std::string repro = common::read_text_file(std::string(SLICETUNE_SOURCE_DIR) + "/fuzz/corpus/kineto/crash-ph-number.json");
+  CHECK_THROWS_WITH_AS(validate::parse_kineto_trace(repro, "r.json"), "r.json: traceEvents[5].ph: expected a string, got 4242", common::ConfigError);
+}
+
 TEST_CASE("validate --measured run.json reads the run's plan from the file (no flags repeated)") {
   // A run.json as `slicetune run --out` writes it, trimmed to what validate reads: the plan is tp 2, domino 2 x 1,
   // micro-batch 2 on cpu-host; with the old behaviour (plan from flags) the graph would be tp 1 and the task count differ.
