@@ -208,7 +208,7 @@ Task Builder::tp_task(CollectiveKind k, double bytes, Op op, Phase phase, int la
 std::pair<TensorId, std::optional<std::uint32_t>> Builder::reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s,
                                                                       int chunk) {
   if (p_.tp == 1) return {x, std::nullopt};
-  const auto& info = g_.tensors[x];
+  const auto info = g_.tensors[x];  // a copy: tensor() below may grow g_.tensors
   const double bytes = info.bytes();
   if (!p_.sequence_parallel) {
     auto id = add(tp_task(CollectiveKind::all_reduce, bytes, op, phase, layer, s, chunk), {x}, {x});
@@ -222,7 +222,7 @@ std::pair<TensorId, std::optional<std::uint32_t>> Builder::reduce_out(TensorId x
 /// SP only: AllGather [rows/tp, cols] into [rows, cols] before a column-parallel GEMM.
 TensorId Builder::gather_in(TensorId x, Op op, Phase phase, int layer, const Slice& s) {
   if (!p_.sequence_parallel || p_.tp == 1) return x;
-  const auto& info = g_.tensors[x];
+  const auto info = g_.tensors[x];  // a copy: tensor() below grows g_.tensors (the reference dangled)
   TensorId y = tensor(info.rows * p_.tp, info.cols, info.dtype, info.role, info.op, layer, s.index, -1, info.backward, 2);
   add(tp_task(CollectiveKind::all_gather, static_cast<double>(info.rows) * p_.tp * info.cols * common::dtype_bytes(info.dtype),
               op, phase, layer, s),
