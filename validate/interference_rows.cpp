@@ -121,7 +121,11 @@ double layer_slowdown(const std::string& model, const std::string& cluster, int 
       using T = std::decay_t<decltype(op)>;
       if constexpr (std::is_same_v<T, GemmOp>) {
         const auto cc = cost->gemm(op);
-        k = KernelLoad{.seconds = cc.time.s(), .seconds_on_fewer = gemm_seconds_on_sms(c.gpu, op, left), .hbm_bytes = cc.hbm_bytes};
+        // the stack's GEMM time scaled by the library's slowdown on the SMs left, as the engine does
+        // (sim/interference_model.cpp): the stack's own losses (gemm_efficiency below 1) do not hide the SMs taken
+        const double lib = estimate_gemm(c.gpu, op).seconds;
+        const double ratio = lib > 0 ? std::max(1.0, gemm_seconds_on_sms(c.gpu, op, left) / lib) : 1.0;
+        k = KernelLoad{.seconds = cc.time.s(), .seconds_on_fewer = cc.time.s() * ratio, .hbm_bytes = cc.hbm_bytes};
       } else if constexpr (std::is_same_v<T, AttentionOp> || std::is_same_v<T, ElementwiseOp>) {
         ComputeCost cc;
         if constexpr (std::is_same_v<T, AttentionOp>) cc = cost->attention(op);
