@@ -12,6 +12,7 @@
 #include "validate/calibration.hpp"
 #include "validate/interference_rows.hpp"
 #include "validate/step_rows.hpp"
+#include "validate/tp_overlap_rows.hpp"
 
 namespace validate {
 
@@ -276,12 +277,36 @@ std::vector<Fit> stack_fits(const std::string& dir) {
   return {gemm, over};
 }
 
-// ---- A100 eager stack -----------------------------------------------------------------------------
-// gpu.gemm_efficiency, host.stacks.eager.launch_us and op_overhead_us of dgx-a100 over the
-// Megatron-DeepSpeed iteration times (rows with pp = 1, optionally only those `use` keeps), by
-// coordinate descent (each row is a simulated step).
+// ---- A100 -------------------------------------------------------------------------------------
+// gpu.gemm_efficiency of dgx-a100 (the library's best-shape speed) over FLUX's unfused A800 GEMMs
+// (tp-overlap-measured.csv, FLUX-RM: torch.matmul alone, 2.438 and 2.453 ms; A800 = A100 compute).
+Fit a100_gemm_fit(const std::string& dir) {
+  const ClusterSpec base = hardware::load_cluster("dgx-a100");
+  std::vector<FluxRow> rows;
+  for (auto& r : read_flux_kernel_rows(dir))
+    if (r.gpu == "A800" && r.listed_why.empty() && r.torch_gemm_ms) rows.push_back(std::move(r));
+  Fit f{.name = "A100 GEMM library speed", .cluster = "dgx-a100",
+        .inputs = "tp-overlap-measured.csv FLUX-RM: the two unfused A800 GEMMs (torch: gemm 2.438 and 2.453 ms)"};
+  f.params = {{.key = "gpu.gemm_efficiency", .file_value = base.gpu.gemm_eff(common::DType::fp16), .lo = 0.50, .hi = 1.00, .step = 0.01}};
+  grid_least_squares(f, [&](const std::vector<double>& v) {
+    std::vector<std::pair<double, double>> out;
+    for (const auto& r : rows) {
+      ClusterSpec c = flux_machine(r.gpu);
+      for (auto& e : c.gpu.gemm_efficiency) e = v[0];
+      out.emplace_back(1e3 * hardware::estimate_gemm(c.gpu, r.site.local_gemm()).seconds, *r.torch_gemm_ms);
+    }
+    return out;
+  });
+  return f;
+}
+
+// host.stacks.eager.gemm_efficiency (= cuda_graphs': the same PyTorch), launch_us and op_overhead_us
+// of dgx-a100 over the Megatron-DeepSpeed iteration times (rows with pp = 1, optionally only those
+// `use` keeps), by coordinate descent (each row is a simulated step); the library speed
+// (gpu.gemm_efficiency) is a100_gemm_fit's.
 ClusterSpec a100_with(ClusterSpec c, const std::vector<double>& v) {
-  for (auto& e : c.gpu.gemm_efficiency) e = v[0];
+  c.host.stacks[static_cast<int>(hardware::Stack::eager)].gemm_efficiency = v[0];
+  c.host.stacks[static_cast<int>(hardware::Stack::cuda_graphs)].gemm_efficiency = v[0];
   auto& eager = c.host.stacks[static_cast<int>(hardware::Stack::eager)];
   eager.launch = common::Duration::from_us(v[1]);
   eager.op_overhead = common::Duration::from_us(v[2]);
@@ -292,7 +317,7 @@ Fit a100_fit(const std::vector<A100Row>& rows, std::string inputs) {
   const ClusterSpec base = hardware::load_cluster("dgx-a100");
   const auto& eager = base.host.stack(hardware::Stack::eager);
   Fit f{.name = "Megatron-DeepSpeed on A100", .cluster = "dgx-a100", .inputs = std::move(inputs)};
-  f.params = {{.key = "gpu.gemm_efficiency", .file_value = base.gpu.gemm_eff(common::DType::fp16), .lo = 0.55, .hi = 0.85, .step = 0.01},
+  f.params = {{.key = "host.stacks.eager.gemm_efficiency (= cuda_graphs')", .file_value = eager.gemm_efficiency, .lo = 0.50, .hi = 1.00, .step = 0.01},
               {.key = "host.stacks.eager.launch_us", .file_value = eager.launch.us(), .lo = 60, .hi = 240, .step = 10},
               {.key = "host.stacks.eager.op_overhead_us", .file_value = eager.op_overhead.us(), .lo = 20, .hi = 100, .step = 5}};
   coordinate_least_squares(f, [&](const std::vector<double>& v) {
@@ -323,6 +348,7 @@ std::vector<Fit> fit_constants(const std::string& dir) {
   fits.push_back(tile_fit(square_gemms(dir, false), "gemm-h100.csv: bf16 and fp8 square shapes 2048 .. 16384"));
   for (auto& f : interference_fits(dir)) fits.push_back(std::move(f));
   for (auto& f : stack_fits(dir)) fits.push_back(std::move(f));
+  fits.push_back(a100_gemm_fit(dir));
   fits.push_back(a100_fit(a100_rows(dir), "a100-megatron-1node-2and4gpu.csv: every row with pp = 1 (coordinate descent)"));
   return fits;
 }
@@ -375,7 +401,7 @@ std::vector<LeaveGroupOut> leave_group_out(const std::string& dir) {
     for (const auto& r : out_rows) pred.emplace_back(predict_a100(c, r).step_time.ms(), r.measured_ms);
     LeaveGroupOut l{.fitted_on = fmt::format("A100 Megatron-DeepSpeed, {}-GPU rows", fit_gpus),
                     .predicts = fmt::format("A100 Megatron-DeepSpeed, {}-GPU rows", pred_gpus),
-                    .constants = fmt::format("gemm_efficiency {:g}, launch_us {:g}, op_overhead_us {:g}", f.params[0].fitted, f.params[1].fitted,
+                    .constants = fmt::format("eager gemm_efficiency {:g}, launch_us {:g}, op_overhead_us {:g}", f.params[0].fitted, f.params[1].fitted,
                                              f.params[2].fitted)};
     l.rows_fitted = static_cast<int>(in.size());
     l.rows_predicted = static_cast<int>(pred.size());
