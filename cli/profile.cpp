@@ -9,6 +9,7 @@
 #include "common/config_reader.hpp"
 #include "common/limits.hpp"
 #include "hardware/profile.hpp"
+#include "executor/mpi_plugin.hpp"
 #include "profiler/profiler.hpp"
 #include "sim/step_graph.hpp"
 #include "sim/strategy.hpp"
@@ -85,23 +86,23 @@ void run_profile(const ProfileFlags& f, const std::string& command) {
     add_model_shapes(f.model, f.tp.empty() ? std::vector<long long>{1, 2} : f.tp, static_cast<int>(f.micro_batch), f.seq_len, o);
   hardware::Profile p;
   try {
-    p = profiler::measure(o);
+    p = executor::mpi_plugin::measure_profile(o);  // the profiler: in the MPI plug-in, loaded now
   } catch (const common::ConfigError&) {
-    profiler::finish();  // bad input, found alike by every rank: main prints it once (rank 0)
+    executor::mpi_plugin::profile_finish();  // bad input, found alike by every rank: main prints it once (rank 0)
     throw;
   } catch (const std::exception& e) {
     // a fault this rank saw (an MPI or device error): print it once, from here, and end the job,
     // since the other ranks may be waiting on this one
-    std::fprintf(stderr, "slicetune: error: rank %d: %s\n", profiler::mpi_rank(), e.what());
+    std::fprintf(stderr, "slicetune: error: rank %d: %s\n", executor::mpi_plugin::profile_rank(), e.what());
     std::fflush(stderr);
-    profiler::abort_job(3);
+    executor::mpi_plugin::profile_abort(3);
   }
-  if (profiler::mpi_rank() == 0) {
+  if (executor::mpi_plugin::profile_rank() == 0) {
     hardware::write_profile(f.out, p);
     fmt::print(stderr, "profile: wrote {} ({} GEMM, {} attention, {} element-wise, {} collective rows)\n", f.out, p.gemm.size(),
                p.attention.size(), p.elementwise.size(), p.collectives.size());
   }
-  profiler::finish();
+  executor::mpi_plugin::profile_finish();
 }
 
 const bool registered = cli::register_command(50, [](CLI::App& app) {

@@ -5,8 +5,7 @@
 #include <exception>
 
 #include "common/config_error.hpp"
-#include "executor/cpu/wait_polling.hpp"
-#include "executor/mpi_session.hpp"
+#include "executor/mpi_plugin.hpp"
 
 namespace cli {
 
@@ -16,7 +15,7 @@ namespace cli {
 /// printed once, from this rank ("rank N: ..."), and the job is aborted, since the other ranks may
 /// be waiting on this one in an exchange that will never complete.
 template <class F>
-void on_every_rank(const executor::MpiSession& mpi, F&& body) {
+void on_every_rank(const executor::mpi_plugin::Session& mpi, F&& body) {
   try {
     body();
   } catch (const common::ConfigError&) {

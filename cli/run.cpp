@@ -8,7 +8,7 @@
 #include "cli/rank_errors.hpp"
 #include "common/limits.hpp"
 #include "executor/backend.hpp"
-#include "executor/mpi_session.hpp"
+#include "executor/mpi_plugin.hpp"
 #include "executor/report.hpp"
 #include "executor/run.hpp"
 #include "executor/run_target.hpp"
@@ -18,6 +18,8 @@
 #include "sim/trace.hpp"
 
 namespace {
+
+namespace mpi_plugin = executor::mpi_plugin;  // MPI and the executor: the MPI plug-in, loaded when a Session starts
 
 struct RunFlags {
   cli::TargetFlags target;
@@ -30,7 +32,7 @@ struct RunFlags {
   std::string trace, out, dump_grads;
 };
 
-void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::BackendKind kind, int steps, int warmup);
+void run_ranks(const RunFlags& f, const mpi_plugin::Session& mpi, executor::BackendKind kind, int steps, int warmup);
 
 void run_run(const RunFlags& f) {
   if (!f.target.profile.empty())
@@ -49,20 +51,20 @@ void run_run(const RunFlags& f) {
     common::check_output_path(f.out, "--out");
     common::check_output_path(f.dump_grads, "--dump-grads");
   }
-  executor::MpiSession mpi;
+  mpi_plugin::Session mpi;  // MPI and the executor: the MPI plug-in, loaded now
   cli::on_every_rank(mpi, [&] { run_ranks(f, mpi, kind, steps, warmup); });
 }
 
-void run_ranks(const RunFlags& f, const executor::MpiSession& mpi, executor::BackendKind kind, int steps, int warmup) {
+void run_ranks(const RunFlags& f, const mpi_plugin::Session& mpi, executor::BackendKind kind, int steps, int warmup) {
   const sim::Target t = executor::resolve_run_target(f.target.input(), mpi.size());
   const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi.rank());
-  auto backend = executor::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp,
-                                               .pipeline_wraps = t.plan.vp > 1, .device = -1, .cpu_threads = static_cast<int>(f.threads),
-                                               .watchdog_s = f.watchdog_s});
+  auto backend = mpi_plugin::make_backend(kind, {.world_rank = mpi.rank(), .world_size = mpi.size(), .tp = t.plan.tp, .dp = t.plan.dp, .pp = t.plan.pp,
+                                                 .pipeline_wraps = t.plan.vp > 1, .device = -1, .cpu_threads = static_cast<int>(f.threads),
+                                                 .watchdog_s = f.watchdog_s});
   executor::RunOptions o{.steps = steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}, .watchdog_s = f.watchdog_s};
   if (!f.quiet)
     o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, steps, ms, loss); };
-  const executor::RunResult r = executor::train(g, *backend, o, !f.dump_grads.empty());
+  const executor::RunResult r = mpi_plugin::train(g, *backend, o, !f.dump_grads.empty());
   if (mpi.rank() != 0) return;
 
   const auto j = executor::run_json(t, g, r, backend->describe(), mpi.size());

@@ -8,9 +8,9 @@
 namespace cli {
 
 /// @brief Under a launcher that started more than one process (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
-/// SLURM_NTASKS), starts MPI (executor::MpiSession) and offers tuner::Distribution over
-/// MPI_COMM_WORLD; otherwise starts nothing (a plain `slicetune tune` never initialises MPI, which
-/// would cost start-up time). Needs the executor (MPI); without it, always one process.
+/// SLURM_NTASKS), starts MPI (executor::mpi_plugin::Session: the MPI plug-in is loaded only then) and offers tuner::Distribution
+/// over MPI_COMM_WORLD; otherwise starts nothing (a plain `slicetune tune` never initialises MPI, which would cost start-up
+/// time). Needs the executor (MPI); without it, always one process.
 class SearchProcesses {
  public:
   SearchProcesses();

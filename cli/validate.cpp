@@ -9,7 +9,7 @@
 #include "common/limits.hpp"
 #include "common/strict_json.hpp"
 #include "executor/backend.hpp"
-#include "executor/mpi_session.hpp"
+#include "executor/mpi_plugin.hpp"
 #include "executor/report.hpp"
 #include "validate/compare.hpp"
 #include "validate/measured_trace.hpp"
@@ -23,6 +23,8 @@
 #include "sim/trace.hpp"
 
 namespace {
+
+namespace mpi_plugin = executor::mpi_plugin;  // MPI and the executor: the MPI plug-in, loaded when a Session starts
 
 struct ValidateFlags {
   cli::TargetFlags target;
@@ -78,7 +80,7 @@ void run_validate(const ValidateFlags& f) {
   validate::MeasuredRun m;
   sim::Target t;
   std::string measured_from;
-  std::unique_ptr<executor::MpiSession> mpi;
+  std::unique_ptr<mpi_plugin::Session> mpi;
   if (!f.measured.empty()) {
     std::string text;
     const MeasuredKind kind = measured_kind(f.measured, text);
@@ -120,16 +122,16 @@ void run_validate(const ValidateFlags& f) {
     const int warmup = static_cast<int>(f.warmup);
     cli::int_flag("--threads", f.threads, 1, common::limits::kMaxThreads);
     cli::number_flag("--watchdog-s", f.watchdog_s, 0, 3600);
-    mpi = std::make_unique<executor::MpiSession>();
+    mpi = std::make_unique<mpi_plugin::Session>();  // MPI and the executor: the MPI plug-in, loaded now
     bool rank0 = true;
     cli::on_every_rank(*mpi, [&] {
       t = executor::resolve_run_target(f.target.input(), mpi->size());
       const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi->rank());
-      auto backend = executor::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp,
-                                                   .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1, .device = -1,
-                                                   .cpu_threads = static_cast<int>(f.threads), .watchdog_s = f.watchdog_s});
+      auto backend = mpi_plugin::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp,
+                                                     .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1, .device = -1,
+                                                     .cpu_threads = static_cast<int>(f.threads), .watchdog_s = f.watchdog_s});
       if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", steps, backend->describe());
-      const auto r = executor::train(g, *backend, {.steps = steps, .warmup = warmup, .training = {}, .on_step = {}, .watchdog_s = f.watchdog_s});
+      const auto r = mpi_plugin::train(g, *backend, {.steps = steps, .warmup = warmup, .training = {}, .on_step = {}, .watchdog_s = f.watchdog_s});
       rank0 = mpi->rank() == 0;
       if (!rank0) return;
       m = validate::parse_run_json(executor::run_json(t, g, r, backend->describe(), mpi->size()).dump(), "run");

@@ -1,7 +1,7 @@
 #include "profiler/profiler.hpp"
 
 #include "common/config_reader.hpp"
-#include "common/cuda_plugin.hpp"
+#include "common/plugin.hpp"
 #include "profiler/cuda_profiler.hpp"
 
 namespace profiler {

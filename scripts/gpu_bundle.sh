@@ -21,17 +21,19 @@ BUILD=${1:-build-gpu}
 ARCHIVE=${2:-.gpubundle/slicetune-bundle.tar.xz}
 [ -x "$BUILD/slicetune" ] || { echo "gpu_bundle: $BUILD/slicetune: not found (build it first; see the header of $0)" >&2; exit 2; }
 # the CUDA backend is the plug-in libslicetune_cuda.so beside the program (slicetune itself links no
-# CUDA library); OpenBLAS is loaded with dlopen by the CPU backend and profiler (not in ldd either)
+# CUDA library), the executor's MPI half the plug-in libslicetune_mpi.so (slicetune links no MPI
+# library); OpenBLAS is loaded with dlopen by the CPU backend and profiler (not in ldd either)
 [ -f "$BUILD/libslicetune_cuda.so" ] || { echo "gpu_bundle: $BUILD/libslicetune_cuda.so not found: not a CUDA build (or build the slicetune_cuda target)" >&2; exit 2; }
+[ -f "$BUILD/libslicetune_mpi.so" ] || { echo "gpu_bundle: $BUILD/libslicetune_mpi.so not found (build the slicetune target)" >&2; exit 2; }
 
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/ompi"
-cp "$BUILD/slicetune" "$BUILD/libslicetune_cuda.so" "$STAGE/bin/"
+cp "$BUILD/slicetune" "$BUILD/libslicetune_cuda.so" "$BUILD/libslicetune_mpi.so" "$STAGE/bin/"
 [ -x "$BUILD/test_cuda" ] && cp "$BUILD/test_cuda" "$STAGE/bin/"
 
 # OpenMPI's plug-ins (Debian puts them in openmpi3/ beside its libdir) and help texts
-OMPI_LIBDIR=$(dirname "$(ldd "$BUILD/slicetune" | awk '/libmpi\.so/ {print $3}')")
+OMPI_LIBDIR=$(dirname "$(ldd "$BUILD/libslicetune_mpi.so" | awk '/libmpi\.so/ {print $3}')")
 PLUGINS=""
 for d in "$OMPI_LIBDIR/openmpi/lib/openmpi3" /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3; do
   [ -d "$d" ] && { PLUGINS=$d; break; }

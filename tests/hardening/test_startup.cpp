@@ -1,6 +1,8 @@
 // Start-up: simulate, tune, list and --help never load the CUDA libraries (the CUDA backend is a
 // plug-in loaded only by CUDA commands; meaningful in a CUDA build, a CPU-only build passes
-// trivially) nor OpenBLAS (loaded with dlopen by the CPU backend and the profiler only).
+// trivially), nor OpenBLAS (loaded with dlopen by the CPU backend and the profiler only), nor Open
+// MPI (the executor's and profiler's MPI half is the plug-in libslicetune_mpi.so, loaded only by
+// commands that need MPI).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -19,6 +21,9 @@ bool mentions_cuda(const std::string& s) {
 
 bool mentions_openblas(const std::string& s) { return s.find("libopenblas") != std::string::npos; }
 
+// libmpi.so.40 (Open MPI) or libmpich; libslicetune_mpi.so (the plug-in) does not contain "libmpi"
+bool mentions_mpi(const std::string& s) { return s.find("libmpi") != std::string::npos; }
+
 }  // namespace
 
 TEST_CASE("the slicetune program does not link the CUDA libraries") {
@@ -29,10 +34,13 @@ TEST_CASE("the slicetune program does not link the CUDA libraries") {
 #ifdef SLICETUNE_HAVE_EXECUTOR
   // OpenBLAS (~16,000 relocations, a third of simulate's start-up instructions) is not linked either
   CHECK_FALSE(mentions_openblas(r.out));
+  // nor Open MPI (libmpi, open-rte, open-pal, hwloc, libevent: 3-4 M of simulate's instructions)
+  CHECK_FALSE(mentions_mpi(r.out));
+  CHECK(r.out.find("libopen-pal") == std::string::npos);
 #endif
 }
 
-TEST_CASE("simulate, tune, list and --help load no CUDA library, not even through dlopen") {
+TEST_CASE("simulate, tune, list and --help load no CUDA library, OpenBLAS or MPI, not even through dlopen") {
   // LD_DEBUG=libs makes the loader print every library it searches for or loads, dlopen included
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--help"}, {"list"}, {"simulate"}, {"tune", "--no-explain"}, {"collective"}}) {
@@ -44,6 +52,16 @@ TEST_CASE("simulate, tune, list and --help load no CUDA library, not even throug
     CHECK(r.err.find("calling init") != std::string::npos);  // LD_DEBUG took effect
     CHECK_FALSE(mentions_cuda(r.err));
     CHECK_FALSE(mentions_openblas(r.err));
+    CHECK_FALSE(mentions_mpi(r.err));
+    CHECK(r.err.find("libslicetune_mpi") == std::string::npos);
+  }
+  // and every command's --help (they are declared without MPI)
+  for (const char* cmd : {"run", "validate", "profile", "tune"}) {
+    const auto r = run({"env", "LD_DEBUG=libs", binary(), cmd, "--help"});
+    CAPTURE(cmd);
+    CHECK(r.code == 0);
+    CHECK(r.err.find("calling init") != std::string::npos);
+    CHECK_FALSE(mentions_mpi(r.err));
   }
 }
 
@@ -58,5 +76,25 @@ TEST_CASE("run loads OpenBLAS when the CPU backend starts (the dlopen path works
   CHECK(r.code == 0);
   CHECK(mentions_openblas(r.err));
   CHECK(std::filesystem::exists(s / "run.json"));
+}
+
+TEST_CASE("run and tune under mpirun load the MPI plug-in and Open MPI (the dlopen path works)") {
+  // the control for the MPI checks above: under mpirun a run and a two-process tune find and load
+  // libslicetune_mpi.so, which maps libmpi; both succeed (test_run and test_distributed check results)
+  Scratch s;
+  std::vector<std::string> argv{"env", "LD_DEBUG=libs"};
+  for (const auto& a : mpirun_argv(1, {"run", "--model", "tiny", "--steps", "1", "--quiet", "--out", s / "run.json"}))
+    argv.push_back(a);
+  const auto r = run(argv, 120);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("libslicetune_mpi.so") != std::string::npos);
+  CHECK(mentions_mpi(r.err));
+  CHECK(std::filesystem::exists(s / "run.json"));
+
+  std::vector<std::string> tune{"env", "LD_DEBUG=libs"};
+  for (const auto& a : mpirun_argv(2, {"tune", "--threads", "1", "--no-explain"})) tune.push_back(a);
+  const auto t = run(tune, 300);
+  CHECK(t.code == 0);
+  CHECK(t.err.find("libslicetune_mpi.so") != std::string::npos);
 }
 #endif
