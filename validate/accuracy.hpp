@@ -59,6 +59,7 @@ struct AccuracyReport {
   AccuracySection gemm;
   AccuracySection interference;  ///< kernel-level rows of interference-nvidia.md and the aggregate
   AccuracySection tp_overlap;    ///< FLUX's fused all-gather + GEMM and GEMM + reduce-scatter, with and without overlap
+  AccuracySection async_tp;      ///< torchtitan's Llama 3 runs with vanilla and async tensor parallelism (FSDP + TP, end to end)
   AccuracySection domino;
   AccuracySection tp_share;
   AccuracySection tp_hidden;     ///< share of TP communication Domino hides (nanotron, profiled)
@@ -74,7 +75,7 @@ struct AccuracyReport {
   double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 
   std::vector<const AccuracySection*> sections() const {
-    return {&nccl, &nccl_ring, &nccl_multi, &nccl_scaling, &gemm, &interference, &tp_overlap, &domino, &tp_share, &tp_hidden, &a100, &a100_pp, &bloom, &pipeline_other, &megatron_core};
+    return {&nccl, &nccl_ring, &nccl_multi, &nccl_scaling, &gemm, &interference, &tp_overlap, &domino, &tp_share, &tp_hidden, &a100, &a100_pp, &bloom, &pipeline_other, &megatron_core, &async_tp};
   }
 };
 
