@@ -53,9 +53,8 @@ void run_accuracy(const AccuracyFlags& f) {
   fmt::print("wrote {}\n", f.out);
 }
 
-const bool registered = cli::register_command(80, [](CLI::App& app) {
+const bool registered = cli::register_command(80, "accuracy", "predict every row of the calibration set and write the accuracy report", [](CLI::App* cmd) {
   auto f = std::make_shared<AccuracyFlags>();
-  auto* cmd = app.add_subcommand("accuracy", "predict every row of the calibration set and write the accuracy report");
   cmd->add_option("--calibration", f->calibration, "folder holding the calibration files (the repository's data/calibration)")->capture_default_str();
   cmd->add_option("--out", f->out, "write the markdown report here (default: print it)");
   cmd->add_option("--bands", f->bands, "also write the out-of-sample step-error bands (configs/accuracy/step-error-bands.yaml) behind the prediction ranges");

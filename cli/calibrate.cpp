@@ -58,9 +58,8 @@ void run_calibrate(const CalibrateFlags& f) {
   if (!f.out.empty()) fmt::print("\nwrote {} (use it as --cluster {})\n", f.out, f.out);
 }
 
-const bool registered = cli::register_command(55, [](CLI::App& app) {
+const bool registered = cli::register_command(55, "calibrate", "fit a cluster file's NCCL constants to nccl-tests output and write a new cluster file", [](CLI::App* cmd) {
   auto f = std::make_shared<CalibrateFlags>();
-  auto* cmd = app.add_subcommand("calibrate", "fit a cluster file's NCCL constants to nccl-tests output and write a new cluster file");
   cmd->add_option("--cluster", f->cluster, "the cluster file to start from (name or YAML)")->capture_default_str();
   cmd->add_option("--nccl-tests", f->nccl_tests, "nccl-tests output files (all_reduce_perf, all_gather_perf, ... text)")->expected(1, -1);
   cmd->add_option("--out", f->out, "write the cluster file with the fitted constants");

@@ -74,9 +74,8 @@ void run_check(const CheckFlags& f) {
   if (errors) throw cli::CommandFailed(fmt::format("check: {} error(s) for {}", errors, bridge::to_string(fw)));
 }
 
-const bool registered = cli::register_command(30, [](CLI::App& app) {
+const bool registered = cli::register_command(30, "check", "preflight: will megatron | deepspeed-domino | nemo accept the plan, does it fit, which environment it needs", [](CLI::App* cmd) {
   auto f = std::make_shared<CheckFlags>();
-  auto* cmd = app.add_subcommand("check", "preflight: will megatron | deepspeed-domino | nemo accept the plan, does it fit, which environment it needs");
   cli::add_target_flags(cmd, f->target);
   cmd->add_option("--framework", f->framework, "megatron | deepspeed-domino (or deepspeed) | nemo")->capture_default_str();
   cmd->add_option("--env", f->env, "VAR=value of the launch environment to check (repeatable; default: this shell's CUDA_DEVICE_MAX_CONNECTIONS)");

@@ -149,9 +149,8 @@ void run_collective(const CollectiveFlags& f) {
              req.nodes > 1 ? "s" : "", cluster.name, t.str());
 }
 
-const bool registered = cli::register_command(30, [](CLI::App& app) {
+const bool registered = cli::register_command(30, "collective", "predict an nccl-tests sweep of one collective (algorithm, protocol, channels per size)", [](CLI::App* cmd) {
   auto f = std::make_shared<CollectiveFlags>();
-  auto* cmd = app.add_subcommand("collective", "predict an nccl-tests sweep of one collective (algorithm, protocol, channels per size)");
   cmd->add_option("--cluster", f->cluster, "cluster name (slicetune list) or YAML file")->capture_default_str();
   cmd->add_option("--nodes", f->nodes,
                   "nodes the GPUs span (default: as few as hold --gpus); a list (1,2,4,16) prints one bus-bandwidth column per node count,"

@@ -17,10 +17,10 @@
 
 namespace cli {
 
-std::multimap<int, CommandSetup>& registry();
+std::multimap<int, Command>& registry();
 
-bool register_command(int order, CommandSetup setup) {
-  registry().emplace(order, std::move(setup));
+bool register_command(int order, std::string name, std::string description, CommandSetup setup) {
+  registry().emplace(order, Command{.name = std::move(name), .description = std::move(description), .setup = std::move(setup)});
   return true;
 }
 

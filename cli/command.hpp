@@ -12,9 +12,18 @@
 
 namespace cli {
 
-/// @brief Adds one subcommand (with its callback) to the app. `order` sorts `slicetune --help`.
-using CommandSetup = std::function<void(CLI::App& app)>;
-bool register_command(int order, CommandSetup setup);
+/// @brief Declares one subcommand's flags and callback on `cmd`, which cli::run created with the
+/// name and description given to register_command.
+using CommandSetup = std::function<void(CLI::App* cmd)>;
+/// @brief A subcommand: its name and one-line description (all that `slicetune --help` lists) and
+/// how to declare its flags. cli::run declares the flags of the invoked subcommand only.
+struct Command {
+  std::string name;
+  std::string description;
+  CommandSetup setup;
+};
+/// @brief Registers a subcommand (from a static initializer). `order` sorts `slicetune --help`.
+bool register_command(int order, std::string name, std::string description, CommandSetup setup);
 
 /// @brief The flags every command that takes a plan shares (simulate, tune, run, validate).
 struct TargetFlags {

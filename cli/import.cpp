@@ -70,10 +70,8 @@ void run_import(const ImportFlags& f) {
   if (f.json) std::cout << j.dump(2) << "\n";
 }
 
-const bool registered = cli::register_command(8, [](CLI::App& app) {
+const bool registered = cli::register_command(8, "import", "read a Hugging Face config.json, Megatron-LM / DeepSpeed-Domino arguments or a DeepSpeed config: " "what is modelled, not modelled, ignored, unknown, and the plan", [](CLI::App* cmd) {
   auto f = std::make_shared<ImportFlags>();
-  auto* cmd = app.add_subcommand("import", "read a Hugging Face config.json, Megatron-LM / DeepSpeed-Domino arguments or a DeepSpeed config: "
-                                           "what is modelled, not modelled, ignored, unknown, and the plan");
   cli::add_target_flags(cmd, f->target);
   cmd->add_option("--out", f->out, "write the imported plan as a plan YAML file (for simulate --plan)");
   cmd->add_flag("--json", f->json, "print one JSON object");

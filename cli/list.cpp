@@ -47,9 +47,8 @@ void run_list(bool json) {
              models.str(), clusters.str());
 }
 
-const bool registered = cli::register_command(90, [](CLI::App& app) {
+const bool registered = cli::register_command(90, "list", "list the embedded models and clusters", [](CLI::App* cmd) {
   auto json = std::make_shared<bool>(false);
-  auto* cmd = app.add_subcommand("list", "list the embedded models and clusters");
   cmd->add_flag("--json", *json, "JSON output");
   cmd->callback([json] { run_list(*json); });
 });

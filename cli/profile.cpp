@@ -105,10 +105,8 @@ void run_profile(const ProfileFlags& f, const std::string& command) {
   executor::mpi_plugin::profile_finish();
 }
 
-const bool registered = cli::register_command(50, [](CLI::App& app) {
+const bool registered = cli::register_command(50, "profile", "measure this machine's GEMM, attention, element-wise, collective and interference costs " "into a profile file (run under mpirun)", [](CLI::App* cmd) {
   auto flags = std::make_shared<ProfileFlags>();
-  auto* cmd = app.add_subcommand("profile", "measure this machine's GEMM, attention, element-wise, collective and interference costs "
-                                            "into a profile file (run under mpirun)");
   cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
   cmd->add_option("--out", flags->out, "profile file to write (YAML)")->required();
   cmd->add_option("--model", flags->model, "also measure this model's exact full and sliced shapes");

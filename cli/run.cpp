@@ -107,10 +107,9 @@ void run_ranks(const RunFlags& f, const mpi_plugin::Session& mpi, executor::Back
   if (!f.out.empty()) fmt::print("measurements: {} (slicetune validate --measured {})\n", f.out, f.out);
 }
 
-const bool registered = cli::register_command(40, [](CLI::App& app) {
+const bool registered = cli::register_command(40, "run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)", [](CLI::App* cmd) {
   auto flags = std::make_shared<RunFlags>();
   flags->target.cluster = "cpu-host";
-  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)");
   cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
   cmd->add_option("--backend", flags->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLASLt + NCCL)")->capture_default_str();
   cmd->add_option("--steps", flags->steps, "training steps, warm-up included")->capture_default_str();
@@ -137,8 +136,7 @@ const bool registered = cli::register_command(40, [](CLI::App& app) {
 #include "common/config_reader.hpp"
 
 namespace {
-const bool registered = cli::register_command(40, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)");
+const bool registered = cli::register_command(40, "run", "run real training steps of a plan (launch with mpirun -np tp x dp x pp)", [](CLI::App* cmd) {
   cmd->allow_extras();
   cmd->callback([] { throw common::ConfigError("run", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
 });

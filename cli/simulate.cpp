@@ -152,9 +152,8 @@ void run_simulate(const SimulateFlags& f) {
   }
 }
 
-const bool registered = cli::register_command(10, [](CLI::App& app) {
+const bool registered = cli::register_command(10, "simulate", "predict one training step of a plan (step graph + discrete-event engine)", [](CLI::App* cmd) {
   auto flags = std::make_shared<SimulateFlags>();
-  auto* cmd = app.add_subcommand("simulate", "predict one training step of a plan (step graph + discrete-event engine)");
   cli::add_target_flags(cmd, flags->target);
   cmd->footer(cli::kRangeHelp);
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");

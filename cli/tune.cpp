@@ -157,10 +157,8 @@ void run_tune(const TuneFlags& f) {
   procs.guard([&] { tune(f, procs); });
 }
 
-const bool registered = cli::register_command(20, [](CLI::App& app) {
+const bool registered = cli::register_command(20, "tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100; " "under mpirun -np N the screening is split over N processes)", [](CLI::App* cmd) {
   auto f = std::make_shared<TuneFlags>();
-  auto* cmd = app.add_subcommand("tune", "search slicing/overlap plans for the fastest training step (default: gpt3-13b on one dgx-h100; "
-                                          "under mpirun -np N the screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
   cmd->footer(cli::kRangeHelp);
   cmd->add_option("--top", f->top, "plans in the table")->capture_default_str();

@@ -158,10 +158,9 @@ void run_validate(const ValidateFlags& f) {
   if (!f.trace.empty()) fmt::print("\ntrace: {} (predicted and measured side by side; https://ui.perfetto.dev)\n", f.trace);
 }
 
-const bool registered = cli::register_command(45, [](CLI::App& app) {
+const bool registered = cli::register_command(45, "validate", "compare the simulator's prediction of a plan with a measured run", [](CLI::App* cmd) {
   auto flags = std::make_shared<ValidateFlags>();
   flags->target.cluster = "cpu-host";
-  auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
   cli::add_target_flags(cmd, flags->target, true, cli::executor_defaults_help());
   cmd->add_option("--measured", flags->measured,
                   "a `slicetune run --out` file (its plan is used unless flags say otherwise), a PyTorch profiler Chrome trace (Kineto JSON) "
@@ -186,8 +185,7 @@ const bool registered = cli::register_command(45, [](CLI::App& app) {
 #include "common/config_reader.hpp"
 
 namespace {
-const bool registered = cli::register_command(45, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("validate", "compare the simulator's prediction of a plan with a measured run");
+const bool registered = cli::register_command(45, "validate", "compare the simulator's prediction of a plan with a measured run", [](CLI::App* cmd) {
   cmd->allow_extras();
   cmd->callback([] { throw common::ConfigError("validate", "", "this slicetune was built without MPI or OpenBLAS (the executor); install them and rebuild"); });
 });

@@ -84,12 +84,10 @@ void run_whatif(const WhatIfFlags& f) {
   procs.guard([&] { whatif(f, procs); });
 }
 
-const bool registered = cli::register_command(30, [](CLI::App& app) {
+const bool registered = cli::register_command(30, "whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned; under mpirun -np N each " "point's screening is split over N processes)", [](CLI::App* cmd) {
   auto f = std::make_shared<WhatIfFlags>();
   std::string keys;
   for (const auto& [k, what] : tuner::sweep_keys()) keys += "\n  " + k + ": " + what;
-  auto* cmd = app.add_subcommand("whatif", "re-tune over a sweep of cluster/model parameters (baseline vs tuned; under mpirun -np N each "
-                                            "point's screening is split over N processes)");
   cli::add_search_flags(cmd, *f);
   cmd->footer(cli::kRangeHelp);
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
