@@ -20,7 +20,7 @@ struct CalibrateFlags {
 
 void run_calibrate(const CalibrateFlags& f) {
   if (f.nccl_tests.empty()) cli::bad_flag("--nccl-tests", "give one or more nccl-tests output files");
-  const auto cfg = common::resolve_config("clusters", f.cluster);
+  const auto cfg = common::resolve_config("clusters", f.cluster, /*as_written=*/true);  // rewritten below, comments kept
   const hardware::ClusterSpec cluster = hardware::parse_cluster(cfg.text, cfg.source);
   std::vector<bridge::NcclTestsRun> runs;
   for (const auto& path : f.nccl_tests) runs.push_back(bridge::parse_nccl_tests(common::read_text_file(path), path));

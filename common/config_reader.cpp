@@ -9,7 +9,8 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <map>
+#include <string_view>
+#include <unordered_set>
 
 #include "common/limits.hpp"
 #include "common/units.hpp"
@@ -34,25 +35,38 @@ std::string where(const YAML::Node& n) {
   return fmt::format(" (line {}, column {})", m.line + 1, m.column + 1);
 }
 
+/// A node's key path, spelt out only when an error names it: the parent's path and this node's key
+/// (in a mapping) or index (in a list); the root's path is "".
+struct TreePath {
+  const TreePath* parent = nullptr;
+  const std::string* key = nullptr;
+  std::size_t index = 0;
+  std::string str() const {
+    if (!parent) return "";
+    const std::string p = parent->str();
+    if (key) return p.empty() ? *key : p + "." + *key;
+    return fmt::format("{}[{}]", p, index);
+  }
+};
+
 /// Refuses what ConfigReader would silently misread: duplicate keys (yaml-cpp keeps the first),
 /// keys that are not plain scalars, and documents that expand (through aliases) past
 /// limits::kMaxYamlNodes nodes.
-void check_tree(const YAML::Node& n, const std::string& source, const std::string& path, std::int64_t& budget) {
+void check_tree(const YAML::Node& n, const std::string& source, const TreePath& path, std::int64_t& budget) {
   if (--budget < 0)
-    throw ConfigError(source, path, fmt::format("more than {} YAML nodes (aliases expanded); not a slicetune file", limits::kMaxYamlNodes));
+    throw ConfigError(source, path.str(), fmt::format("more than {} YAML nodes (aliases expanded); not a slicetune file", limits::kMaxYamlNodes));
   if (n.IsSequence()) {
     std::size_t i = 0;
-    for (const auto& item : n) check_tree(item, source, fmt::format("{}[{}]", path, i++), budget);
+    for (const auto& item : n) check_tree(item, source, TreePath{.parent = &path, .key = nullptr, .index = i++}, budget);
   } else if (n.IsMap()) {
-    std::map<std::string, int> seen;
+    std::unordered_set<std::string_view> seen;  // views of the keys' own text, which the document holds
     for (auto it = n.begin(); it != n.end(); ++it) {
       const YAML::Node key = it->first;
       if (!key.IsScalar())
-        throw ConfigError(source, path, fmt::format("a key{} is not a plain name (a {} used as a key)", where(key),
-                                                    key.IsMap() ? "mapping" : key.IsSequence() ? "list" : "null"));
-      const std::string k = key.Scalar();
-      const std::string child = path.empty() ? k : path + "." + k;
-      if (!seen.emplace(k, 0).second) throw ConfigError(source, child, fmt::format("duplicate key{}", where(key)));
+        throw ConfigError(source, path.str(), fmt::format("a key{} is not a plain name (a {} used as a key)", where(key),
+                                                          key.IsMap() ? "mapping" : key.IsSequence() ? "list" : "null"));
+      const TreePath child{.parent = &path, .key = &key.Scalar(), .index = 0};
+      if (!seen.insert(key.Scalar()).second) throw ConfigError(source, child.str(), fmt::format("duplicate key{}", where(key)));
       check_tree(it->second, source, child, budget);
     }
   }
@@ -69,7 +83,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
                                               e.mark.column + 1, e.msg));
   }
   std::int64_t budget = limits::kMaxYamlNodes;
-  check_tree(root, source, "", budget);
+  check_tree(root, source, TreePath{}, budget);
   return root;
 }
 

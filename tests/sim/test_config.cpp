@@ -45,7 +45,7 @@ TEST_CASE("unknown keys are refused") {
 }
 
 TEST_CASE("host.stacks: every stack's mechanisms, range-checked, named in errors") {
-  const std::string text(common::resolve_config("clusters", "dgx-h100").text);
+  const std::string text(common::resolve_config("clusters", "dgx-h100", /*as_written=*/true).text);
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string t = text;
     const auto at = t.find(from);
