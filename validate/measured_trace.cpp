@@ -1,12 +1,14 @@
 #include "validate/measured_trace.hpp"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
-#include <sqlite3.h>
+#include <sqlite3.h>  // types and constants; the functions are loaded at run time
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "common/config_reader.hpp"
 #include "common/strict_json.hpp"
@@ -99,37 +101,88 @@ MeasuredTrace parse_kineto_trace(const std::string& text, const std::string& sou
   return m;
 }
 
+namespace {
+
+/// SQLite's C API, loaded with dlopen on first use: only `validate --measured FILE.sqlite` reads
+/// SQLite, so no other command maps libsqlite3 (docs/benchmarks.md, start-up). Its soname, then the
+/// file CMake found.
+struct Sqlite {
+  decltype(&::sqlite3_open_v2) open_v2;
+  decltype(&::sqlite3_errmsg) errmsg;
+  decltype(&::sqlite3_close) close;
+  decltype(&::sqlite3_prepare_v2) prepare_v2;
+  decltype(&::sqlite3_step) step;
+  decltype(&::sqlite3_finalize) finalize;
+  decltype(&::sqlite3_column_int) column_int;
+  decltype(&::sqlite3_column_int64) column_int64;
+  decltype(&::sqlite3_column_text) column_text;
+};
+
+Sqlite load_sqlite() {
+  void* h = nullptr;
+  std::string why;
+  for (const char* name : {"libsqlite3.so.0", SLICETUNE_SQLITE3_LIBRARY}) {
+    if ((h = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;  // never closed: used until exit
+    const char* e = ::dlerror();
+    why += fmt::format("{}{}", why.empty() ? "" : "; ", e ? e : name);
+  }
+  if (!h) throw common::ConfigError("validate --measured", "", fmt::format("cannot load SQLite: {}; install libsqlite3-0", why));
+  Sqlite s{};
+  auto resolve = [&](auto& f, const char* name) {
+    f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(::dlsym(h, name));
+    if (!f) throw common::ConfigError("validate --measured", "", fmt::format("the SQLite library found has no {}", name));
+  };
+  resolve(s.open_v2, "sqlite3_open_v2");
+  resolve(s.errmsg, "sqlite3_errmsg");
+  resolve(s.close, "sqlite3_close");
+  resolve(s.prepare_v2, "sqlite3_prepare_v2");
+  resolve(s.step, "sqlite3_step");
+  resolve(s.finalize, "sqlite3_finalize");
+  resolve(s.column_int, "sqlite3_column_int");
+  resolve(s.column_int64, "sqlite3_column_int64");
+  resolve(s.column_text, "sqlite3_column_text");
+  return s;
+}
+
+const Sqlite& sqlite() {
+  static const Sqlite s = load_sqlite();  // thread-safe initialisation; a throw leaves it to be retried
+  return s;
+}
+
+}  // namespace
+
 MeasuredTrace read_nsys_sqlite(const std::string& path, int device) {
+  const Sqlite& sq = sqlite();
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    const std::string msg = db ? sqlite3_errmsg(db) : "cannot open";
-    sqlite3_close(db);
+  if (sq.open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    const std::string msg = db ? sq.errmsg(db) : "cannot open";
+    sq.close(db);
     throw common::ConfigError(path, "", "cannot open as SQLite: " + msg);
   }
   MeasuredTrace m{.source = path, .format = "nsys-sqlite"};
   auto query = [&](const char* sql, auto&& row) {
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
-      const std::string msg = sqlite3_errmsg(db);
-      sqlite3_close(db);
+    if (sq.prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
+      const std::string msg = sq.errmsg(db);
+      sq.close(db);
       throw common::ConfigError(path, "", "not an Nsight Systems export (nsys export --type sqlite): " + msg);
     }
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) row(st);
-    sqlite3_finalize(st);
+    while ((rc = sq.step(st)) == SQLITE_ROW) row(st);
+    sq.finalize(st);
     if (rc != SQLITE_DONE) {
-      const std::string msg = sqlite3_errmsg(db);
-      sqlite3_close(db);
+      const std::string msg = sq.errmsg(db);
+      sq.close(db);
       throw common::ConfigError(path, "", "reading failed: " + msg);
     }
   };
   query("SELECT k.start, k.end, k.deviceId, k.streamId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
         "JOIN StringIds AS s ON s.id = k.demangledName ORDER BY k.start",
         [&](sqlite3_stmt* st) {
-          if (sqlite3_column_int(st, 2) != device) return;
-          const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(st, 4));
-          m.kernels.push_back({name ? name : "", sqlite3_column_int64(st, 0) / 1e3, sqlite3_column_int64(st, 1) / 1e3, device,
-                               sqlite3_column_int64(st, 3)});
+          if (sq.column_int(st, 2) != device) return;
+          const auto* name = reinterpret_cast<const char*>(sq.column_text(st, 4));
+          m.kernels.push_back({name ? name : "", sq.column_int64(st, 0) / 1e3, sq.column_int64(st, 1) / 1e3, device,
+                               sq.column_int64(st, 3)});
         });
   // NVTX ranges (torch.cuda.nvtx / the profiler's emit_nvtx): "ProfilerStep#N" as the steps
   bool has_nvtx = false;
@@ -138,11 +191,11 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, int device) {
     query("SELECT n.start, n.end, COALESCE(n.text, s.value) FROM NVTX_EVENTS AS n LEFT JOIN StringIds AS s ON s.id = n.textId "
           "WHERE n.end IS NOT NULL ORDER BY n.start",
           [&](sqlite3_stmt* st) {
-            const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st, 2));
+            const auto* t = reinterpret_cast<const char*>(sq.column_text(st, 2));
             if (t && std::string(t).rfind("ProfilerStep#", 0) == 0)
-              m.steps.push_back({sqlite3_column_int64(st, 0) / 1e3, sqlite3_column_int64(st, 1) / 1e3});
+              m.steps.push_back({sq.column_int64(st, 0) / 1e3, sq.column_int64(st, 1) / 1e3});
           });
-  sqlite3_close(db);
+  sq.close(db);
   if (m.kernels.empty()) throw common::ConfigError(path, "CUPTI_ACTIVITY_KIND_KERNEL", fmt::format("no kernels of device {}", device));
   return m;
 }

@@ -38,6 +38,9 @@ TEST_CASE("the slicetune program does not link the CUDA libraries") {
   CHECK_FALSE(mentions_mpi(r.out));
   CHECK(r.out.find("libopen-pal") == std::string::npos);
 #endif
+  // nor SQLite (validate/measured_trace.cpp loads it with dlopen for Nsight Systems exports; the
+  // control is tests/bridge/test_measured_trace.cpp's `validate --measured ....sqlite`)
+  CHECK(r.out.find("libsqlite3") == std::string::npos);
 }
 
 TEST_CASE("simulate, tune, list and --help load no CUDA library, OpenBLAS or MPI, not even through dlopen") {
@@ -54,6 +57,7 @@ TEST_CASE("simulate, tune, list and --help load no CUDA library, OpenBLAS or MPI
     CHECK_FALSE(mentions_openblas(r.err));
     CHECK_FALSE(mentions_mpi(r.err));
     CHECK(r.err.find("libslicetune_mpi") == std::string::npos);
+    CHECK(r.err.find("libsqlite3") == std::string::npos);
   }
   // and every command's --help (they are declared without MPI)
   for (const char* cmd : {"run", "validate", "profile", "tune"}) {
