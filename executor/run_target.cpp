@@ -43,6 +43,9 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
     pi.micro_batch = pi.row_slices.value_or(rows ? rows->default_value : 1);
   }
   t.plan = sim::resolve_plan(t.model, t.cluster, pi, t.plan_source);
+  if (!t.plan.strategy->not_executed.empty())
+    throw common::ConfigError(t.plan_source, "strategy",
+                              fmt::format("slicetune run cannot execute strategy {}: {}", t.plan.strategy->name, t.plan.strategy->not_executed));
   if (t.plan.gpus() != world)
     throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp x pp = {} x {} x {} = {} ranks, got {}", t.plan.tp,
                                                              t.plan.dp, t.plan.pp, t.plan.gpus(), world));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "common/config_error.hpp"
@@ -48,6 +49,7 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   }
   tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
   dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = p.pp > 1 ? rank % p.tp + p.tp * pipeline_position(p, rank).stage : rank % p.tp});
+  if (p.sequence_parallel && p.tp > 1) ov_ = p.strategy->tp_overlap(p);
   range_ = {0, m.layers};
   chunks_ = {range_};
   if (p.pp > 1) setup_pipeline(rank);
@@ -230,6 +232,95 @@ TensorId Builder::gather_in(TensorId x, Op op, Phase phase, int layer, const Sli
   return y;
 }
 
+std::vector<TensorId> Builder::gathered_gemm(TensorId x, Op comm, Phase phase, int layer, const Slice& s, RowGemm gemm, Op op,
+                                             TensorId w, const std::function<TensorId()>& make_out) {
+  const Phase gp = phase == Phase::fwd ? Phase::fwd : Phase::bwd_dgrad;
+  if (!ov_.ag_peer_steps) {
+    const TensorId y = gather_in(x, comm, phase, layer, s);
+    const TensorId out = make_out();
+    add(task((sh_.*gemm)(s.tokens()), op, gp, layer, s), {y, w}, {out});
+    return {y};
+  }
+  const TensorId out = make_out();
+  // tp steps (TE's ring exchange, PyTorch's fused all-gather matmul): step k's GEMM runs on the
+  // shard that arrived in step k - 1 (the local one first) while the copy engines bring the next
+  const auto info = g_.tensors[x];  // a copy: tensor() below grows g_.tensors
+  const int n = p_.tp;
+  std::vector<TensorId> pieces{x};
+  for (int k = 0; k < n; ++k) {
+    if (k + 1 < n) {
+      const TensorId next = tensor(info.rows, info.cols, info.dtype, info.role, info.op, layer, s.index, k + 1, info.backward, 2);
+      Task t = tp_task(CollectiveKind::send_recv, info.bytes(), comm, phase, layer, s, k + 1);
+      auto& c = std::get<CollectiveOp>(t.kind);
+      c.ranks = 2;
+      c.nodes = tp_nodes_ > 1 ? 2 : 1;
+      t.comm_sms = 0;  // copy engines
+      t.launches = 0;  // issued by the fused op's own loop
+      add(std::move(t), {pieces.back()}, {next});
+      pieces.push_back(next);
+    }
+    Task g = task((sh_.*gemm)(info.rows), op, gp, layer, s, k);
+    if (k > 0) g.launches = 0;  // one framework call per site: the later steps are pieces of it
+    add(std::move(g), {pieces[static_cast<std::size_t>(k)], w}, {out});
+  }
+  return pieces;
+}
+
+void Builder::reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op comm, int l, const Slice& s) {
+  auto& st = ss_[s.index];
+  st.partial.clear();
+  const std::int64_t T = s.tokens(), h = sh_.h;
+  if (ov_.rs_peer_steps) {
+    // tp steps (PyTorch's fused matmul reduce-scatter): the rows of each peer's shard, pushed to it
+    // by copy engines as soon as they are computed, the local rows last, then the sum of the tp partials
+    const int n = p_.tp;
+    const std::int64_t R = T / n;
+    std::vector<TensorId> parts;
+    for (int k = 1; k <= n; ++k) {
+      const int c = k % n;  // 0: the local shard
+      const TensorId y = act(R, h, op, l, s.index, c);
+      Task g = task((sh_.*gemm)(R, 1), op, Phase::fwd, l, s, c);
+      if (k > 1) g.launches = 0;  // one framework call per site: the later steps are pieces of it
+      add(std::move(g), {x, w}, {y});
+      if (c == 0) {
+        parts.insert(parts.begin(), y);
+        break;
+      }
+      Task t = tp_task(CollectiveKind::send_recv, static_cast<double>(R) * h * bpe(), comm, Phase::fwd, l, s, c);
+      auto& co = std::get<CollectiveOp>(t.kind);
+      co.ranks = 2;
+      co.nodes = tp_nodes_ > 1 ? 2 : 1;
+      t.comm_sms = 0;  // copy engines
+      t.launches = 0;
+      const TensorId r = tensor(R, h, sh_.act_dtype, TensorRole::activation, op, l, s.index, c, false, 1);
+      add(std::move(t), {y}, {r});
+      parts.push_back(r);
+    }
+    const TensorId sum = tensor(R, h, sh_.act_dtype, TensorRole::activation, op, l, s.index, -1, false, 1);
+    Task t = task(ew(ElementwiseKind::residual_add, R * h, (n + 1.0) * bpe()), op, Phase::fwd, l, s);
+    t.launches = 0;
+    add(std::move(t), parts, std::span<const TensorId>(&sum, 1));
+    st.partial.push_back(sum);
+    return;
+  }
+  // token chunks (TE's pipeline method; rs_splits > 1 only under sequence parallelism) or column chunks (Domino)
+  const int C = p_.col_slices, n = ov_.rs_splits;
+  for (int k = 0; k < n; ++k)
+    for (int c = 0; c < C; ++c) {
+      const int chunk = n > 1 ? k : C > 1 ? c : -1;
+      const TensorId y = act(T / n, h / C, op, l, s.index, chunk);
+      Task g = task((sh_.*gemm)(T / n, C), op, Phase::fwd, l, s, chunk);
+      if (k > 0) g.launches = 0;  // TE's loop issues the later chunks: pieces of one framework call
+      add(std::move(g), {x, w}, {y});
+      const auto [out, id] = reduce_out(y, comm, Phase::fwd, l, s, chunk);
+      if (id && n > 1) {
+        g_.tasks[*id].comm_sms = static_cast<std::int16_t>(ov_.rs_sms);
+        g_.tasks[*id].launches = 0;
+      }
+      st.partial.push_back(out);
+    }
+}
+
 ElementwiseKind Builder::norm_kind() const {
   return m_.norm == Norm::layernorm ? ElementwiseKind::layernorm : ElementwiseKind::rmsnorm;
 }
@@ -319,9 +410,8 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
   sv.x = st.x;
   sv.n1 = act(R, h, Op::norm1, l, s.index);
   add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm1, Phase::fwd, l, s), {st.x, w.norm1}, {sv.n1});
-  const TensorId n1g = gather_in(sv.n1, Op::attn_comm, Phase::fwd, l, s);
-  sv.qkv = act(T, sh_.Q, Op::qkv, l, s.index);
-  add(task(sh_.qkv_fwd(T), Op::qkv, Phase::fwd, l, s), {n1g, w.qkv}, {sv.qkv});
+  gathered_gemm(sv.n1, Op::attn_comm, Phase::fwd, l, s, &Shapes::qkv_fwd, Op::qkv, w.qkv,
+                [&] { return sv.qkv = act(T, sh_.Q, Op::qkv, l, s.index); });
   // Causal attention over the sequence axis: slice i's queries see the keys of slices 0..i.
   auto& kv = kv_reads_[l][s.index];
   kv.clear();
@@ -335,13 +425,7 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
                   TensorRole::activation, Op::attention, l, s.index, -1, false, 1);
   const TensorId outs[] = {sv.ctx, sv.aux};
   add(task(sh_.attention(s.batch, s.seq, s.q_offset, false), Op::attention, Phase::fwd, l, s), kv, outs);
-  st.partial.clear();
-  const int C = p_.col_slices;
-  for (int c = 0; c < C; ++c) {
-    TensorId o = act(T, h / C, Op::out_proj, l, s.index, C > 1 ? c : -1);
-    add(task(sh_.out_proj_fwd(T, C), Op::out_proj, Phase::fwd, l, s, C > 1 ? c : -1), {sv.ctx, w.out}, {o});
-    st.partial.push_back(reduce_out(o, Op::attn_comm, Phase::fwd, l, s, C > 1 ? c : -1).first);
-  }
+  reduced_gemm(sv.ctx, w.out, &Shapes::out_proj_fwd, Op::out_proj, Op::attn_comm, l, s);
 }
 
 void Builder::emit_attn_residual(int l, const Slice& s) {
@@ -359,25 +443,17 @@ void Builder::emit_attn_residual(int l, const Slice& s) {
 
 void Builder::emit_mlp_fwd(int l, const Slice& s) {
   if (skip_fwd()) return;
-  auto& st = ss_[s.index];
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
   sv.n2 = act(R, h, Op::norm2, l, s.index);
   add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm2, Phase::fwd, l, s), {sv.x_mid, w.norm2}, {sv.n2});
-  const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::fwd, l, s);
-  sv.f1 = act(T, sh_.F1, Op::fc1, l, s.index);
-  add(task(sh_.fc1_fwd(T), Op::fc1, Phase::fwd, l, s), {n2g, w.fc1}, {sv.f1});
+  gathered_gemm(sv.n2, Op::mlp_comm, Phase::fwd, l, s, &Shapes::fc1_fwd, Op::fc1, w.fc1,
+                [&] { return sv.f1 = act(T, sh_.F1, Op::fc1, l, s.index); });
   sv.act = act(T, sh_.F, Op::activation, l, s.index);
   add(task(ew(activation_kind(), T * sh_.F, (m_.fc1_out() / m_.ffn_hidden + 1.0) * bpe()), Op::activation, Phase::fwd, l, s),
       {sv.f1}, {sv.act});
-  st.partial.clear();
-  const int C = p_.col_slices;
-  for (int c = 0; c < C; ++c) {
-    TensorId y = act(T, h / C, Op::fc2, l, s.index, C > 1 ? c : -1);
-    add(task(sh_.fc2_fwd(T, C), Op::fc2, Phase::fwd, l, s, C > 1 ? c : -1), {sv.act, w.fc2}, {y});
-    st.partial.push_back(reduce_out(y, Op::mlp_comm, Phase::fwd, l, s, C > 1 ? c : -1).first);
-  }
+  reduced_gemm(sv.act, w.fc2, &Shapes::fc2_fwd, Op::fc2, Op::mlp_comm, l, s);
 }
 
 void Builder::emit_mlp_residual(int l, const Slice& s) {
@@ -469,10 +545,11 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_col
   const auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, F = sh_.F, F1 = sh_.F1;
-  TensorId dyg = gather_in(st.dy, Op::mlp_comm, Phase::bwd_dgrad, l, s);
-  TensorId da = grad(T, F, Op::activation, l, s.index);
-  add(task(sh_.fc2_dgrad(T), Op::fc2, Phase::bwd_dgrad, l, s), {dyg, w.fc2}, {da});
-  add(task(sh_.fc2_wgrad(T), Op::fc2, Phase::bwd_wgrad, l, s), {dyg, sv.act}, {w.d_fc2});
+  TensorId da = kNoTensor;
+  std::vector<TensorId> dyg = gathered_gemm(st.dy, Op::mlp_comm, Phase::bwd_dgrad, l, s, &Shapes::fc2_dgrad, Op::fc2, w.fc2,
+                                            [&] { return da = grad(T, F, Op::activation, l, s.index); });
+  dyg.push_back(sv.act);
+  add(task(sh_.fc2_wgrad(T), Op::fc2, Phase::bwd_wgrad, l, s), dyg, std::span<const TensorId>(&w.d_fc2, 1));
   TensorId df1 = grad(T, F1, Op::fc1, l, s.index);
   add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s), {sv.f1, da},
       {df1});
@@ -505,12 +582,13 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, Q = sh_.Q;
-  TensorId dyg = gather_in(st.dy, Op::attn_comm, Phase::bwd_dgrad, l, s);
-  TensorId dctx = grad(T, sh_.A, Op::attention, l, s.index);
+  TensorId dctx = kNoTensor;
   auto& sv = saved_[l][s.index];
   const TensorId ctx = sv.ctx;
-  add(task(sh_.out_proj_dgrad(T), Op::out_proj, Phase::bwd_dgrad, l, s), {dyg, w.out}, {dctx});
-  add(task(sh_.out_proj_wgrad(T), Op::out_proj, Phase::bwd_wgrad, l, s), {dyg, ctx}, {w.d_out});
+  std::vector<TensorId> dyg = gathered_gemm(st.dy, Op::attn_comm, Phase::bwd_dgrad, l, s, &Shapes::out_proj_dgrad, Op::out_proj,
+                                            w.out, [&] { return dctx = grad(T, sh_.A, Op::attention, l, s.index); });
+  dyg.push_back(ctx);
+  add(task(sh_.out_proj_wgrad(T), Op::out_proj, Phase::bwd_wgrad, l, s), dyg, std::span<const TensorId>(&w.d_out, 1));
   // Attention backward writes dQ of its slice and accumulates dK, dV into every slice it read;
   // selective recompute runs the attention forward again first and reads what it keeps
   const auto& kv = kv_reads_[l][s.index];

@@ -45,6 +45,7 @@
 // serialises more than the data requires.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -54,6 +55,7 @@
 #include "sim/pipeline_schedule.hpp"
 #include "sim/shapes.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace sim {
 
@@ -212,6 +214,22 @@ class Builder {
   std::pair<TensorId, std::optional<std::uint32_t>> reduce_out(TensorId x, Op op, Phase phase, int layer, const Slice& s,
                                                                int chunk = -1);
   TensorId gather_in(TensorId x, Op op, Phase phase, int layer, const Slice& s);
+  using RowGemm = hardware::GemmOp (Shapes::*)(std::int64_t) const;
+  using ChunkGemm = hardware::GemmOp (Shapes::*)(std::int64_t, std::int64_t) const;
+  /// A column-parallel GEMM (or an input-gradient GEMM) on the gathered `x`: gather_in, then
+  /// `gemm` of the slice's tokens reading it and `w`, writing make_out() (made after the gathered
+  /// tensor, as before strategies could change this) - or, with
+  /// TpOverlap::ag_peer_steps, tp GEMM steps on the shards as point-to-point steps bring them.
+  /// Returns the gathered pieces (what a weight-gradient GEMM reads). A site's steps after its
+  /// first are pieces of one framework call (TE's C++ loop, PyTorch's fused op): Task::launches 0,
+  /// no host launch and no stack op_overhead of their own (sim/cost_table.hpp); so are the chunks'
+  /// collectives and copy-engine steps.
+  std::vector<TensorId> gathered_gemm(TensorId x, Op comm, Phase phase, int layer, const Slice& s, RowGemm gemm, Op op, TensorId w,
+                                      const std::function<TensorId()>& make_out);
+  /// A row-parallel GEMM and its TP collectives (out-proj, FC2 forward) into st.partial: column
+  /// chunks (Domino's col_slices), token chunks each reduce-scattered (TpOverlap::rs_splits), or
+  /// tp peer steps and a local sum (TpOverlap::rs_peer_steps).
+  void reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op comm, int layer, const Slice& s);
   hardware::ElementwiseOp ew(hardware::ElementwiseKind k, std::int64_t elements, double bytes_per_element,
                              bool backward = false) const {
     return hardware::ElementwiseOp{
@@ -263,6 +281,7 @@ class Builder {
   bool sliced_ = false;
   int tp_nodes_ = 1, dp_nodes_ = 1;
   Streams streams_;
+  TpOverlap ov_;  ///< the strategy's decomposition of the TP collectives (sequence parallelism only)
   GroupId tp_group_ = 0, dp_group_ = 0;
   std::vector<std::uint32_t> group_seq_;  // next sequence number per group
   StepGraph g_;

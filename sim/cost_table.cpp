@@ -6,6 +6,7 @@
 #include "common/checked.hpp"
 #include "common/limits.hpp"
 #include "hardware/gemm_model.hpp"
+#include "hardware/interference.hpp"
 
 namespace sim {
 
@@ -94,6 +95,29 @@ std::uint32_t CostTable::index(const TaskKind& k) {
 // Tasks at the same place of different layers (same op, phase, slice, chunk) usually have the same
 // shape: a direct-mapped cache on that place, verified by comparing the op, avoids hashing it.
 std::uint32_t CostTable::index(const Task& t) {
+  if (t.comm_sms >= 0 && t.is_collective()) {  // the strategy chose its SMs (or copy engines)
+    const std::uint32_t base = index(t.kind);
+    const auto k = std::make_pair(base, t.comm_sms);
+    if (auto it = on_sms_.find(k); it != on_sms_.end()) return it->second;
+    TaskCost c = on_sms(costs_[base], t.comm_sms);
+    costs_.push_back(std::move(c));
+    kinds_.push_back(t.kind);  // never the target of a slot (slots hold index(kind)'s results)
+    const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
+    on_sms_.emplace(k, i);
+    return i;
+  }
+  if (t.launches == 0 && !t.is_collective()) {  // a piece of another task's call: no op_overhead of its own
+    const std::uint32_t base = index(t.kind);
+    const auto k = std::make_pair(base, kPiece);
+    if (auto it = on_sms_.find(k); it != on_sms_.end()) return it->second;
+    TaskCost c = costs_[base];
+    c.first_ps = std::max<std::int64_t>(0, c.first_ps - m_.cluster().host.op_overhead_for(stack_).ps);
+    costs_.push_back(std::move(c));
+    kinds_.push_back(t.kind);
+    const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
+    on_sms_.emplace(k, i);
+    return i;
+  }
   const std::uint32_t key = 1u + static_cast<std::uint32_t>(t.op) + (static_cast<std::uint32_t>(t.phase) << 5) +
                             (static_cast<std::uint32_t>(t.slice + 1) << 8) + (static_cast<std::uint32_t>(t.chunk + 1) << 16) +
                             (static_cast<std::uint32_t>(t.kind.index()) << 24);
@@ -102,6 +126,29 @@ std::uint32_t CostTable::index(const Task& t) {
   slot.key = key;
   slot.index = index(t.kind);
   return slot.index;
+}
+
+TaskCost CostTable::on_sms(TaskCost c, int sms) const {
+  // the same bytes over a longer transfer stage: the links' and HBM's rates shrink by as much
+  auto stretch = [&c](double f) {
+    if (f <= 1.0) return;
+    c.second_ps = std::llround(static_cast<double>(c.second_ps) * f);
+    for (auto& w : c.wire) w.bytes_per_ps /= f;
+    c.sent_bytes_per_ps /= f;
+  };
+  if (sms == 0) {
+    // copy engines: no SMs, the transfer at interference.copy_engine_bandwidth of NCCL's (hardware::copy_engine_seconds)
+    const double transfer_s = static_cast<double>(c.second_ps) * 1e-12;
+    if (transfer_s > 0) stretch(hardware::copy_engine_seconds(m_.cluster().interference, 0.0, transfer_s) / transfer_s);
+    c.sms = 0;
+    return c;
+  }
+  // SM kernels on `sms` SMs: each of NCCL's channels (one CTA, one SM) moves its share of the
+  // bandwidth (hardware/collective_model.cpp), so fewer SMs than NCCL's channels move the bytes
+  // proportionally slower; more do not speed up a transfer the links bound
+  if (c.sms > 0) stretch(static_cast<double>(c.sms) / sms);
+  c.sms = sms;
+  return c;
 }
 
 TaskCost CostTable::from_compute(const hardware::ComputeCost& cc) const {
@@ -150,6 +197,12 @@ std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack st
   const double ps = static_cast<double>(kernel_ps) / host.kernel_efficiency_for(stack);
   if (!(ps <= common::limits::kMaxDurationPs)) common::duration_out_of_range(ps);
   return common::checked_add(std::llround(ps), host.op_overhead_for(stack).ps, "simulated time");
+}
+
+common::Duration solo_time(const hardware::CostModel& c, const Task& t, hardware::Stack stack) {
+  const common::Duration d = solo_time(c, t.kind, stack);
+  if (t.launches > 0 || t.is_collective()) return d;
+  return common::Duration::from_ps(std::max<std::int64_t>(0, d.ps - c.cluster().host.op_overhead_for(stack).ps));
 }
 
 common::Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hardware::Stack stack) {

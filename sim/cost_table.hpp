@@ -2,6 +2,7 @@
 //          LinkUse, CostTable (prices each distinct operation of a graph once)
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -52,11 +53,16 @@ class CostTable {
   std::uint32_t index(const TaskKind& k);
   TaskCost price(const TaskKind& k) const;
   TaskCost from_compute(const hardware::ComputeCost& cc) const;
+  /// A collective's cost moved on `sms` SMs (Task::comm_sms), or by copy engines when 0.
+  TaskCost on_sms(TaskCost c, int sms) const;
 
   const hardware::CostModel& m_;
   hardware::Stack stack_;
   double hbm_;
   std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
+  // (index of the NCCL cost, Task::comm_sms) -> index; (index of a kernel's cost, kPiece) -> the same without op_overhead
+  std::map<std::pair<std::uint32_t, int>, std::uint32_t> on_sms_;
+  static constexpr int kPiece = -2;
   std::vector<TaskCost> costs_;  // distinct costs
   std::vector<TaskKind> kinds_;  // the op of each distinct cost
   static constexpr int kSlotBits = 10;
@@ -69,6 +75,11 @@ class CostTable {
 /// @brief A compute kernel's time on a stack, from its modelled (isolated-kernel) time:
 /// time / host.kernel_efficiency[stack] + host.op_overhead_us[stack].
 std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps);
+
+/// @brief The same for one task: a compute task with Task::launches 0 is a piece of another
+/// task's framework call (a strategy's GEMM chunk, sim/builder.hpp) and carries no op_overhead of
+/// its own (the engine prices it so: CostTable). Collectives as solo_time(kind).
+common::Duration solo_time(const hardware::CostModel& cost, const Task& t, hardware::Stack stack);
 
 /// @brief What a task costs when it runs alone (collectives: latency + transfer) on the given
 /// host stack (collectives are priced as NCCL runs them, stack-independent).

@@ -247,6 +247,7 @@ json graph_to_json(const StepGraph& g, const hardware::ClusterSpec& cluster) {
         row["group_instance"] = gr.instance;
       row["seq"] = t.seq;
     }
+    if (t.comm_sms >= 0) row["comm_sms"] = t.comm_sms;  // a strategy's SMs for this collective (0: copy engines)
     if (g.plan.pp > 1) {
       row["model_chunk"] = t.model_chunk;
       row["micro"] = t.micro;
@@ -415,6 +416,11 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
     t.step_start = s.boolean("step_start");
     t.recompute = s.boolean("recompute");
     t.launches = static_cast<std::uint16_t>(s.integer("launches", 0, std::numeric_limits<std::uint16_t>::max()));
+    if (s.has("comm_sms")) {
+      if (!t.is_collective()) s.fail("comm_sms", "only a collective has SMs of its own");
+      t.comm_sms = static_cast<std::int16_t>(
+          s.integer("comm_sms", 0, std::min<std::int64_t>(common::limits::kMaxSms, std::numeric_limits<std::int16_t>::max())));
+    }
     if (pipelined) {
       t.model_chunk = static_cast<std::int8_t>(s.integer("model_chunk", -1, max_chunk));
       t.micro = static_cast<std::int16_t>(s.integer("micro", -1, max_micro));

@@ -59,6 +59,8 @@ struct Plan {
   int row_slices = 1;
   RowAxis row_axis = RowAxis::batch;
   int col_slices = 1;
+  int num_splits = 1;  ///< te-pipelined: token chunks of out-proj / FC2 and their ReduceScatters (TE's num_splits)
+  int num_sm = 0;      ///< te-pipelined: SMs of each chunk's ReduceScatter (TE's num_sm); 0: not used
   double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
   hardware::Stack stack = hardware::Stack::eager;
   // ---- memory savers (sim/recompute.hpp, sim/builder.hpp, sim/memory.hpp)
@@ -87,7 +89,7 @@ struct Plan {
 
 /// @brief What the user gave (YAML file and/or flags); unset fields are resolved by resolve_plan.
 struct PlanInput {
-  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices;
+  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices, num_splits, num_sm;
   std::optional<PipelineSchedule> schedule;
   std::optional<std::vector<int>> pipeline_layers;
   std::optional<bool> p2p_overlap;

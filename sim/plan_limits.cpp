@@ -4,6 +4,7 @@
 
 #include "common/config_error.hpp"
 #include "common/limits.hpp"
+#include "sim/strategy.hpp"
 
 namespace sim {
 
@@ -13,7 +14,11 @@ std::int64_t max_tasks(const ModelSpec& m, const Plan& p) {
   // every factor is bounded by common::limits, so the products fit easily:
   // 4096 layers x 127 slices x (28 + 4 x 127) < 2^28
   const std::int64_t L = m.layers, r = p.row_slices, C = p.col_slices;
-  const std::int64_t base = L * r * (28 + 4 * C) + 15 * r + 6 * L + 6;
+  // a strategy's token chunks and peer steps (TpOverlap): per layer and slice, four AllGather
+  // sites of up to 2 tp tasks and two ReduceScatter sites of up to 2 x chunks + 1 (generous)
+  const TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : TpOverlap{};
+  const std::int64_t steps = ov.any() ? 8 * std::int64_t{ov.ag_chunks(p.tp)} + 4 * std::int64_t{ov.rs_chunks(p.tp)} * C + 2 : 0;
+  const std::int64_t base = L * r * (28 + 4 * C + steps) + 15 * r + 6 * L + 6;
   // recompute re-emits (at most) every forward task in the backward: at most twice the tasks.
   // ZeRO: per bucket (at most one per weight; a layer's weights are at most 12 + 4 C with its
   // column chunks, plus 8 outside the layers) a reduce-scatter, up to two gathers and its

@@ -82,9 +82,16 @@ struct Shapes {
   /// tuner's GEMM bound sums. The builder emits exactly these (sim/builder.cpp).
   template <typename F>
   void for_each_layer_gemm(std::int64_t T, std::int64_t C, F&& f) const {
-    f(qkv_fwd(T), 1), f(fc1_fwd(T), 1), f(out_proj_fwd(T, C), C), f(fc2_fwd(T, C), C);
-    f(fc2_dgrad(T), 1), f(fc2_wgrad(T), 1), f(fc1_dgrad(T), 1), f(fc1_wgrad(T), 1);
-    f(out_proj_dgrad(T), 1), f(out_proj_wgrad(T), 1), f(qkv_dgrad(T), 1), f(qkv_wgrad(T), 1);
+    for_each_layer_gemm(T, C, 1, 1, f);
+  }
+  /// The same with a strategy's token chunks (sim/strategy.hpp, TpOverlap): the AllGather sites
+  /// (QKV and FC1 forward, out-proj and FC2 input gradients) cut into `ag` GEMMs of T / ag tokens,
+  /// the ReduceScatter sites (out-proj and FC2 forward) into `rs`.
+  template <typename F>
+  void for_each_layer_gemm(std::int64_t T, std::int64_t C, std::int64_t ag, std::int64_t rs, F&& f) const {
+    f(qkv_fwd(T / ag), ag), f(fc1_fwd(T / ag), ag), f(out_proj_fwd(T / rs, C), C * rs), f(fc2_fwd(T / rs, C), C * rs);
+    f(fc2_dgrad(T / ag), ag), f(fc2_wgrad(T), 1), f(fc1_dgrad(T), 1), f(fc1_wgrad(T), 1);
+    f(out_proj_dgrad(T / ag), ag), f(out_proj_wgrad(T), 1), f(qkv_dgrad(T), 1), f(qkv_wgrad(T), 1);
   }
   /// The same for the LM head (forward, input gradient, weight gradient).
   template <typename F>

@@ -38,6 +38,8 @@ Registry& registry() {
     // The built-in strategies, one line each; the first is the default plan's and the tuner's baseline.
     b.add(strategy_none());
     b.add(strategy_domino());
+    b.add(strategy_te_pipelined());
+    b.add(strategy_async_tp());
     return b;
   }();
   return r;

@@ -1,6 +1,7 @@
 // defines: sim::Strategy (one overlap strategy: its name, knobs, validity check and schedule),
-//          Knob, the registry (strategies, find_strategy, register_strategy, default_strategy,
-//          plan_knobs) and the built-in entries strategy_none, strategy_domino
+//          Knob, TpOverlap, the registry (strategies, find_strategy, register_strategy,
+//          default_strategy, plan_knobs) and the built-in entries strategy_none, strategy_domino,
+//          strategy_te_pipelined, strategy_async_tp
 //
 // A strategy is one file (sim/strategy_<name>.cpp) that fills a Strategy and schedules the layers
 // with the builder's vocabulary (sim/builder.hpp), plus one line in the registry (sim/strategy.cpp,
@@ -52,6 +53,31 @@ struct Knob {
   std::string expected() const;
 };
 
+/// @brief How a strategy decomposes the TP collectives around the GEMMs under sequence
+/// parallelism: the builder emits the pieces so (sim/builder.hpp), the tuner's GEMM bound and the
+/// task-count limit read it. The default is none of it: one AllGather before each column-parallel
+/// GEMM, one ReduceScatter after each row-parallel GEMM (chunk).
+struct TpOverlap {
+  /// AllGather + GEMM as tp steps (TE's ring_exchange, PyTorch's fused all-gather matmul): the GEMM
+  /// on the local shard, while tp - 1 point-to-point steps, moved by copy engines (no SMs), bring
+  /// the other shards one by one, each followed by the GEMM on it. Sites: QKV and FC1 (forward),
+  /// out-proj and FC2 input-gradient GEMMs (the gathered output gradient).
+  bool ag_peer_steps = false;
+  /// GEMM + ReduceScatter of out-proj and FC2 (forward) cut into this many chunks along the tokens,
+  /// each chunk's ReduceScatter overlapping the next chunk's GEMM (TE's pipeline method).
+  int rs_splits = 1;
+  /// SMs each chunk's ReduceScatter holds (TE's num_sm); -1: NCCL's channels, as the cost model prices it.
+  int rs_sms = -1;
+  /// GEMM + ReduceScatter as tp steps instead (PyTorch's fused matmul reduce-scatter): the output
+  /// rows of each peer's shard, pushed to it by copy engines, then a local sum of the tp partials.
+  bool rs_peer_steps = false;
+
+  /// Token chunks each GEMM site is cut into (the tuner's GEMM bound).
+  int ag_chunks(int tp) const { return ag_peer_steps ? tp : 1; }
+  int rs_chunks(int tp) const { return rs_peer_steps ? tp : rs_splits; }
+  bool any() const { return ag_peer_steps || rs_peer_steps || rs_splits > 1; }
+};
+
 /// @brief One overlap strategy: an entry of the registry.
 struct Strategy {
   std::string_view name;         ///< the plan's `strategy` value ("domino")
@@ -69,6 +95,11 @@ struct Strategy {
       [](const ModelSpec&, const hardware::ClusterSpec&, const Plan&) -> std::optional<std::string> { return std::nullopt; };
   /// Issues the layers of one micro-batch through the builder, in host issue order.
   void (*schedule)(Builder&);
+  /// How it decomposes the TP collectives around the GEMMs (TpOverlap); the builder reads it
+  /// before the schedule runs.
+  TpOverlap (*tp_overlap)(const Plan&) = [](const Plan&) { return TpOverlap{}; };
+  /// Why `slicetune run` cannot execute its graph (empty: it can).
+  std::string_view not_executed;
 
   const Knob* knob(std::string_view key) const;
 };
@@ -93,5 +124,7 @@ std::span<const Knob* const> own_knobs(const Strategy& s);
 
 const Strategy& strategy_none();    ///< sim/strategy_none.cpp: Megatron-LM, no overlap
 const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domino row and column slicing
+const Strategy& strategy_te_pipelined();  ///< sim/strategy_te_pipelined.cpp: TransformerEngine userbuffers' pipelined overlap
+const Strategy& strategy_async_tp();      ///< sim/strategy_async_tp.cpp: PyTorch's async tensor parallelism
 
 }  // namespace sim

@@ -96,6 +96,10 @@ struct Task {
   bool step_start = false;     ///< only in the step's first micro-batch (ZeRO: the parameter gather of the updated weights)
   bool recompute = false;      ///< a forward op run again in the backward (activation recompute); phase fwd
   std::uint16_t launches = 1;  ///< kernels / collectives the host issues for this task
+  /// Collectives: SMs the transfer holds when the strategy sets them (TE userbuffers' num_sm); 0: moved by
+  /// copy engines (no SMs, at interference.copy_engine_bandwidth of NCCL's bandwidth); -1: NCCL's
+  /// channels, as the cost model prices it (sim/cost_table.hpp)
+  std::int16_t comm_sms = -1;
   std::uint32_t operand_begin = 0;  ///< into StepGraph::operands: inputs then outputs
   std::uint16_t n_inputs = 0, n_outputs = 0;
   std::uint32_t seq = 0;    ///< collectives: position among this group's collectives (cross-rank matching)

@@ -42,6 +42,8 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   const sim::Shapes sh(model_, p);
   auto ps = [&](const hardware::GemmOp& g) { return cost_.gemm(g).time.ps; };
   std::int64_t layer_ps = 0, head_ps = 0;
+  // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
+  const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch, seq = p.seq_len, off = 0;
     if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
@@ -51,7 +53,8 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     }
     const std::int64_t T = batch * seq;
     layer_ps += cost_.attention(sh.attention(batch, seq, off, false)).time.ps + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
-    sh.for_each_layer_gemm(T, p.col_slices, [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
+    sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
+                           [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
   }
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
@@ -115,7 +118,7 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
       h[l - 1] += launch_ps;
       if (t.layer >= 0) hl[l - 1] += launch_ps;
       if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
-      const double solo = static_cast<double>(sim::solo_time(cost_, t.kind, p.stack).ps);
+      const double solo = static_cast<double>(sim::solo_time(cost_, t, p.stack).ps);
       c[l - 1] += solo;
       if (t.layer >= 0) cl[l - 1] += solo;
       else if (l == 1) (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;

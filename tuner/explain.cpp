@@ -4,6 +4,7 @@
 
 #include "sim/pipeline_step.hpp"
 #include "sim/step_graph.hpp"
+#include "sim/strategy.hpp"
 
 namespace tuner {
 
@@ -32,7 +33,7 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
   std::vector<std::int64_t> out(layers + 1, 0);
   for (const auto& t : g.tasks) {
     if (t.once_per_step) continue;
-    if (std::holds_alternative<hardware::GemmOp>(t.kind)) out[t.layer + 1] += sim::solo_time(cost, t.kind, g.plan.stack).ps;
+    if (std::holds_alternative<hardware::GemmOp>(t.kind)) out[t.layer + 1] += sim::solo_time(cost, t, g.plan.stack).ps;
   }
   return out;
 }
@@ -63,7 +64,7 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
       busy.emplace_back(tl[i].start.ps, tl[i].end.ps);
       auto& slot = t.once_per_step ? once : b.layers[t.layer + 1];
       slot.compute += tl[i].end - tl[i].start;
-      slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t.kind, g.plan.stack);
+      slot.interference += tl[i].end - tl[i].start - sim::solo_time(ev.cost(), t, g.plan.stack);
     }
     std::sort(busy.begin(), busy.end());
     // exposed: the part of each collective not covered by compute; overlapping collectives are
@@ -98,6 +99,11 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
   whole.row_slices = 1;
   whole.col_slices = 1;
   whole.row_axis = sim::RowAxis::batch;
+  if (p.sequence_parallel && p.tp > 1 && p.strategy->tp_overlap(p).any()) {
+    // token chunks and peer steps (te-pipelined, async-tp): the same GEMMs whole are Megatron-LM's
+    whole.strategy = &sim::default_strategy();
+    for (const sim::Knob* k : sim::plan_knobs()) k->set(whole, k->neutral);
+  }
   if (p.pp > 1) whole.global_batch = sp.graphs[0].micro_batches * p.micro_batch * p.dp;  // the micro-batches simulated
   std::vector<std::int64_t> sliced(L + 1, 0), unsliced(L + 1, 0);
   for (const auto& g : sp.graphs) {

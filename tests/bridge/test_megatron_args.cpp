@@ -93,7 +93,8 @@ TEST_CASE("every value of every registered strategy's knobs survives export to M
       for (int i = 0; i < static_cast<int>(k.choices.size()); ++i) values.insert(i);
       int round_tripped = 0;
       for (int v : values) {
-        sim::PlanInput in{.tp = 8, .micro_batch = 64, .seq_len = 2048, .strategy = s};
+        // with sequence parallelism: te-pipelined and async-tp refuse plans without it
+        sim::PlanInput in{.tp = 8, .micro_batch = 64, .seq_len = 2048, .sequence_parallel = true, .strategy = s};
         k.set_input(in, v);
         sim::Plan plan;
         try {

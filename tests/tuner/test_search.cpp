@@ -17,6 +17,7 @@ namespace {
 tuner::SearchSpace toy_space() {
   tuner::SearchSpace s;
   s.tp = {1};
+  s.strategies = {&sim::strategy_none(), &sim::strategy_domino()};  // the counts below are theirs
   s.micro_batch = {1, 2, 4, 8};
   s.knob_values["row_slices"] = {1, 2, 4};
   s.knob_values["col_slices"] = {1, 2};
@@ -97,6 +98,7 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   s.pp = {1};  // no pipelining: the counts below are of the tp x mb x strategy space
   s.micro_batch = {1, 2};
   s.sequence_parallel = {false};
+  s.strategies = {&sim::strategy_none(), &sim::strategy_domino()};
   s.knob_values["row_slices"] = {1, 2, 4};
   s.knob_values["row_axis"] = {static_cast<int>(sim::RowAxis::batch)};
   s.knob_values["col_slices"] = {1};
