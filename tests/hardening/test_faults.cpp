@@ -54,6 +54,10 @@ Stopped stop_rank1(const std::vector<std::string>& argv, const std::string& log_
   if (!r.ended) job.kill_all();
   r.code = job.exit_code();
   r.err = job.err();
+  // mpirun kills the stopped rank (SIGCONT, SIGTERM, SIGKILL) as it ends, but the rank's exit can
+  // lag mpirun's by some milliseconds on a loaded machine (CI saw it still alive at once): allow
+  // it 10 s to go, polling every 10 ms
+  for (int i = 0; i < 1000 && alive(rank1); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   r.rank1_alive = alive(rank1);
   return r;
 }
