@@ -52,7 +52,8 @@ std::vector<double> replay_schedule(sim::PipelineSchedule schedule, int pp, int 
           if (prev == kUnknown) break;
           ready = prev + t.send_bwd[vi + 1];
         }
-        const double end = std::max(free_at[ri], ready) + (pass.forward ? t.fwd[vi] : t.bwd[vi]);
+        const double f = pass.micro == 0 && !t.fwd_first.empty() ? t.fwd_first[vi] : t.fwd[vi];
+        const double end = std::max(free_at[ri], ready) + (pass.forward ? f : t.bwd[vi]);
         (pass.forward ? fend : bend)[at] = end;
         const bool sends = pass.forward ? v < V - 1 : v > 0;
         free_at[ri] = end + (blocking && sends ? (pass.forward ? t.send_fwd[vi] : t.send_bwd[vi]) : 0.0);
@@ -69,8 +70,8 @@ std::vector<double> replay_schedule(sim::PipelineSchedule schedule, int pp, int 
 
 namespace {
 
-/// What a two-micro-batch pipelined step shows of each virtual stage (its first micro-batch's
-/// passes), and of rank 0's streams.
+/// What a two-micro-batch pipelined step shows of each virtual stage (its steady passes: the last
+/// micro-batch's forward, the first's backward; and the first's forward apart), and of rank 0's streams.
 struct OneMicroBatch {
   PassTimes times;
   double compute_mb = 0, compute_once = 0, exposed_mb = 0;  ///< rank 0: compute busy per micro-batch / once per step; comm-only time inside its passes
@@ -80,12 +81,13 @@ struct OneMicroBatch {
 
 OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const sim::Plan& p, const hardware::CostModel& cost) {
   const int pp = p.pp, vp = p.vp, V = pp * vp;
+  const int last_micro = p.grad_accum_steps() - 1;
   const auto graphs = sim::build_stage_graphs(model, cluster, p);
   const auto r = sim::simulate_stages(sim::Engine(cost, {.timeline = true}), graphs);
   OneMicroBatch o;
   auto& t = o.times;
   t.fwd.assign(static_cast<std::size_t>(V), 0.0);
-  t.bwd = t.send_fwd = t.send_bwd = t.fwd;
+  t.bwd = t.send_fwd = t.send_bwd = t.fwd_first = t.fwd;
   t.tail.assign(static_cast<std::size_t>(pp), 0.0);
   o.model_flops = r.model_flops / p.grad_accum_steps();
   for (int s = 0; s < pp; ++s) {
@@ -95,6 +97,7 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
     std::vector<double> lo(static_cast<std::size_t>(2 * vp), 1e300), hi(static_cast<std::size_t>(2 * vp), -1e300);
     double last_bwd = 0, end = 0;
     std::vector<double> comp_in(static_cast<std::size_t>(2 * vp), 0.0);
+    std::vector<double> lo_first(static_cast<std::size_t>(vp), 1e300), hi_first(static_cast<std::size_t>(vp), -1e300);  // micro-batch 0's forward per chunk
     if (s == 0) {
       o.streams_mb.resize(g.streams.size());
       o.streams_once.resize(g.streams.size());
@@ -114,16 +117,29 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
       if (s == 0 && g.on_compute(i) && (once || first_micro)) (once ? o.compute_once : o.compute_mb) += b - a;
       const bool fwd = task.phase == sim::Phase::fwd;
       if (!task.once_per_step && task.model_chunk >= 0 && !fwd && task.op != sim::Op::pipe && g.on_compute(i)) last_bwd = std::max(last_bwd, b);
-      if (task.once_per_step || task.model_chunk < 0 || !first_micro) continue;
+      if (task.once_per_step || task.model_chunk < 0) continue;
+      // forward: the last micro-batch's pass is the steady one (the first's shares the GPU with
+      // ZeRO's step-start parameter gathers: kept apart as fwd_first); backward: the first's
+      const bool steady = fwd ? task.micro == last_micro : first_micro;
       const int v = task.model_chunk * pp + s;
       if (task.op == sim::Op::pipe) {
-        if (!g.inputs(i).empty()) (fwd ? t.send_fwd : t.send_bwd)[static_cast<std::size_t>(v)] = b - a;
+        if (steady && !g.inputs(i).empty()) (fwd ? t.send_fwd : t.send_bwd)[static_cast<std::size_t>(v)] = b - a;
         continue;
       }
+      if (fwd && first_micro) {
+        const auto c = static_cast<std::size_t>(task.model_chunk);
+        lo_first[c] = std::min(lo_first[c], a);
+        hi_first[c] = std::max(hi_first[c], b);
+      }
+      if (!steady) continue;
       const auto k = static_cast<std::size_t>(2 * task.model_chunk + (fwd ? 0 : 1));
       lo[k] = std::min(lo[k], a);
       hi[k] = std::max(hi[k], b);
       if (g.on_compute(i)) comp_in[k] += b - a;
+    }
+    for (int c = 0; c < vp; ++c) {
+      const auto ci = static_cast<std::size_t>(c);
+      t.fwd_first[static_cast<std::size_t>(c * pp + s)] = hi_first[ci] > lo_first[ci] ? hi_first[ci] - lo_first[ci] : 0.0;
     }
     for (int c = 0; c < vp; ++c) {
       const auto v = static_cast<std::size_t>(c * pp + s);
@@ -169,6 +185,7 @@ Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
     return out;
   };
   t.fwd = per_v(a.times.fwd, b.times.fwd);
+  t.fwd_first = per_v(a.times.fwd_first, b.times.fwd_first);
   t.bwd = per_v(a.times.bwd, b.times.bwd);
   t.send_fwd = per_v(a.times.send_fwd, b.times.send_fwd);
   t.send_bwd = per_v(a.times.send_bwd, b.times.send_bwd);

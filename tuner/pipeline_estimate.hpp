@@ -11,6 +11,9 @@ namespace tuner {
 /// @brief What one micro-batch costs on each virtual stage v = 0 .. pp x vp - 1, in picoseconds.
 struct PassTimes {
   std::vector<double> fwd, bwd;            ///< a forward / backward pass of one micro-batch through v
+  /// micro-batch 0's forward through v, where it differs (ZeRO's parameter gathers at the step's
+  /// start share the GPU with it); empty: fwd
+  std::vector<double> fwd_first;
   std::vector<double> send_fwd, send_bwd;  ///< v's activation to v + 1 / its input gradient to v - 1
   std::vector<double> tail;                ///< per pipeline rank: after its last backward (DP reduction, optimizer)
 };
