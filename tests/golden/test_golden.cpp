@@ -69,7 +69,15 @@ TEST_CASE("golden outputs are unchanged") {
   const bool update = std::getenv("SLICETUNE_GOLDEN_UPDATE") != nullptr;
   const auto cases = read_cases();
   CHECK(cases.size() >= 25);  // issue 10: at least 20 plans across models, clusters, strategies and row axes
+  // SLICETUNE_GOLDEN_SKIP="name,name": cases left out of this run (scripts/sanitize.sh leaves the two
+  // largest searches out of the ASan+UBSan run, where they cost most of CI's time: docs/fuzzing.md)
+  const char* skip_env = std::getenv("SLICETUNE_GOLDEN_SKIP");
+  const std::string skip = skip_env ? "," + std::string(skip_env) + "," : "";
   for (const auto& c : cases) {
+    if (!skip.empty() && skip.find("," + c.name + ",") != std::string::npos) {
+      MESSAGE("skipped (SLICETUNE_GOLDEN_SKIP): " << c.name);
+      continue;
+    }
     const std::string got = normalise(run(c.args));
     const std::string ext = got.empty() || (got[0] != '{' && got[0] != '[') ? ".md" : ".json";
     const std::string path = std::string(SLICETUNE_SOURCE_DIR) + "/tests/golden/expected/" + c.name + ext;
