@@ -64,7 +64,14 @@ std::vector<Line> environment(const ExportInput& in, Framework f) {
       env.push_back({"export NCCL_NVLS_ENABLE=1", fmt::format("the prediction prices the TP {} as NCCL's NVLS (NVLink SHARP) "
                                                               "algorithm ({} channels): keep it on (NCCL's default where NVSwitch has it)",
                                                               p.sequence_parallel ? "collectives" : "all-reduce", c.channels)});
-    env.push_back({"# NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS left unset",
+    if (p.tp_channels > 0)
+      env.push_back({"# NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS left unset",
+                     fmt::format("the plan gives the TP communicator {} channels (tp_channels) where NCCL would take {}: set min_ctas "
+                                 "= max_ctas = {} for the tp group (Megatron-LM: --nccl-communicator-config-path); the environment "
+                                 "variables would pin the DP communicator's too",
+                                 p.tp_channels, c.channels, p.tp_channels)});
+    else
+      env.push_back({"# NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS left unset",
                    fmt::format("the prediction assumes NCCL's own channel count for the TP {} ({} {} {} channel(s) = SMs taken from "
                                "the GEMMs beside it); pinning them changes that interference",
                                p.sequence_parallel ? "reduce-scatter" : "all-reduce", c.algo, c.proto, c.channels)});

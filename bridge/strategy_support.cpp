@@ -26,13 +26,29 @@ constexpr std::string_view kSrcMegatronNoSlices =
 constexpr std::string_view kSrcNemoNoSlices =
     "NeMo examples/nlp/language_modeling/conf/megatron_gpt_config.yaml has no slicing key; its layers are Megatron-core's";
 
+constexpr std::string_view kSrcMegatronNcclCfg =
+    "Megatron-LM megatron/core/parallel_state.py get_nccl_options: per process group ('tp', 'dp', ...) cga_cluster_size, "
+    "max_ctas, min_ctas from the YAML of --nccl-communicator-config-path";
+constexpr std::string_view kSrcDomNoNcclCfg =
+    "DeepSpeed deepspeed/utils/groups.py creates its groups with torch.distributed.new_group and no NCCL options; "
+    "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS set every communicator's channels";
+// tp_channels in Megatron-LM and NeMo: their arguments leave the channels to NCCL; a per-group
+// NCCL config file pins them, which the export does not write
+constexpr KnobSupport kMegatronTpChannels{
+    .key = "tp_channels",
+    .fixed = 0,
+    .quiet_at_fixed = true,
+    .why = "its arguments leave the TP group's channels to NCCL; to pin them give --nccl-communicator-config-path a YAML "
+           "with tp: {min_ctas: N, max_ctas: N} (the export does not write that file)",
+    .source = kSrcMegatronNcclCfg};
+
 const StrategySupport& support_none() {
   static const StrategySupport s{
       .strategy = "none",
       .frameworks =
           {
-              {.framework = Framework::megatron, .runs = true},
-              {.framework = Framework::nemo, .runs = true},
+              {.framework = Framework::megatron, .runs = true, .knobs = {kMegatronTpChannels}},
+              {.framework = Framework::nemo, .runs = true, .knobs = {kMegatronTpChannels}},
               {.framework = Framework::deepspeed_domino,
                .runs = false,
                .instead =
@@ -72,6 +88,11 @@ const StrategySupport& support_domino() {
                         .fixed = 1,
                         .why = "it has no column chunks of out-proj / FC2",
                         .source = kSrcDomCol},
+                       {.key = "tp_channels",
+                        .fixed = 0,
+                        .quiet_at_fixed = true,
+                        .why = "it leaves the TP group's channels to NCCL (NCCL_MAX_NCHANNELS would pin the DP group's too)",
+                        .source = kSrcDomNoNcclCfg},
                    }},
           },
   };
@@ -152,6 +173,7 @@ StrategyInFramework express_strategy(Framework f, const sim::Plan& p) {
   if (fs->selected_by.empty() && &s != &sim::default_strategy()) out.annotation.push_back({"strategy", std::string(s.name)});
   for (const sim::Knob& k : s.knobs) {
     const KnobSupport* ks = find_knob(*fs, k.key);
+    if (ks && ks->fixed && ks->quiet_at_fixed && k.get(p) == *ks->fixed) continue;  // the framework's default: nothing to say
     const std::string v = value_of(k);
     if (ks && !ks->arg.empty()) {
       out.args.push_back({argument(f, ks->arg, v), fmt::format("{} {}: {}", k.key, v, ks->why)});
@@ -217,7 +239,7 @@ std::string apply_own_schedule(Framework f, sim::PlanInput& plan) {
     const sim::Knob* k = s->knob(ks.key);
     if (!k || !ks.fixed || k->get_input(plan)) continue;
     k->set_input(plan, *ks.fixed);
-    what += fmt::format(", {} {}", ks.key, k->format(*ks.fixed));
+    if (!ks.quiet_at_fixed) what += fmt::format(", {} {}", ks.key, k->format(*ks.fixed));
   }
   return what;
 }

@@ -28,6 +28,9 @@ struct KnobSupport {
   /// it back.
   std::string_view arg;
   std::optional<int> fixed;  ///< the value the framework always runs (no argument changes it)
+  /// `fixed` is also the knob's neutral value and the framework's own default (tp_channels 0:
+  /// NCCL's choice): a plan holding it needs no note, no annotation and no argument.
+  bool quiet_at_fixed = false;
   std::string_view why;      ///< what the argument does / why the value is fixed or cannot be expressed
   std::string_view source;   ///< where the framework defines or fixes it (file, function)
 };

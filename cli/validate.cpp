@@ -128,7 +128,7 @@ void run_validate(const ValidateFlags& f) {
       t = executor::resolve_run_target(f.target.input(), mpi->size());
       const sim::StepGraph g = sim::build_step_graph(t.model, t.cluster, t.plan, mpi->rank());
       auto backend = mpi_plugin::make_backend(kind, {.world_rank = mpi->rank(), .world_size = mpi->size(), .tp = t.plan.tp, .dp = t.plan.dp,
-                                                     .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1, .device = -1,
+                                                     .pp = t.plan.pp, .pipeline_wraps = t.plan.vp > 1, .tp_channels = t.plan.tp_channels, .device = -1,
                                                      .cpu_threads = static_cast<int>(f.threads), .watchdog_s = f.watchdog_s});
       if (mpi->rank() == 0) fmt::print(stderr, "validate: running {} steps on {}\n", steps, backend->describe());
       const auto r = mpi_plugin::train(g, *backend, {.steps = steps, .warmup = warmup, .training = {}, .on_step = {}, .watchdog_s = f.watchdog_s});

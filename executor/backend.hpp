@@ -57,6 +57,7 @@ struct BackendOptions {
   int dp = 1;
   int pp = 1;
   bool pipeline_wraps = false;  ///< the interleaved schedule: the last stage sends on to the first (CUDA communicators)
+  int tp_channels = 0;  ///< the plan's tp_channels: CUDA: the TP communicators' minCTAs = maxCTAs (0: NCCL's choice)
   int device = -1;       ///< CUDA device ordinal; -1: local rank (OMPI/SLURM local rank % devices)
   int cpu_threads = 1;   ///< CPU backend: OpenBLAS threads per rank
   /// A collective or exchange that makes no progress for this long throws FaultError naming the

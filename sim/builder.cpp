@@ -49,7 +49,13 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   }
   tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
   dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = p.pp > 1 ? rank % p.tp + p.tp * pipeline_position(p, rank).stage : rank % p.tp});
-  if (p.sequence_parallel && p.tp > 1) ov_ = p.strategy->tp_overlap(p);
+  if (p.tp > 1) {
+    const TpOverlap o = p.strategy->tp_overlap(p);
+    if (p.sequence_parallel)
+      ov_ = o;
+    else
+      ov_.tp_sms = o.tp_sms;  // the sites' decomposition needs sequence parallelism; the communicator's channels do not
+  }
   range_ = {0, m.layers};
   chunks_ = {range_};
   if (p.pp > 1) setup_pipeline(rank);
@@ -182,6 +188,8 @@ std::uint32_t Builder::add(Task t, std::span<const TensorId> in, std::span<const
     s.readers = kNone;
   }
   if (t.is_collective() && t.group) t.seq = group_seq_[*t.group]++;
+  // the plan's channels for the TP communicator (tp_channels), on every collective it carries
+  if (ov_.tp_sms >= 0 && t.is_collective() && t.group == tp_group_ && t.comm_sms < 0) t.comm_sms = static_cast<std::int16_t>(ov_.tp_sms);
   if (!pending_sends_.empty() && t.stream == streams_.compute) {  // blocking transfers (p2p_overlap false)
     for (auto send : pending_sends_) edge(send, id);
     pending_sends_.clear();

@@ -61,6 +61,10 @@ struct Plan {
   int col_slices = 1;
   int num_splits = 1;  ///< te-pipelined: token chunks of out-proj / FC2 and their ReduceScatters (TE's num_splits)
   int num_sm = 0;      ///< te-pipelined: SMs of each chunk's ReduceScatter (TE's num_sm); 0: not used
+  /// none / domino: NCCL channels (one CTA on one SM each) of the tensor-parallel communicator,
+  /// as ncclConfig_t.minCTAs = maxCTAs set them (Megatron-LM: --nccl-communicator-config-path,
+  /// min_ctas / max_ctas of the tp group); 0: NCCL's own choice
+  int tp_channels = 0;
   double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
   hardware::Stack stack = hardware::Stack::eager;
   // ---- memory savers (sim/recompute.hpp, sim/builder.hpp, sim/memory.hpp)
@@ -89,7 +93,7 @@ struct Plan {
 
 /// @brief What the user gave (YAML file and/or flags); unset fields are resolved by resolve_plan.
 struct PlanInput {
-  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices, num_splits, num_sm;
+  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices, num_splits, num_sm, tp_channels;
   std::optional<PipelineSchedule> schedule;
   std::optional<std::vector<int>> pipeline_layers;
   std::optional<bool> p2p_overlap;

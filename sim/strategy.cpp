@@ -72,6 +72,35 @@ std::string Knob::expected() const {
   return s;
 }
 
+Knob tp_channels_knob(std::vector<int> searched, bool (*applies)(const Plan&)) {
+  return Knob{.key = "tp_channels",
+              .flag = "--tp-channels",
+              .help = "NCCL channels (one SM each) of the tensor-parallel communicator: ncclConfig_t minCTAs = maxCTAs, "
+                      "Megatron-LM's --nccl-communicator-config-path tp: {min_ctas, max_ctas} (default 0: NCCL's choice)",
+              .min = 0,
+              .max = 64,  // NCCL's MAXCHANNELS (src/include/device.h)
+              .neutral = 0,
+              .default_value = 0,
+              .searched = std::move(searched),
+              .get = [](const Plan& p) { return p.tp_channels; },
+              .set = [](Plan& p, int v) { p.tp_channels = v; },
+              .get_input = [](const PlanInput& in) { return in.tp_channels; },
+              .set_input = [](PlanInput& in, int v) { in.tp_channels = v; },
+              .applies = applies};
+}
+
+std::optional<std::string> check_tp_channels(const hardware::ClusterSpec& c, const Plan& p) {
+  if (p.tp_channels == 0) return std::nullopt;
+  if (p.tp == 1) return fmt::format("tp_channels={}: tp=1 has no tensor-parallel communicator", p.tp_channels);
+  if (c.gpu.arch == hardware::GpuArch::cpu)
+    return fmt::format("tp_channels={}: the CPU backend's MPI collectives have no NCCL channels (use 0)", p.tp_channels);
+  if (p.tp_channels >= c.gpu.sm_count)
+    return fmt::format("tp_channels={} leaves no SMs to the GEMMs of {} ({} SMs)", p.tp_channels, c.gpu.name, c.gpu.sm_count);
+  return std::nullopt;
+}
+
+std::string describe_tp_channels(const Plan& p) { return p.tp_channels > 0 ? fmt::format(" ch{}", p.tp_channels) : std::string(); }
+
 const Knob* Strategy::knob(std::string_view key) const {
   for (const auto& k : knobs)
     if (k.key == key) return &k;

@@ -68,6 +68,9 @@ struct TpOverlap {
   int rs_splits = 1;
   /// SMs each chunk's ReduceScatter holds (TE's num_sm); -1: NCCL's channels, as the cost model prices it.
   int rs_sms = -1;
+  /// SMs (NCCL channels) of every collective on the TP communicator unless a site sets its own
+  /// (rs_sms, copy engines); -1: NCCL's channels, as the cost model prices them.
+  int tp_sms = -1;
   /// GEMM + ReduceScatter as tp steps instead (PyTorch's fused matmul reduce-scatter): the output
   /// rows of each peer's shard, pushed to it by copy engines, then a local sum of the tp partials.
   bool rs_peer_steps = false;
@@ -121,6 +124,14 @@ std::span<const Knob* const> plan_knobs();
 /// @brief For each of plan_knobs(), the strategy's own knob of that key, or null if it has none
 /// (then the plan holds the knob's neutral value). Throws std::logic_error for an unregistered strategy.
 std::span<const Knob* const> own_knobs(const Strategy& s);
+
+/// @brief The `tp_channels` knob (NCCL channels of the TP communicator, 0: NCCL's choice) that
+/// strategies whose TP collectives are NCCL's own kernels declare, with the values the tuner tries.
+Knob tp_channels_knob(std::vector<int> searched, bool (*applies)(const Plan&));
+/// @brief Why a plan's tp_channels cannot be set (one line), or nullopt.
+std::optional<std::string> check_tp_channels(const hardware::ClusterSpec& c, const Plan& p);
+/// @brief " ch8" for 8 channels, "" for NCCL's choice: the describe() suffix.
+std::string describe_tp_channels(const Plan& p);
 
 const Strategy& strategy_none();    ///< sim/strategy_none.cpp: Megatron-LM, no overlap
 const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domino row and column slicing

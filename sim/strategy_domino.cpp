@@ -126,15 +126,21 @@ const Strategy& strategy_domino() {
                    .set = [](Plan& p, int v) { p.col_slices = v; },
                    .get_input = [](const PlanInput& in) { return in.col_slices; },
                    .set_input = [](PlanInput& in, int v) { in.col_slices = v; }},
+              // fewer channels: slower TP collectives, more SMs left to the next slice's GEMMs they overlap
+              // (searched where a collective overlaps compute: more than one slice or chunk)
+              tp_channels_knob({0, 8}, [](const Plan& p) { return p.tp > 1 && (p.row_slices > 1 || p.col_slices > 1); }),
           },
       .baseline = false,
       .searched = true,
       .neutral_tasks_are_default = true,  // one slice, one chunk: Megatron-LM's tasks without its ordering edges
       .describe =
           [](const Plan& p) {
-            return fmt::format("domino {}x{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "");
+            return fmt::format("domino {}x{}{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "",
+                               describe_tp_channels(p));
           },
+      .check = [](const ModelSpec&, const hardware::ClusterSpec& c, const Plan& p) { return check_tp_channels(c, p); },
       .schedule = schedule,
+      .tp_overlap = [](const Plan& p) { return TpOverlap{.tp_sms = p.tp_channels > 0 ? p.tp_channels : -1}; },
   };
   return s;
 }

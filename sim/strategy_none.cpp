@@ -54,11 +54,14 @@ const Strategy& strategy_none() {
   static const Strategy s{
       .name = "none",
       .description = "Megatron-LM tensor parallelism without overlap (the tuner's baseline)",
-      .knobs = {},
+      // tp_channels: settable for what-ifs, searched at NCCL's choice only (the baseline is Megatron-LM as run)
+      .knobs = {tp_channels_knob({0}, [](const Plan& p) { return p.tp > 1; })},
       .baseline = true,
       .searched = true,
-      .describe = [](const Plan&) { return std::string("megatron"); },
+      .describe = [](const Plan& p) { return "megatron" + describe_tp_channels(p); },
+      .check = [](const ModelSpec&, const hardware::ClusterSpec& c, const Plan& p) { return check_tp_channels(c, p); },
       .schedule = schedule,
+      .tp_overlap = [](const Plan& p) { return TpOverlap{.tp_sms = p.tp_channels > 0 ? p.tp_channels : -1}; },
   };
   return s;
 }

@@ -16,7 +16,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const BackendOptions& o)
       : o_(o),
         device_(cuda::Device::open({.world_rank = o.world_rank, .tp = o.tp, .dp = o.dp, .pp = o.pp, .pipeline_wraps = o.pipeline_wraps,
-                                    .device = o.device, .watchdog_s = o.watchdog_s})) {}
+                                    .tp_channels = o.tp_channels, .device = o.device, .watchdog_s = o.watchdog_s})) {}
 
   std::string describe() const override { return device_->describe(); }
 

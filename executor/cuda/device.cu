@@ -123,7 +123,7 @@ class GpuDevice final : public Device {
     tp_rank_ = o.world_rank % o.tp;
     const int tp_group = o.world_rank / o.tp, lanes = o.tp * o.dp, lane = o.world_rank % lanes, stage = o.world_rank / lanes;
     const int dp_rank = (o.world_rank / o.tp) % o.dp, world = lanes * o.pp;
-    tp_comm_ = make_comm(tp_group, tp_rank_, o.tp);
+    tp_comm_ = make_comm(tp_group, tp_rank_, o.tp, o.tp_channels);
     dp_comm_ = make_comm(tp_rank_ + o.tp * stage, dp_rank, o.dp);
     if (o.pp > 1) {
       // boundary b joins stage b and (b + 1) mod pp of a lane; colour = (boundary, lane), a rank
@@ -208,7 +208,7 @@ class GpuDevice final : public Device {
       if (used) {
         const bool tp = g.groups[*task.group].name == "tp";
         const int tp_group = o_.world_rank / o_.tp;
-        c = tp ? make_comm(tp_group, tp_rank_, o_.tp) : make_comm(tp_rank_, tp_group, o_.dp);
+        c = tp ? make_comm(tp_group, tp_rank_, o_.tp, o_.tp_channels) : make_comm(tp_rank_, tp_group, o_.dp);
         owned_comms_.push_back(c);
       }
       stream_comm_.emplace(key, c);
@@ -426,7 +426,9 @@ class GpuDevice final : public Device {
     return out.empty() ? "no other rank" : cat(out.find(',') == std::string::npos ? "rank " : "ranks ", out);
   }
 
-  ncclComm_t make_comm(int color, int key, int size) {
+  /// `channels` > 0: the communicator's NCCL channels pinned (ncclConfig_t minCTAs = maxCTAs: one
+  /// CTA per channel), the plan's tp_channels; 0: NCCL's choice.
+  ncclComm_t make_comm(int color, int key, int size, int channels = 0) {
     MPI_Comm sub;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub));
     ncclComm_t comm = nullptr;
@@ -438,7 +440,14 @@ class GpuDevice final : public Device {
       ncclUniqueId id;
       if (sub_rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
       MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, sub));
-      NCCL_CHECK(ncclCommInitRank(&comm, size, id, sub_rank));
+      if (channels > 0) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.minCTAs = channels;
+        config.maxCTAs = channels;
+        NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, sub_rank, &config));
+      } else {
+        NCCL_CHECK(ncclCommInitRank(&comm, size, id, sub_rank));
+      }
     }
     MPI_CHECK(MPI_Comm_free(&sub));
     return comm;

@@ -23,6 +23,7 @@ struct DeviceOptions {
   int world_rank = 0;  ///< MPI_COMM_WORLD rank = t + tp x (d + dp x stage); TP group = world_rank / tp
   int tp = 1, dp = 1, pp = 1;
   bool pipeline_wraps = false;  ///< the interleaved schedule: the last stage also sends to the first
+  int tp_channels = 0;          ///< the TP communicators' NCCL channels (ncclConfig_t minCTAs = maxCTAs); 0: NCCL's choice
   int device = -1;     ///< CUDA ordinal; -1: node-local rank (MPI_COMM_TYPE_SHARED) modulo the device count
   /// Watchdog: when a stream has not drained after this many seconds (an NCCL collective waiting on
   /// a peer that stopped), the NCCL communicators are aborted and end_micro_batch throws

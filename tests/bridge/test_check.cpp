@@ -87,6 +87,8 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"domino-accumulation", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .global_batch = 64, .strategy = domino}, "", {}}},
       {"domino-gqa", {F::deepspeed_domino, "llama2-70b", "dgx-h100", {.tp = 8, .micro_batch = 2, .strategy = domino}, "", {}}},
       {"domino-untied", {F::deepspeed_domino, "meta-llama-3-8b/config.json", "dgx-h100", {.tp = 8, .micro_batch = 2, .strategy = domino}, "", {}}},
+      {"none-tp-channels", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .tp_channels = 8}, "", {}}},  // no argument pins them
+      {"domino-tp-channels", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .tp_channels = 8, .strategy = domino}, "", {}}},
       {"domino-fp8", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .dtype = common::DType::fp8, .strategy = domino}, "", {}}},
       {"memory", {F::megatron, "gpt3-175b", "dgx-h100", {.tp = 8, .micro_batch = 1}, "", {}}},  // 175B / 8 GPUs: 16 bytes per parameter alone is 350 GB
   };
@@ -161,10 +163,11 @@ TEST_CASE("slicetune check exits 1 with one line per finding when the framework 
 
 TEST_CASE("check --rules prints every rule, and docs/bridge.md holds that table as printed") {
   // The binary registers the built-in strategies only (the toy strategy lives in this test program), so its table is the
-  // documented one: 22 fixed rules + strategy-none, strategy-domino and Domino's 3 fixed knobs (bridge/strategy_support.cpp) = 27.
+  // documented one: 22 fixed rules + strategy-none, strategy-domino, Domino's 3 fixed knobs and tp_channels fixed at NCCL's
+  // choice under none (Megatron-LM, NeMo) and domino (DeepSpeed-Domino) (bridge/strategy_support.cpp) = 29.
   const CliRun r = run_cli("check --rules");
   REQUIRE(r.rc == 0);
-  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 27);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 29);
   for (const char* id : {"`world-size`", "`strategy-none`", "`strategy-domino`", "`domino-row-slices`", "`memory`"}) CHECK(r.out.find(id) != std::string::npos);
   std::ifstream in(std::string(SLICETUNE_SOURCE_DIR) + "/docs/bridge.md");
   std::stringstream doc;

@@ -46,7 +46,7 @@ TEST_CASE("a registered strategy is parsed, printed and checked from its table")
   CHECK(p.strategy == &test::strategy_serial());
   CHECK(sim::describe(p) == "tp2 dp1 mb1 serial");
   // the YAML it prints reads back to the same plan; knobs it does not have stay neutral
-  CHECK(sim::plan_to_yaml(p).find("strategy: serial\nrow_slices: 1\nrow_axis: batch\ncol_slices: 1\n") != std::string::npos);
+  CHECK(sim::plan_to_yaml(p).find("strategy: serial\ntp_channels: 0\nrow_slices: 1\nrow_axis: batch\ncol_slices: 1\n") != std::string::npos);
   CHECK(resolve(sim::plan_to_yaml(p), c) == p);
   CHECK(sim::plan_json(p)["strategy"] == "serial");
   // its validity check, with its own one-line reason
