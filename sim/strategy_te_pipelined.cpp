@@ -35,16 +35,18 @@ std::optional<std::string> check(const ModelSpec&, const hardware::ClusterSpec& 
     return std::string(
         "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled (Megatron-LM's check "
         "of --tp-comm-overlap); add --sequence-parallel");
-  if (c.gpu.arch == hardware::GpuArch::cpu)
-    return std::string("TE's userbuffers need CUDA GPUs (the CPU backend has no copy engines or userbuffers)");
-  if (p.tp > c.node.gpus_per_node)
+  if (p.num_sm < 1) return fmt::format("num_sm={}: TE's ReduceScatter kernels need at least one SM", p.num_sm);
+  // The CPU backend runs the same pieces with MPI (chunk ReduceScatters as non-blocking
+  // collectives, ring steps point-to-point, executor/tp_pieces.hpp) on its communication thread:
+  // no userbuffers to map within a node and no SMs to share, so the GPU rules below do not apply
+  const bool gpu = c.gpu.arch != hardware::GpuArch::cpu;
+  if (gpu && p.tp > c.node.gpus_per_node)
     return fmt::format(
         "tp={} spans {} nodes of {} GPUs: TE's userbuffers need the tensor-parallel GPUs on a single node, connected over "
         "NVLink/NVSwitch "
         "(CUDA IPC / multicast handles do not cross nodes)",
         p.tp, (p.tp + c.node.gpus_per_node - 1) / c.node.gpus_per_node, c.node.gpus_per_node);
-  if (p.num_sm < 1) return fmt::format("num_sm={}: TE's ReduceScatter kernels need at least one SM", p.num_sm);
-  if (p.num_sm >= c.gpu.sm_count)
+  if (gpu && p.num_sm >= c.gpu.sm_count)
     return fmt::format("num_sm={} leaves no SMs to the GEMMs of {} ({} SMs)", p.num_sm, c.gpu.name, c.gpu.sm_count);
   // each chunk's ReduceScatter leaves every rank whole rows of it
   const std::int64_t tokens = std::int64_t{p.micro_batch} * p.seq_len;
@@ -96,8 +98,6 @@ const Strategy& strategy_te_pipelined() {
       .schedule =
           [](Builder& b) { strategy_none().schedule(b); },  // Megatron-LM's order; the builder cuts the sites (tp_overlap)
       .tp_overlap = [](const Plan& p) { return TpOverlap{.ag_peer_steps = true, .rs_splits = p.num_splits, .rs_sms = p.num_sm}; },
-      .not_executed =
-          "the executor runs column chunks only (issue 14: the chunked AllGather / ReduceScatter executor is not built)",
   };
   return s;
 }

@@ -15,6 +15,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cpu/flash_attention.hpp"
+#include "executor/tp_pieces.hpp"
 #include "executor/zero_layout.hpp"
 #include "executor/cpu/kernels.hpp"
 #include "executor/cpu/openblas.hpp"
@@ -148,6 +149,7 @@ class CpuBackend final : public Backend {
     check_memory(g);
     g_ = &g;
     t_ = t;
+    pieces_ = std::make_unique<TpPieces>(g);
     data_.resize(g.tensors.size());
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
@@ -339,6 +341,11 @@ class CpuBackend final : public Backend {
     done_[t].notify_all();
   }
   float* f(sim::TensorId id) { return data_[id].data(); }
+  /// The first output row an AllGather step's GEMM writes (its shard's), 0 for any other task.
+  std::int64_t ag_row(std::uint32_t t) const {
+    if (pieces_->kind[t] != TpPieces::Kind::ag_gemm) return 0;
+    return TpPieces::ag_shard(tp_rank_, g_->tasks[t].chunk, g_->plan.tp) * g_->tensors[g_->inputs(t)[0]].rows;
+  }
   const std::int32_t* ints(sim::TensorId id) { return ints_[id].data(); }
 
   void run_collective(std::uint32_t t) {
@@ -351,8 +358,24 @@ class CpuBackend final : public Backend {
       return;
     }
     std::vector<MPI_Request> requests;
-    requests.reserve(out.size());
-    if (c.kind == hardware::CollectiveKind::send_recv) {  // pipeline: to / from the neighbouring stage's rank of this lane
+    requests.reserve(out.size() + 1);
+    std::string waiting_on;  // the ranks the watchdog names: the communicator's unless an exchange says
+    if (const auto kind = pieces_->kind[t]; kind == TpPieces::Kind::ag_exchange || kind == TpPieces::Kind::rs_peer_exchange) {
+      // a step of a decomposed TP site (executor/tp_pieces.hpp): receive from one TP rank while
+      // sending to another, point-to-point on the TP communicator of this stream (its exchanges run
+      // in the same order on every rank, so the tag only separates them from the pipeline's)
+      const auto [to, from] = pieces_->exchange_peers(*g_, t, tp_rank_);
+      const int tag = kind == TpPieces::Kind::ag_exchange ? 3 : 4;
+      const int count = static_cast<int>(data_[in[0]].size());
+      if (data_[out[0]].size() != data_[in[0]].size())
+        throw std::logic_error(fmt::format("{}: sends and receives different sizes", g_->task_name(t)));
+      requests.resize(2);
+      MPI_CHECK(MPI_Irecv(f(out[0]), count, MPI_FLOAT, from, tag, comm, &requests[0]));
+      MPI_CHECK(MPI_Isend(f(in[0]), count, MPI_FLOAT, to, tag, comm, &requests[1]));
+      const int base = o_.world_rank - tp_rank_;  // world rank of TP rank 0 (world rank = t + tp x ...)
+      waiting_on = to == from ? fmt::format("rank {}", base + to)
+                              : fmt::format("ranks {} (send) and {} (receive)", base + to, base + from);
+    } else if (c.kind == hardware::CollectiveKind::send_recv) {  // pipeline: to / from the neighbouring stage's rank of this lane
       const bool fwd = g_->groups[*task.group].name == "pp_fwd", send = !in.empty();
       const bool to_next = fwd == send;  // pp_fwd sends and pp_bwd receives face the next stage
       const int peer = (o_.world_rank + (to_next ? lanes_ : o_.world_size - lanes_)) % o_.world_size;
@@ -396,7 +419,7 @@ class CpuBackend final : public Backend {
         .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.watchdog_s * 1e3)),
         .describe = [&] {
           return fmt::format("{} {} '{}' waiting on {}", g_->groups[*task.group].name, hardware::to_string(c.kind), g_->task_name(t),
-                             cpu::peers_of(comm));
+                             waiting_on.empty() ? cpu::peers_of(comm) : waiting_on);
         },
         .check = [this] { check_fault(); }};
     cpu::wait_polling(static_cast<int>(requests.size()), requests.data(), watchdog);
@@ -449,6 +472,7 @@ class CpuBackend final : public Backend {
   TrainingOptions t_;
   std::vector<std::vector<float>> data_;
   std::vector<std::vector<std::int32_t>> ints_;
+  std::unique_ptr<TpPieces> pieces_;  ///< the strategy's decomposed TP sites (row blocks per rank)
   std::vector<std::vector<std::int32_t>> positions_;
   /// A run of a parameter tensor (or ZeRO shard) with one weight-decay setting.
   struct Segment {
@@ -576,6 +600,15 @@ void CpuBackend::run_compute(std::uint32_t t) {
       const std::int64_t n = T(out[0]).rows, chunks = static_cast<std::int64_t>(in.size()) - 1, w = h / chunks;
       const float* x = f(in[0]);
       float* o = f(out[0]);
+      // row chunks (TE's pipelined ReduceScatter): partial c holds rows [c n/chunks, (c+1) n/chunks)
+      if (chunks > 1 && T(in[1]).cols == h) {
+        const std::int64_t rows = n / chunks;
+        for (std::int64_t c = 0; c < chunks; ++c) {
+          const float* p = f(in[static_cast<std::size_t>(c + 1)]);
+          for (std::int64_t e = 0; e < rows * h; ++e) o[c * rows * h + e] = x[c * rows * h + e] + p[e];
+        }
+        return;
+      }
       for (std::int64_t c = 0; c < chunks; ++c) {
         const float* p = f(in[static_cast<std::size_t>(c + 1)]);
         for (std::int64_t r = 0; r < n; ++r)
@@ -586,8 +619,10 @@ void CpuBackend::run_compute(std::uint32_t t) {
     case Op::qkv:
     case Op::fc1: {
       const auto& W = T(in[1]);
-      if (task.phase == Phase::fwd) {  // Y (N, out) = X (N, in) . W (in, out)
-        gemm(false, false, T(in[0]).rows, W.cols, W.rows, 1, f(in[0]), W.rows, f(in[1]), W.cols, 0, f(out[0]), W.cols);
+      if (task.phase == Phase::fwd) {  // Y (N, out) = X (N, in) . W (in, out); an AllGather step: its shard's rows of Y
+        const std::int64_t at = ag_row(t);
+        gemm(false, false, T(in[0]).rows, W.cols, W.rows, 1, f(in[0]), W.rows, f(in[1]), W.cols, 0, f(out[0]) + at * W.cols,
+             W.cols);
       } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, out) . W^T
         gemm(false, true, T(in[0]).rows, W.rows, W.cols, 1, f(in[0]), W.cols, f(in[1]), W.cols, 0, f(out[0]), W.rows);
       } else {  // inputs {dY, X}: dW (in, out) += X^T . dY
@@ -598,13 +633,47 @@ void CpuBackend::run_compute(std::uint32_t t) {
     }
     case Op::out_proj:
     case Op::fc2: {
-      if (task.phase == Phase::fwd) {  // Y_c (N, h/C) = X (N, in) . W[:, chunk c]
+      const auto kind = pieces_->kind[t];
+      if (kind == TpPieces::Kind::rs_peer_sum) {  // async-tp: the sum of the tp partials of this rank's rows
+        const std::int64_t e = T(out[0]).rows * T(out[0]).cols;
+        float* o = f(out[0]);
+        std::copy_n(f(in[0]), e, o);
+        for (std::size_t k = 1; k < in.size(); ++k) {
+          const float* p = f(in[k]);
+          for (std::int64_t i = 0; i < e; ++i) o[i] += p[i];
+        }
+      } else if (task.phase == Phase::fwd && kind == TpPieces::Kind::rs_split_gemm) {
+        // TE's pipeline chunk k: for each TP rank p its rows [p R + k r, p R + (k+1) r) into row block p (r = R / splits)
+        const auto& W = T(in[1]);
+        const auto& X = T(in[0]);
+        const auto& Y = T(out[0]);
+        if (Y.cols != W.cols) throw std::logic_error(fmt::format("{}: token chunks of a column chunk", g.task_name(t)));
+        const std::int64_t R = X.rows / g.plan.tp, r = Y.rows / g.plan.tp, k = task.chunk;
+        for (std::int64_t p = 0; p < g.plan.tp; ++p)
+          gemm(false, false, r, Y.cols, W.rows, 1, f(in[0]) + (p * R + k * r) * X.cols, X.cols, f(in[1]), W.cols, 0,
+               f(out[0]) + p * r * Y.cols, Y.cols);
+      } else if (task.phase == Phase::fwd && kind == TpPieces::Kind::rs_peer_gemm) {  // async-tp step c: shard (r + c) mod tp
+        const auto& W = T(in[1]);
+        const auto& X = T(in[0]);
+        const auto& Y = T(out[0]);
+        const std::int64_t at = TpPieces::rs_peer_shard(tp_rank_, task.chunk, g.plan.tp) * Y.rows;
+        gemm(false, false, Y.rows, Y.cols, W.rows, 1, f(in[0]) + at * X.cols, X.cols, f(in[1]), W.cols, 0, f(out[0]), Y.cols);
+      } else if (task.phase == Phase::fwd) {  // Y_c (N, h/C) = X (N, in) . W[:, chunk c]
         const auto& W = T(in[1]);
         const std::int64_t w = T(out[0]).cols, c = std::max<int>(0, task.chunk);
         gemm(false, false, T(in[0]).rows, w, W.rows, 1, f(in[0]), W.rows, f(in[1]) + c * w, W.cols, 0, f(out[0]), w);
-      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, h) . W^T
+      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, h) . W^T; an AllGather step: its shard's rows of dX
         const auto& W = T(in[1]);
-        gemm(false, true, T(in[0]).rows, W.rows, W.cols, 1, f(in[0]), W.cols, f(in[1]), W.cols, 0, f(out[0]), W.rows);
+        const std::int64_t at = ag_row(t);
+        gemm(false, true, T(in[0]).rows, W.rows, W.cols, 1, f(in[0]), W.cols, f(in[1]), W.cols, 0, f(out[0]) + at * W.rows,
+             W.rows);
+      } else if (kind == TpPieces::Kind::ag_wgrad) {  // inputs {dY piece 0 .. tp-1, X}: dW += X[piece k's rows]^T . dY_k
+        const auto& dW = T(out[0]);
+        const sim::TensorId x = in.back();
+        for (std::size_t k = 0; k + 1 < in.size(); ++k) {
+          const std::int64_t rows = T(in[k]).rows, at = TpPieces::ag_shard(tp_rank_, static_cast<int>(k), g.plan.tp) * rows;
+          gemm(true, false, dW.rows, dW.cols, rows, 1, f(x) + at * dW.rows, dW.rows, f(in[k]), dW.cols, 1, f(out[0]), dW.cols);
+        }
       } else {  // inputs {dY, X}: dW (in, h) += X^T . dY
         const auto& dW = T(out[0]);
         gemm(true, false, dW.rows, dW.cols, T(in[0]).rows, 1, f(in[1]), dW.rows, f(in[0]), dW.cols, 1, f(out[0]), dW.cols);

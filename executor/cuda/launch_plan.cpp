@@ -9,6 +9,7 @@
 #include "executor/zero_layout.hpp"
 #include "common/config_reader.hpp"
 #include "sim/shapes.hpp"
+#include "sim/strategy.hpp"
 
 namespace executor::cuda {
 namespace {
@@ -159,6 +160,10 @@ std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const si
     return fmt::format("row_axis=sequence with row_slices={} is not supported by the CUDA backend (expected row_axis=batch)",
                        plan.row_slices);
   if (plan.col_slices > 8) return fmt::format("col_slices={} is more than the CUDA residual kernel's 8 chunks", plan.col_slices);
+  if (plan.strategy->tp_overlap(plan).any())
+    return fmt::format(
+        "strategy {}: the CUDA backend does not run decomposed TP collectives yet (the CPU backend does: --backend cpu)",
+        plan.strategy->name);
   if (model.head_dim() % 2) return fmt::format("head_dim={} is odd; the CUDA attention kernels rotate pairs", model.head_dim());
   if (plan.attention == hardware::AttentionKernel::flash && model.head_dim() > kFlashMaxHeadDim)
     return fmt::format("attention=flash with head_dim={}: the CUDA flash kernel takes head_dim <= {}", model.head_dim(), kFlashMaxHeadDim);
