@@ -64,6 +64,13 @@ void add_target_flags(CLI::App* cmd, TargetFlags& f, bool with_plan, const PlanD
   if (!with_plan) return;
   cmd->add_option("--plan", f.plan, "plan YAML file (flags below override it)");
   cmd->add_option("--tp", f.tp, "tensor-parallel size (default 1)");
+  cmd->add_option("--tp-layout", f.tp_layout,
+                  "tensor-parallel layout: 1d (Megatron-LM, default) | 2d (SUMMA on a q x q grid, tp = q^2) | 2.5d (Tesseract: d layers "
+                  "of a q x q grid, tp = q^2 x d)");
+  cmd->add_option("--tp-q", f.tp_q, "2d / 2.5d: the grid side q (2d: default sqrt(tp))");
+  cmd->add_option("--tp-d", f.tp_d, "2.5d: the grid depth d, which splits the batch (default 1)");
+  cmd->add_option("--tp-grid-order", f.tp_grid_order,
+                  "2d / 2.5d: row (default: a grid row's ranks adjacent, inside a node first) | col (a grid column's)");
   cmd->add_option("--dp", f.dp, "data-parallel size (default GPUs / (tp x pp))");
   cmd->add_option("--pp", f.pp, "pipeline stages (default 1)");
   cmd->add_option("--vp", f.vp, "model chunks (virtual stages) per pipeline rank: > 1 runs the interleaved schedule (default 1)");
@@ -144,6 +151,12 @@ sim::TargetInput TargetFlags::input() const {
   };
   positive("--tp", tp, p.tp, lim::kMaxGpus);
   positive("--dp", dp, p.dp, lim::kMaxGpus);
+  if (cmd->count("--tp-layout") && !sim::parse_tp_layout(tp_layout, p.tp_layout.emplace()))
+    bad_flag("--tp-layout", "expected 1d | 2d | 2.5d, got '" + tp_layout + "'");
+  positive("--tp-q", tp_q, p.tp_q, 64);
+  positive("--tp-d", tp_d, p.tp_d, lim::kMaxGpus);
+  if (cmd->count("--tp-grid-order") && !sim::parse_tp_grid_order(tp_grid_order, p.tp_grid_order.emplace()))
+    bad_flag("--tp-grid-order", "expected row | col, got '" + tp_grid_order + "'");
   positive("--pp", pp, p.pp, lim::kMaxLayers);
   positive("--vp", vp, p.vp, lim::kMaxLayers);
   if (cmd->count("--schedule")) {

@@ -33,6 +33,8 @@ struct TargetFlags {
   // integers are read 64 bits wide and range-checked (common/limits.hpp) before they are narrowed
   long long nodes = 0;
   std::string plan;
+  std::string tp_layout, tp_grid_order;
+  long long tp_q = 0, tp_d = 0;
   long long tp = 0, dp = 0, pp = 0, vp = 0, micro_batch = 0, global_batch = 0;
   std::string schedule, pipeline_layers, p2p_overlap;
   long long seq_len = 0;

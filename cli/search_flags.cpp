@@ -1,5 +1,8 @@
 #include "cli/search_flags.hpp"
 
+#include <algorithm>
+#include <string_view>
+
 #include "common/limits.hpp"
 
 namespace cli {
@@ -13,6 +16,9 @@ void add_search_flags(CLI::App* cmd, SearchFlags& f) {
   cmd->add_option("--stack", f.stack,
                   "software stack issuing the kernels: eager (default; Megatron-LM) | cpp | cuda_graphs (DeepSpeed-Domino) | megatron-core");
   cmd->add_option("--threads", f.threads, "evaluation threads (default: all cores)");
+  cmd->add_option("--tp-layouts", f.tp_layouts,
+                  "tensor-parallel layouts to search, comma-separated: 1d (default) | 2d | 2.5d (SUMMA grids, "
+                  "docs/tensor-parallel-2d.md), e.g. 1d,2d,2.5d");
 }
 
 SearchSetup search_setup(const SearchFlags& f) {
@@ -30,6 +36,19 @@ SearchSetup search_setup(const SearchFlags& f) {
   if (f.cmd->count("--stack") && !hardware::parse_stack(f.stack, s.space.stack))
     bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + f.stack + "'");
   int_flag("--threads", f.threads, 0, lim::kMaxThreads);  // 0: all cores
+  if (f.cmd->count("--tp-layouts")) {
+    s.space.tp_layouts.clear();
+    std::string_view rest = f.tp_layouts;
+    while (true) {
+      const auto comma = rest.find(',');
+      sim::TpLayout l;
+      if (!sim::parse_tp_layout(rest.substr(0, comma), l))
+        bad_flag("--tp-layouts", "expected layouts 1d | 2d | 2.5d separated by commas (e.g. 1d,2d,2.5d), got '" + f.tp_layouts + "'");
+      if (std::find(s.space.tp_layouts.begin(), s.space.tp_layouts.end(), l) == s.space.tp_layouts.end()) s.space.tp_layouts.push_back(l);
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+  }
   return s;
 }
 

@@ -14,7 +14,7 @@ namespace cli {
 struct SearchFlags {
   TargetFlags target;
   long long global_batch = 0, threads = 0, seq_len = 0;  // range-checked in search_setup
-  std::string dtype, stack;
+  std::string dtype, stack, tp_layouts;
   CLI::App* cmd = nullptr;
 };
 void add_search_flags(CLI::App* cmd, SearchFlags& f);

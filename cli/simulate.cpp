@@ -43,7 +43,7 @@ std::pair<int, int> parse_layer_range(const std::string& text, int layers) {
 /// cluster unless --cluster / --nodes say otherwise.
 sim::Target graph_target(const SimulateFlags& f, std::vector<sim::StepGraph>& graphs) {
   const auto& cmd = *f.target.cmd;
-  for (const char* flag : {"--plan", "--model", "--tp", "--dp", "--pp", "--vp", "--schedule", "--pipeline-layers", "--p2p-overlap", "--micro-batch",
+  for (const char* flag : {"--plan", "--model", "--tp", "--tp-layout", "--tp-q", "--tp-d", "--tp-grid-order", "--dp", "--pp", "--vp", "--schedule", "--pipeline-layers", "--p2p-overlap", "--micro-batch",
                            "--global-batch", "--seq-len", "--dtype", "--sequence-parallel", "--strategy", "--dp-bucket-mb", "--stack",
                            "--megatron-args", "--megatron-args-file", "--deepspeed-config", "--recompute", "--recompute-method",
                            "--recompute-layers", "--zero", "--overlap-grad-reduce", "--overlap-param-gather", "--attention"})

@@ -46,6 +46,10 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   if (!t.plan.strategy->not_executed.empty())
     throw common::ConfigError(t.plan_source, "strategy",
                               fmt::format("slicetune run cannot execute strategy {}: {}", t.plan.strategy->name, t.plan.strategy->not_executed));
+  if (t.plan.grid_tp())  // docs/tensor-parallel-2d.md: simulated; the executor's SUMMA layers are not written yet
+    throw common::ConfigError(t.plan_source, "tp_layout",
+                              fmt::format("slicetune run cannot execute tp_layout {} yet (2D / 2.5D layers are simulated only); use tp_layout: 1d",
+                                          sim::to_string(t.plan.tp_layout)));
   if (t.plan.gpus() != world)
     throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp x pp = {} x {} x {} = {} ranks, got {}", t.plan.tp,
                                                              t.plan.dp, t.plan.pp, t.plan.gpus(), world));

@@ -49,6 +49,8 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
   }
   tp_group_ = add_group({.name = "tp", .size = p.tp, .nodes = tp_nodes_, .instance = rank / p.tp});
   dp_group_ = add_group({.name = "dp", .size = p.dp, .nodes = dp_nodes_, .instance = p.pp > 1 ? rank % p.tp + p.tp * pipeline_position(p, rank).stage : rank % p.tp});
+  grad_ranks_ = p.dp;
+  if (p.grid_tp()) setup_grid(rank);  // row, column streams and groups; the dp group spans the depth too
   if (p.tp > 1) {
     const TpOverlap o = p.strategy->tp_overlap(p);
     if (p.sequence_parallel)
@@ -65,7 +67,7 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
     Slice s;
     s.index = i;
     if (p.row_axis == RowAxis::batch) {
-      s.batch = p.micro_batch / r;
+      s.batch = p.micro_batch / p.tp_rows() / r;  // a 2D / 2.5D grid's rows and depth split the batch
       s.seq = p.seq_len;
     } else {
       s.batch = p.micro_batch;
@@ -389,6 +391,7 @@ void Builder::emit_weights() {
 
 void Builder::emit_embedding(const Slice& s) {
   if (skip_fwd()) return;
+  if (p_.grid_tp()) return emit_grid_embedding(s);
   if (!holds_embedding()) {  // the activation of the previous virtual stage
     ss_[s.index].x = transfer(true, false, kNoTensor, rows(s), s);
     return;
@@ -410,6 +413,7 @@ void Builder::emit_embedding(const Slice& s) {
 
 void Builder::emit_attn_fwd(int l, const Slice& s) {
   if (skip_fwd()) return;
+  if (p_.grid_tp()) return emit_grid_attn_fwd(l, s);
   auto& st = ss_[s.index];
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
@@ -451,6 +455,7 @@ void Builder::emit_attn_residual(int l, const Slice& s) {
 
 void Builder::emit_mlp_fwd(int l, const Slice& s) {
   if (skip_fwd()) return;
+  if (p_.grid_tp()) return emit_grid_mlp_fwd(l, s);
   auto& sv = saved_[l][s.index];
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
@@ -478,6 +483,7 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
 
 void Builder::emit_head_fwd(const Slice& s) {
   if (skip_fwd()) return;
+  if (p_.grid_tp()) return emit_grid_head_fwd(s);
   auto& st = ss_[s.index];
   if (!holds_head()) {  // on to the next virtual stage
     transfer(true, true, st.x, 0, s);
@@ -517,6 +523,7 @@ void Builder::emit_loss(const Slice& s) {
 
 BackwardTasks Builder::emit_head_bwd(const Slice& s) {
   if (skip_bwd()) return {};
+  if (p_.grid_tp()) return emit_grid_head_bwd(s);
   auto& st = ss_[s.index];
   if (!holds_head()) {  // the gradient of this chunk's output, from the next virtual stage
     st.dy = transfer(false, false, kNoTensor, rows(s), s);
@@ -539,6 +546,7 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
   if (skip_bwd() || !holds_head()) return;
   auto& st = ss_[s.index];
   const std::int64_t h = sh_.h, R = rows(s);
+  if (p_.grid_tp()) grid_norm_bwd_stats(st.d_in, Op::final_norm, -1, s);
   TensorId dx = grad(R, h, Op::final_norm, -1, s.index);
   add(task(ew(norm_kind(), R * h, 3.0 * bpe(), true), Op::final_norm, Phase::bwd_dgrad, -1, s), {st.d_in, st.x, w_fnorm_},
       {dx, d_fnorm_});
@@ -547,6 +555,7 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
 
 BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_collective) {
   if (skip_bwd()) return {};
+  if (p_.grid_tp()) return emit_grid_mlp_bwd(l, s);
   gather_for_backward(l);
   ensure_recomputed(l, s);
   auto& st = ss_[s.index];
@@ -578,6 +587,7 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
+  if (p_.grid_tp()) grid_norm_bwd_stats(st.d_in, Op::mlp_comm, l, s);
   TensorId dx = grad(R, h, Op::residual1, l, s.index);
   add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm2, Phase::bwd_dgrad, l, s),
       {st.d_in, saved_[l][s.index].x_mid, w.norm2, st.dy}, {dx, w.d_norm2});
@@ -586,6 +596,7 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
 
 BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
   if (skip_bwd()) return {};
+  if (p_.grid_tp()) return emit_grid_attn_bwd(l, s);
   ensure_recomputed(l, s);
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
@@ -633,6 +644,7 @@ void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
   auto& st = ss_[s.index];
   const auto& w = lw_[l];
   const std::int64_t h = sh_.h, R = rows(s);
+  if (p_.grid_tp()) grid_norm_bwd_stats(st.d_in, Op::attn_comm, l, s);
   TensorId dx = grad(R, h, Op::residual2, l - 1, s.index);
   add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm1, Phase::bwd_dgrad, l, s),
       {st.d_in, saved_[l][s.index].x, w.norm1, st.dy}, {dx, w.d_norm1});
@@ -641,6 +653,7 @@ void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
 
 void Builder::emit_embedding_bwd(const Slice& s) {
   if (skip_bwd()) return;
+  if (p_.grid_tp()) return emit_grid_embedding_bwd(s);
   auto& st = ss_[s.index];
   if (!holds_embedding()) {  // the gradient of this chunk's input, to the previous virtual stage
     transfer(false, true, st.dy, 0, s);
@@ -722,6 +735,7 @@ void Builder::flush_pp_bucket() {
 // Sequence parallelism: a TP rank's norm-weight gradients cover only its rows of the sequence;
 // Megatron sums them over the TP group once per step before the optimizer (finalize_model_grads).
 void Builder::emit_sp_norm_grads() {
+  if (p_.grid_tp()) return emit_grid_norm_grads();
   if (!p_.sequence_parallel || p_.tp == 1) return;
   std::vector<TensorId> norms;
   if (stage_last_) norms.push_back(d_fnorm_);

@@ -110,8 +110,9 @@ class Builder {
   GroupId add_group(GroupSpec g);
   GroupId tp_group() const { return tp_group_; }
   GroupId dp_group() const { return dp_group_; }
-  /// Whether gradients are reduced over data parallelism (dp > 1): DP buckets, ZeRO.
-  bool reduces_dp() const { return p_.dp > 1; }
+  /// Whether gradients are reduced over data parallelism (dp > 1; on a 2.5D grid also over its
+  /// depth, whose layers hold copies of the weights): DP buckets, ZeRO.
+  bool reduces_dp() const { return grad_ranks_ > 1; }
 
   // ---- the layer vocabulary: forward, per slice, in data order ------------------------------------
   void emit_embedding(const Slice& s);             ///< token (+ position) lookup; vocab-parallel AllReduce
@@ -273,6 +274,38 @@ class Builder {
   void gather_for_forward(int position);   ///< ZeRO: the forward reaches the embedding (-1), layer l, or the head (L)
   void gather_for_backward(int position);  ///< ZeRO-3: the backward reaches layer l (L: the head)
   void emit_zero_step_end();
+  // 2D / 2.5D tensor parallelism: SUMMA layers on a q x q (x d) grid (sim/builder_grid.cpp)
+  struct Grid {
+    GroupId row = 0, col = 0;
+    StreamId row_comm = 0, col_comm = 0;
+    int row_nodes = 1, col_nodes = 1;
+  } grid_;
+  void setup_grid(int rank);
+  Task grid_task(hardware::CollectiveKind k, double bytes, bool row, Op op, Phase phase, int layer, const Slice& s, int chunk,
+                 common::DType dt) const;
+  /// y = x w in q SUMMA steps: step i broadcasts the input block along the grid row and the weight
+  /// block along the grid column, then multiplies them (`step`, accumulated into y); the next
+  /// step's broadcasts are issued before the current GEMM (Colossal-AI's double buffering).
+  void summa_fwd(TensorId x, TensorId w, TensorId y, hardware::GemmOp step, Op op, Op comm, int layer, const Slice& s);
+  /// dx = dy w^T (q column broadcasts of w, q GEMMs, q row reduces of the partial dx) and then
+  /// dw += x^T dy (q row broadcasts of x, q GEMMs, q column reduces of the partial dw); the compute
+  /// stream waits for each half's last reduce. Returns the last reduce.
+  std::uint32_t summa_bwd(TensorId dy, TensorId x, TensorId w, TensorId dx, TensorId dw, hardware::GemmOp dgrad, hardware::GemmOp wgrad,
+                          Op op, Op comm, int layer, const Slice& s);
+  /// A norm on the grid: its statistics (sum and sum of squares per token, fp32) all-reduced along
+  /// the grid row, then the kernel on the local [T, h/q] block.
+  TensorId grid_norm_fwd(TensorId x, TensorId w, Op op, int layer, const Slice& s);
+  /// Backward: the two per-token sums all-reduced along the row; the norm kernel issued next waits.
+  void grid_norm_bwd_stats(TensorId d_in, Op op, int layer, const Slice& s);
+  void emit_grid_embedding(const Slice& s);
+  void emit_grid_attn_fwd(int l, const Slice& s);
+  void emit_grid_mlp_fwd(int l, const Slice& s);
+  void emit_grid_head_fwd(const Slice& s);
+  BackwardTasks emit_grid_head_bwd(const Slice& s);
+  BackwardTasks emit_grid_mlp_bwd(int l, const Slice& s);
+  BackwardTasks emit_grid_attn_bwd(int l, const Slice& s);
+  void emit_grid_embedding_bwd(const Slice& s);
+  void emit_grid_norm_grads();
 
   const ModelSpec& m_;
   const hardware::ClusterSpec& c_;
@@ -280,6 +313,7 @@ class Builder {
   Shapes sh_;
   bool sliced_ = false;
   int tp_nodes_ = 1, dp_nodes_ = 1;
+  int grad_ranks_ = 1;  ///< ranks a weight's gradient is summed over: dp (x the depth on a 2.5D grid)
   Streams streams_;
   TpOverlap ov_;  ///< the strategy's decomposition of the TP collectives (sequence parallelism only)
   GroupId tp_group_ = 0, dp_group_ = 0;

@@ -21,7 +21,8 @@ struct SliceShape {
 std::vector<SliceShape> slice_shapes(const Plan& p) {
   std::vector<SliceShape> out;
   for (int i = 0; i < p.row_slices; ++i) {
-    if (p.row_axis == RowAxis::batch) out.push_back({p.micro_batch / p.row_slices, p.seq_len, 0});
+    // a 2D / 2.5D grid's rows and depth split the batch (Plan::tp_rows)
+    if (p.row_axis == RowAxis::batch) out.push_back({p.micro_batch / p.tp_rows() / p.row_slices, p.seq_len, 0});
     else out.push_back({p.micro_batch, p.seq_len / p.row_slices, i * (p.seq_len / p.row_slices)});
   }
   return out;
@@ -29,7 +30,7 @@ std::vector<SliceShape> slice_shapes(const Plan& p) {
 
 /// What the attention forward of one slice keeps besides its output (Shapes::attention_aux_*).
 double attention_aux_bytes(const ModelSpec& m, const Plan& p, const Shapes& sh, const SliceShape& s) {
-  return static_cast<double>(s.batch * (m.heads / p.tp) * s.seq) * static_cast<double>(sh.attention_aux_cols(s.seq, s.q_offset)) *
+  return static_cast<double>(s.batch * (m.heads / p.tp_width()) * s.seq) * static_cast<double>(sh.attention_aux_cols(s.seq, s.q_offset)) *
          common::dtype_bytes(sh.attention_aux_dtype());
 }
 
@@ -150,6 +151,25 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& 
   const int tp_nodes = std::max(1, p.tp / c.node.gpus_per_node);
   const int dp_nodes = std::max(1, c.nodes / tp_nodes);
   r.nccl = hardware::nccl_buffer_bytes(c, p.tp, tp_nodes) + hardware::nccl_buffer_bytes(c, p.dp, dp_nodes);
+  if (p.grid_tp()) {
+    // a grid rank's communicators: its row and column (q ranks each), depth x dp for the gradients.
+    // The row's q ranks are adjacent in rank order (TpGridOrder::row; col: the column's); the other
+    // group strides by q.
+    const int q = p.tp_q, gpn = c.node.gpus_per_node;
+    const int inner = std::max(1, q / gpn), outer = std::max(1, std::min(q, q * q / gpn));
+    const int grad_nodes = std::max(1, std::min(p.tp_d * p.dp, static_cast<int>(c.nodes)));
+    r.nccl = hardware::nccl_buffer_bytes(c, q, inner) + hardware::nccl_buffer_bytes(c, q, outer) +
+             hardware::nccl_buffer_bytes(c, p.tp_d * p.dp, grad_nodes);
+    // SUMMA's double buffers: two received input blocks and two weight blocks of the widest linear
+    // (FC1 forward: [T, h/q] and [h/q, F1]; the head's [h/q, vocab/q] where it is wider)
+    double buffers = 0;
+    for (const auto& s : slices) {
+      const double T = static_cast<double>(s.batch * s.seq);
+      const double wide = static_cast<double>(std::max(sh.F1, st.head ? sh.V : std::int64_t{0}));
+      buffers = std::max(buffers, 2.0 * e * (T * h + h * wide));
+    }
+    r.temporaries = std::max(r.temporaries, buffers);
+  }
   if (c.gpu.arch == hardware::GpuArch::cpu) r.nccl = 0;  // MPI on the CPU backend
   return r;
 }

@@ -27,6 +27,35 @@ bool parse_pipeline_schedule(std::string_view s, PipelineSchedule& out) {
   return false;
 }
 
+std::string_view to_string(TpLayout l) {
+  switch (l) {
+    case TpLayout::one_d: return "1d";
+    case TpLayout::two_d: return "2d";
+    case TpLayout::two_five_d: return "2.5d";
+  }
+  return "?";
+}
+
+bool parse_tp_layout(std::string_view s, TpLayout& out) {
+  for (auto v : {TpLayout::one_d, TpLayout::two_d, TpLayout::two_five_d})
+    if (to_string(v) == s) {
+      out = v;
+      return true;
+    }
+  return false;
+}
+
+std::string_view to_string(TpGridOrder o) { return o == TpGridOrder::row ? "row" : "col"; }
+
+bool parse_tp_grid_order(std::string_view s, TpGridOrder& out) {
+  for (auto v : {TpGridOrder::row, TpGridOrder::col})
+    if (to_string(v) == s) {
+      out = v;
+      return true;
+    }
+  return false;
+}
+
 std::string_view to_string(Infeasibility r) {
   switch (r) {
     case Infeasibility::tp_heads: return "tp does not divide heads";
@@ -48,12 +77,14 @@ std::string_view to_string(Infeasibility r) {
     case Infeasibility::zero: return "ZeRO stage out of range";
     case Infeasibility::attention: return "attention kernel cannot run the dtype";
     case Infeasibility::pp_savers: return "ZeRO-2/3 with pipeline parallelism";
+    case Infeasibility::tp_grid: return "2D / 2.5D grid does not split the model or batch";
   }
   return "?";
 }
 
 void PlanInput::merge(const PlanInput& o) {
   auto take = [](auto& dst, const auto& src) { if (src) dst = src; };
+  take(tp_layout, o.tp_layout); take(tp_q, o.tp_q); take(tp_d, o.tp_d); take(tp_grid_order, o.tp_grid_order);
   take(tp, o.tp); take(dp, o.dp); take(pp, o.pp); take(vp, o.vp); take(schedule, o.schedule);
   take(pipeline_layers, o.pipeline_layers); take(p2p_overlap, o.p2p_overlap); take(micro_batch, o.micro_batch); take(global_batch, o.global_batch);
   take(row_slices, o.row_slices); take(col_slices, o.col_slices); take(num_splits, o.num_splits); take(num_sm, o.num_sm); take(tp_channels, o.tp_channels); take(seq_len, o.seq_len);
@@ -121,16 +152,63 @@ std::optional<PlanProblem> check_pipeline_split(const ModelSpec& m, const Plan& 
   return std::nullopt;
 }
 
+/// 2D / 2.5D: the grid's shape against tp, the model's widths and the micro-batch, and what the
+/// SUMMA layers do not run with (yet).
+std::optional<PlanProblem> check_grid(const ModelSpec& m, const hardware::ClusterSpec&, const Plan& p) {
+  const std::string lay(to_string(p.tp_layout));
+  const int q = p.tp_q, d = p.tp_d;
+  if (q < 2) return bad(Infeasibility::tp_grid, "tp_q", fmt::format("tp_layout {} needs a grid side tp_q >= 2, got {}", lay, q));
+  if (p.tp_layout == TpLayout::two_d && d != 1)
+    return bad(Infeasibility::tp_grid, "tp_d", fmt::format("tp_layout 2d has depth 1, got tp_d={} (use tp_layout 2.5d)", d));
+  if (d < 1) return bad(Infeasibility::tp_grid, "tp_d", fmt::format("expected a positive grid depth, got tp_d={}", d));
+  if (std::int64_t{q} * q * d != p.tp)
+    return bad(Infeasibility::tp_grid, "tp",
+               p.tp_layout == TpLayout::two_d ? fmt::format("tp_layout 2d needs tp = tp_q^2 = {}^2 = {}, got tp={}", q, q * q, p.tp)
+                                              : fmt::format("tp_layout 2.5d needs tp = tp_q^2 x tp_d = {}^2 x {} = {}, got tp={}", q, d,
+                                                            std::int64_t{q} * q * d, p.tp));
+  auto divides = [&](std::int64_t v, const char* what) -> std::optional<PlanProblem> {
+    if (v % q == 0) return std::nullopt;
+    return bad(Infeasibility::tp_grid, "tp_q", fmt::format("{}={} is not divisible by tp_q={} (tp_layout {})", what, v, q, lay));
+  };
+  for (auto [v, what] : {std::pair<std::int64_t, const char*>{m.hidden, "hidden"}, {m.heads, "heads"}, {m.kv_heads, "kv_heads"},
+                         {m.ffn_hidden, "ffn_hidden"}, {m.vocab, "vocab"}})
+    if (auto problem = divides(v, what)) return problem;
+  if (p.micro_batch % (q * d))
+    return bad(Infeasibility::tp_grid, "micro_batch",
+               d > 1 ? fmt::format("micro_batch={} is not divisible by tp_q x tp_d = {} x {} (the grid's rows and depth split the batch)",
+                                   p.micro_batch, q, d)
+                     : fmt::format("micro_batch={} is not divisible by tp_q={} (the grid's rows split the batch)", p.micro_batch, q));
+  // what the SUMMA layers are not built with (docs/tensor-parallel-2d.md)
+  if (p.sequence_parallel)
+    return bad(Infeasibility::tp_grid, "sequence_parallel", fmt::format("tp_layout {} splits the tokens already; sequence_parallel is 1D only", lay));
+  if (p.pp > 1) return bad(Infeasibility::tp_grid, "pp", fmt::format("tp_layout {} is simulated without pipeline parallelism (pp=1), got pp={}", lay, p.pp));
+  if (p.zero > 0)
+    return bad(Infeasibility::tp_grid, "zero", fmt::format("tp_layout {} is simulated without ZeRO (zero: 0), got zero={}", lay, p.zero));
+  if (p.recompute != Recompute::none)
+    return bad(Infeasibility::tp_grid, "recompute", fmt::format("tp_layout {} is simulated without activation recompute, got recompute: {}", lay,
+                                                                to_string(p.recompute)));
+  if (p.strategy != &default_strategy())
+    return bad(Infeasibility::tp_grid, "strategy",
+               fmt::format("tp_layout {} runs its own overlap (the next SUMMA step's broadcasts behind the current GEMM, as Colossal-AI); "
+                           "strategy {} slices Megatron-LM's 1D layers and does not compose with it: use strategy: none",
+                           lay, p.strategy->name));
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
   if (auto problem = check_pipeline_split(m, p)) return problem;
-  if (m.heads % p.tp) return bad(Infeasibility::tp_heads, "tp", fmt::format("heads={} is not divisible by tp={}", m.heads, p.tp));
-  if (m.kv_heads % p.tp) return bad(Infeasibility::tp_kv_heads, "tp", fmt::format("kv_heads={} is not divisible by tp={}", m.kv_heads, p.tp));
-  if (m.ffn_hidden % p.tp) return bad(Infeasibility::tp_ffn, "tp", fmt::format("ffn_hidden={} is not divisible by tp={}", m.ffn_hidden, p.tp));
-  if (m.vocab % p.tp) return bad(Infeasibility::tp_vocab, "tp", fmt::format("vocab={} is not divisible by tp={}", m.vocab, p.tp));
-  if (p.tp > c.node.gpus_per_node && p.tp % c.node.gpus_per_node != 0)
-    return bad(Infeasibility::tp_node, "tp", fmt::format("tp={} spans nodes of {} GPUs unevenly", p.tp, c.node.gpus_per_node));
+  if (p.grid_tp()) {  // the grid's own divisibility (by q, and the batch by q x d)
+    if (auto problem = check_grid(m, c, p)) return problem;
+  } else {
+    if (m.heads % p.tp) return bad(Infeasibility::tp_heads, "tp", fmt::format("heads={} is not divisible by tp={}", m.heads, p.tp));
+    if (m.kv_heads % p.tp) return bad(Infeasibility::tp_kv_heads, "tp", fmt::format("kv_heads={} is not divisible by tp={}", m.kv_heads, p.tp));
+    if (m.ffn_hidden % p.tp) return bad(Infeasibility::tp_ffn, "tp", fmt::format("ffn_hidden={} is not divisible by tp={}", m.ffn_hidden, p.tp));
+    if (m.vocab % p.tp) return bad(Infeasibility::tp_vocab, "tp", fmt::format("vocab={} is not divisible by tp={}", m.vocab, p.tp));
+    if (p.tp > c.node.gpus_per_node && p.tp % c.node.gpus_per_node != 0)
+      return bad(Infeasibility::tp_node, "tp", fmt::format("tp={} spans nodes of {} GPUs unevenly", p.tp, c.node.gpus_per_node));
+  }
   if (p.gpus() != c.total_gpus())
     return bad(Infeasibility::gpus, "dp", fmt::format("tp x dp x pp = {} x {} x {} = {} but the cluster has {} GPUs ({} nodes x {})",
                                                       p.tp, p.dp, p.pp, p.gpus(), c.total_gpus(), c.nodes, c.node.gpus_per_node));
@@ -207,7 +285,37 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
 
 Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {
   Plan p;
-  p.tp = in.tp.value_or(1);
+  p.tp_layout = in.tp_layout.value_or(TpLayout::one_d);
+  p.tp_grid_order = in.tp_grid_order.value_or(TpGridOrder::row);
+  if (!p.grid_tp()) {
+    if (in.tp_q && *in.tp_q != 1) throw common::ConfigError(source, "tp_q", fmt::format("tp_q={} needs tp_layout 2d | 2.5d (tp_layout is 1d)", *in.tp_q));
+    if (in.tp_d && *in.tp_d != 1) throw common::ConfigError(source, "tp_d", fmt::format("tp_d={} needs tp_layout 2.5d (tp_layout is 1d)", *in.tp_d));
+  } else {
+    // the grid from tp_q / tp_d, or from tp where that names it: 2D tp = q^2, 2.5D tp = q^2 x d
+    p.tp_d = in.tp_d.value_or(1);
+    if (p.tp_layout == TpLayout::two_d && p.tp_d != 1)
+      throw common::ConfigError(source, "tp_d", fmt::format("tp_layout 2d has depth 1, got tp_d={} (use tp_layout 2.5d)", p.tp_d));
+    if (in.tp_q) {
+      p.tp_q = *in.tp_q;
+    } else if (in.tp && p.tp_layout == TpLayout::two_d) {
+      int q = 1;
+      while (q * q < *in.tp) ++q;
+      if (q * q != *in.tp)
+        throw common::ConfigError(source, "tp", fmt::format("tp_layout 2d needs tp = q^2 (a square), got tp={}; give tp_q", *in.tp));
+      p.tp_q = q;
+    } else {
+      throw common::ConfigError(source, "tp_q", fmt::format("tp_layout {} needs the grid side tp_q", to_string(p.tp_layout)));
+    }
+    if (p.tp_q < 2 || p.tp_q > 64) throw common::ConfigError(source, "tp_q", fmt::format("expected a grid side in [2, 64], got tp_q={}", p.tp_q));
+    const std::int64_t grid = std::int64_t{p.tp_q} * p.tp_q * p.tp_d;
+    if (in.tp && *in.tp != grid)
+      throw common::ConfigError(source, "tp",
+                                fmt::format("tp={} is not tp_q^2 x tp_d = {}^2 x {} = {} (tp_layout {})", *in.tp, p.tp_q, p.tp_d, grid,
+                                            to_string(p.tp_layout)));
+    if (grid > common::limits::kMaxGpus)
+      throw common::ConfigError(source, "tp_q", fmt::format("tp_q^2 x tp_d = {} GPUs is more than {}", grid, common::limits::kMaxGpus));
+  }
+  p.tp = p.grid_tp() ? p.tp_q * p.tp_q * p.tp_d : in.tp.value_or(1);
   if (p.tp <= 0) throw common::ConfigError(source, "tp", "expected a positive integer");
   p.pp = in.pp.value_or(1);
   if (p.pp <= 0) throw common::ConfigError(source, "pp", "expected a positive integer");
@@ -221,13 +329,16 @@ Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInp
     if (p.dp <= 0) throw common::ConfigError(source, "dp", "expected a positive integer");
   } else {
     if (c.total_gpus() % p.tp)
-      throw common::ConfigError(source, "tp", fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
+      throw common::ConfigError(source, "tp",
+                                p.grid_tp() ? fmt::format("tp_layout {}: the grid's tp_q^2 x tp_d = {}^2 x {} = {} GPUs do not divide the cluster's {} GPUs",
+                                                          to_string(p.tp_layout), p.tp_q, p.tp_d, p.tp, c.total_gpus())
+                                            : fmt::format("tp={} does not divide the cluster's {} GPUs", p.tp, c.total_gpus()));
     if (c.total_gpus() % (std::int64_t{p.tp} * p.pp))
       throw common::ConfigError(source, "pp",
                                 fmt::format("pp={} does not divide the cluster's {} GPUs / tp={}", p.pp, c.total_gpus(), p.tp));
     p.dp = static_cast<int>(c.total_gpus() / (std::int64_t{p.tp} * p.pp));  // <= total_gpus, an int
   }
-  p.micro_batch = in.micro_batch.value_or(1);
+  p.micro_batch = in.micro_batch.value_or(p.tp_rows());  // a grid: one sequence per row of each depth layer
   if (p.micro_batch <= 0) throw common::ConfigError(source, "micro_batch", "expected a positive integer");
   if (in.global_batch) {
     p.global_batch = *in.global_batch;
@@ -280,6 +391,10 @@ PlanInput parse_plan_input(const std::string& yaml_text, const std::string& sour
     if (r.has(key)) dst = r.int_in(key, 1, static_cast<int>(hi));  // range-checked before narrowing
   };
   opt_int("tp", in.tp, lim::kMaxGpus);
+  if (r.has("tp_layout")) parse_tp_layout(r.choice("tp_layout", {"1d", "2d", "2.5d"}), in.tp_layout.emplace());
+  opt_int("tp_q", in.tp_q, 64);
+  opt_int("tp_d", in.tp_d, lim::kMaxGpus);
+  if (r.has("tp_grid_order")) parse_tp_grid_order(r.choice("tp_grid_order", {"row", "col"}), in.tp_grid_order.emplace());
   opt_int("dp", in.dp, lim::kMaxGpus);
   opt_int("pp", in.pp, lim::kMaxLayers);
   opt_int("vp", in.vp, lim::kMaxLayers);
@@ -366,6 +481,8 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
                      "overlap_param_gather: {}\n",
                      to_string(p.recompute), to_string(p.recompute_method), p.recompute_layers, p.zero,
                      p.overlap_grad_reduce ? "true" : "false", p.overlap_param_gather ? "true" : "false");
+  if (p.grid_tp())  // absent under 1D: such plans print as before
+    out += fmt::format("tp_layout: {}\ntp_q: {}\ntp_d: {}\ntp_grid_order: {}\n", to_string(p.tp_layout), p.tp_q, p.tp_d, to_string(p.tp_grid_order));
   // absent: the stack's kernel (host.stacks.<stack>.attention) wherever the plan is loaded
   if (p.attention != p.stack_attention) out += fmt::format("attention: {}\n", hardware::to_string(p.attention));
   return out;
@@ -379,7 +496,12 @@ std::string describe(const Plan& p) {
     if (p.vp > 1) pipe += fmt::format(" vp{}", p.vp);
     if (p.p2p_overlap != (p.schedule == PipelineSchedule::interleaved)) pipe += p.p2p_overlap ? " p2p-overlap" : " p2p-blocking";
   }
-  std::string s = fmt::format("tp{} dp{}{} mb{}{} {}", p.tp, p.dp, pipe, p.micro_batch, p.sequence_parallel ? " sp" : "", p.strategy->describe(p));
+  std::string tp = fmt::format("tp{}", p.tp);
+  if (p.tp_layout == TpLayout::two_d) tp = fmt::format("tp2d[{},{}]", p.tp_q, p.tp_q);
+  if (p.tp_layout == TpLayout::two_five_d) tp = fmt::format("tp2.5d[{},{},{}]", p.tp_q, p.tp_q, p.tp_d);
+  if (p.grid_tp() && p.tp_grid_order == TpGridOrder::col) tp += "c";
+  std::string s = fmt::format("{} dp{}{} mb{}{} {}", tp, p.dp, pipe, p.micro_batch, p.sequence_parallel ? " sp" : "",
+                              p.grid_tp() ? std::string("summa") : p.strategy->describe(p));
   if (p.zero > 0) s += fmt::format(" zero{}", p.zero);
   if (p.recompute == Recompute::selective) s += " rc-sel";
   if (p.recompute == Recompute::full) {

@@ -29,6 +29,22 @@ enum class PipelineSchedule : std::uint8_t { one_f_one_b, interleaved };
 /// "1f1b", "interleaved".
 std::string_view to_string(PipelineSchedule s);
 bool parse_pipeline_schedule(std::string_view s, PipelineSchedule& out);
+/// @brief How the tensor-parallel group of tp GPUs splits each layer (docs/tensor-parallel-2d.md):
+/// Megatron-LM's 1D split of the weights' columns or rows; 2D (Optimus: SUMMA on a q x q grid, tp =
+/// q^2); 2.5D (Tesseract, Wang et al. arXiv 2105.14500: d layers of a q x q grid, tp = q^2 d, the
+/// depth splitting the batch). Plan::tp_q and tp_d give the grid.
+enum class TpLayout : std::uint8_t { one_d, two_d, two_five_d };
+/// "1d", "2d", "2.5d".
+std::string_view to_string(TpLayout l);
+bool parse_tp_layout(std::string_view s, TpLayout& out);
+/// @brief Which grid group a node's NVLink holds first under 2D / 2.5D: the q ranks of a grid row
+/// (Colossal-AI's rank order: tp rank = column + q x row + q^2 x depth) or those of a grid column
+/// (tp rank = row + q x column + q^2 x depth). Rows carry the activation blocks of the forward
+/// broadcasts, columns the weight blocks.
+enum class TpGridOrder : std::uint8_t { row, col };
+std::string_view to_string(TpGridOrder o);
+bool parse_tp_grid_order(std::string_view s, TpGridOrder& out);
+
 /// @brief The highest ZeRO stage (1: optimizer state, 2: + gradients, 3: + parameters sharded over dp).
 inline constexpr int kMaxZeroStage = 3;
 
@@ -38,7 +54,11 @@ inline constexpr int kMaxZeroStage = 3;
 /// The memory savers (recompute, ZeRO, the attention kernel) apply to every strategy; at their
 /// defaults (none, 0, the stack's kernel) a plan is what it was before they existed.
 struct Plan {
-  int tp = 1;
+  int tp = 1;  ///< GPUs of the tensor-parallel group (2D: tp_q^2; 2.5D: tp_q^2 x tp_d)
+  TpLayout tp_layout = TpLayout::one_d;
+  int tp_q = 1;  ///< 2D / 2.5D: the grid's side q (1 under 1D)
+  int tp_d = 1;  ///< 2.5D: the grid's depth d (1 under 1D and 2D)
+  TpGridOrder tp_grid_order = TpGridOrder::row;  ///< 2D / 2.5D: which grid group is adjacent in rank order
   int dp = 1;
   int pp = 1;  ///< pipeline stages (ranks of a pipeline); world rank = tp rank + tp x (dp rank + dp x stage)
   int vp = 1;  ///< model chunks (virtual stages) per pipeline rank: > 1 with the interleaved schedule
@@ -80,6 +100,13 @@ struct Plan {
   /// where it differs from this.
   hardware::AttentionKernel stack_attention = hardware::AttentionKernel::flash;
 
+  /// Whether the layers run as a SUMMA grid (2D or 2.5D) rather than Megatron-LM's 1D split.
+  bool grid_tp() const { return tp_layout != TpLayout::one_d; }
+  /// What divides the width of a weight, activation or head count on one rank: tp under 1D, q on a grid.
+  int tp_width() const { return grid_tp() ? tp_q : tp; }
+  /// What divides the micro-batch's sequences on one rank: 1 under 1D, q x d on a grid (the grid's
+  /// rows and its depth each take a share of the batch).
+  int tp_rows() const { return grid_tp() ? tp_q * tp_d : 1; }
   /// Micro-batches of a step per data-parallel rank (with pp > 1: per pipeline).
   int grad_accum_steps() const { return static_cast<int>(global_batch / (std::int64_t{micro_batch} * dp)); }
   std::int64_t gpus() const { return std::int64_t{tp} * dp * pp; }
@@ -93,6 +120,9 @@ struct Plan {
 
 /// @brief What the user gave (YAML file and/or flags); unset fields are resolved by resolve_plan.
 struct PlanInput {
+  std::optional<TpLayout> tp_layout;
+  std::optional<int> tp_q, tp_d;
+  std::optional<TpGridOrder> tp_grid_order;
   std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices, num_splits, num_sm, tp_channels;
   std::optional<PipelineSchedule> schedule;
   std::optional<std::vector<int>> pipeline_layers;
@@ -118,9 +148,9 @@ struct PlanInput {
 enum class Infeasibility : std::uint8_t {
   tp_heads, tp_kv_heads, tp_ffn, tp_vocab, tp_node, gpus, global_batch, row_slices_batch,
   row_slices_sequence, col_slices, dtype, memory, pp_layers, strategy, pp_micro_batches, recompute, zero, attention,
-  pp_savers,
+  pp_savers, tp_grid,
 };
-inline constexpr int kInfeasibilityKinds = 19;
+inline constexpr int kInfeasibilityKinds = 20;
 std::string_view to_string(Infeasibility r);
 
 struct PlanProblem {

@@ -18,7 +18,10 @@ std::int64_t max_tasks(const ModelSpec& m, const Plan& p) {
   // sites of up to 2 tp tasks and two ReduceScatter sites of up to 2 x chunks + 1 (generous)
   const TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : TpOverlap{};
   const std::int64_t steps = ov.any() ? 8 * std::int64_t{ov.ag_chunks(p.tp)} + 4 * std::int64_t{ov.rs_chunks(p.tp)} * C + 2 : 0;
-  const std::int64_t base = L * r * (28 + 4 * C + steps) + 15 * r + 6 * L + 6;
+  // a 2D / 2.5D grid: per layer four SUMMA linears of 3 q tasks forward and 6 q backward, plus the
+  // norms' statistics; the head one more linear
+  const std::int64_t grid = p.grid_tp() ? (L + 1) * (36 * std::int64_t{p.tp_q} + 12) : 0;
+  const std::int64_t base = L * r * (28 + 4 * C + steps) + 15 * r + 6 * L + 6 + grid;
   // recompute re-emits (at most) every forward task in the backward: at most twice the tasks.
   // ZeRO: per bucket (at most one per weight; a layer's weights are at most 12 + 4 C with its
   // column chunks, plus 8 outside the layers) a reduce-scatter, up to two gathers and its

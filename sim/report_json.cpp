@@ -38,6 +38,8 @@ nlohmann::json plan_json(const Plan& p) {
     else j[std::string(k->key)] = k->format(v);
   }
   if (p.pp > 1) j.update(pipe);  // pipeline keys only when pipelined: unpipelined plans print as before
+  if (p.grid_tp())                 // grid keys only on a 2D / 2.5D grid: 1D plans print as before
+    j.update({{"tp_layout", to_string(p.tp_layout)}, {"tp_q", p.tp_q}, {"tp_d", p.tp_d}, {"tp_grid_order", to_string(p.tp_grid_order)}});
   return j;
 }
 

@@ -37,6 +37,10 @@ struct WeightShape {
 
 /// @brief The shapes one tensor-parallel rank computes with, from the model and the plan's tp,
 /// dtype and sequence length. Cheap to make (a few integer divisions).
+/// On a 2D / 2.5D grid (Plan::grid_tp) every width is divided by the grid side q instead of tp -
+/// tp here is Plan::tp_width() - and so is h: a rank holds [h/q, Q] blocks of the weights and
+/// [T, h/q] blocks of the activations, and each GEMM below is one SUMMA step's block product
+/// (a linear layer runs q of them; sim/builder_grid.cpp).
 struct Shapes {
   Shapes(const ModelSpec& model, const Plan& plan);
 

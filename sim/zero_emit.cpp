@@ -136,7 +136,7 @@ void Builder::flush_bucket(int bi) {
   t.layer = -1;
   if (!p_.shards_optimizer()) {
     t.kind = CollectiveOp{
-        .kind = CollectiveKind::all_reduce, .bytes = b.params * 4, .ranks = p_.dp, .nodes = dp_nodes_, .dtype = DType::fp32};
+        .kind = CollectiveKind::all_reduce, .bytes = b.params * 4, .ranks = grad_ranks_, .nodes = dp_nodes_, .dtype = DType::fp32};
     t.once_per_step = true;
     add(std::move(t), b.grads, b.grads);
     return;

@@ -45,7 +45,7 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
   const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
   for (int i = 0; i < p.row_slices; ++i) {
-    std::int64_t batch = p.micro_batch, seq = p.seq_len, off = 0;
+    std::int64_t batch = p.micro_batch / p.tp_rows(), seq = p.seq_len, off = 0;  // a grid's rows and depth split the batch
     if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
     else {
       seq /= p.row_slices;
@@ -53,9 +53,11 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
     }
     const std::int64_t T = batch * seq;
     layer_ps += cost_.attention(sh.attention(batch, seq, off, false)).time.ps + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
+    // a grid runs each of these as q SUMMA steps of the block shapes Shapes gives (sim/builder_grid.cpp)
+    const std::int64_t steps = p.grid_tp() ? p.tp_q : 1;
     sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
-                           [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += n * ps(g); });
-    sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += n * ps(g); });
+                           [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += steps * n * ps(g); });
+    sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += steps * n * ps(g); });
   }
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
@@ -89,6 +91,8 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   }
   if (neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
   key.strategy = st->name;
+  // the grid shapes the tasks as much as tp does
+  key.knobs.insert(key.knobs.end(), {static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order)});
   {
     std::lock_guard lock(mu_);
     if (auto it = bounds_.find(key); it != bounds_.end()) return it->second;

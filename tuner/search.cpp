@@ -66,7 +66,7 @@ struct SaverFreeHash {
   std::size_t operator()(const sim::Plan& p) const {
     std::size_t h = 1469598103934665603ull;
     auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    for (int v : {p.tp, p.dp, p.pp, p.vp, static_cast<int>(p.schedule), static_cast<int>(p.p2p_overlap), p.micro_batch, p.global_batch,
+    for (int v : {p.tp, static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order), p.dp, p.pp, p.vp, static_cast<int>(p.schedule), static_cast<int>(p.p2p_overlap), p.micro_batch, p.global_batch,
                   static_cast<int>(p.dtype), static_cast<int>(p.sequence_parallel), p.row_slices, static_cast<int>(p.row_axis), p.col_slices, p.num_splits, p.num_sm, p.tp_channels,
                   static_cast<int>(p.stack), static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers, p.zero,
                   static_cast<int>(p.overlap_grad_reduce), static_cast<int>(p.overlap_param_gather), static_cast<int>(p.attention),

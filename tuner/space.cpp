@@ -1,5 +1,6 @@
 #include "tuner/space.hpp"
 
+#include <algorithm>
 #include <functional>
 
 #include "sim/strategy.hpp"
@@ -7,6 +8,60 @@
 namespace tuner {
 
 int default_global_batch(const hardware::ClusterSpec& c) { return 8 * c.total_gpus(); }
+
+namespace {
+
+/// 2D / 2.5D plans: each (q, d) grid of each tp, at pp 1 with what the SUMMA layers run with.
+void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const std::vector<int>& tps,
+                          int gb, const std::vector<hardware::AttentionKernel>& kernels, hardware::AttentionKernel own,
+                          const std::function<void(const sim::Plan&)>& visit) {
+  const int gpus = c.total_gpus();
+  for (const sim::TpLayout layout : s.tp_layouts) {
+    if (layout == sim::TpLayout::one_d) continue;
+    for (int tp : tps)
+      for (int q = 2; q * q <= tp; ++q) {
+        if (tp % (q * q)) continue;
+        const int d = tp / (q * q);
+        if ((layout == sim::TpLayout::two_d) != (d == 1)) continue;
+        const int dp = std::max(1, gpus / tp);
+        std::vector<int> mbs = s.micro_batch;
+        // multiples of the q x d rows that split the batch, doubling: up to max_micro_batch sequences per rank
+        if (mbs.empty())
+          for (int mb = q * d; mb <= s.max_micro_batch * q * d && mb <= std::max(1, gb / dp); mb *= 2) mbs.push_back(mb);
+        // the order matters only where a grid layer does not fit in a node's NVLink domain
+        std::vector<sim::TpGridOrder> orders{sim::TpGridOrder::row};
+        if (q * q > c.node.gpus_per_node) orders.push_back(sim::TpGridOrder::col);
+        for (int mb : mbs)
+          for (const auto order : orders)
+            for (const auto att : kernels) {
+              if (sim::attention_unsupported(c, att, s.dtype)) continue;
+              for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
+                if (dp * d == 1 && b > 0) continue;  // no gradient reduction
+                sim::Plan p;
+                p.tp = tp;
+                p.tp_layout = layout;
+                p.tp_q = q;
+                p.tp_d = d;
+                p.tp_grid_order = order;
+                p.dp = dp;
+                p.micro_batch = mb;
+                p.global_batch = gb;
+                p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
+                p.dtype = s.dtype;
+                p.strategy = &sim::default_strategy();
+                p.stack = s.stack;
+                p.stack_attention = own;
+                for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
+                p.attention = att;
+                p.dp_bucket_mb = s.dp_bucket_mb[b];
+                visit(p);
+              }
+            }
+      }
+  }
+}
+
+}  // namespace
 
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s) {
   std::vector<sim::Plan> out;
@@ -30,7 +85,9 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
   const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
   if (kernels.empty())
     for (auto k : sim::attention_choices(own)) kernels.push_back(k);
+  const bool one_d = std::find(s.tp_layouts.begin(), s.tp_layouts.end(), sim::TpLayout::one_d) != s.tp_layouts.end();
   for (int tp : tps) {
+    if (!one_d) break;
     std::vector<int> pps = s.pp;
     if (pps.empty())
       for (int q = 1; q <= std::max(1, gpus / tp) && q <= m.layers; ++q)
@@ -104,6 +161,7 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
       }
     }
   }
+  enumerate_grid_plans(m, c, s, tps, gb, kernels, own, visit);
 }
 
 }  // namespace tuner
