@@ -328,6 +328,45 @@ AccuracySection tp_hidden_section(const std::string& dir) {
   return s;
 }
 
+// Tesseract (arXiv 2105.14500): 2.5D [4,4,4] against 2D [8,8,1] on 64 GPUs, weak scaling. The
+// abstract gives the ratio only: its machine is assumed (configs/clusters/tesseract-a100.yaml says
+// how) and its model too - GPT-3 13B's shape, GPUs / 2 sequences of 2048 per step (32 on 64 GPUs:
+// the largest power of two at which [4,4,4] fits 40 GB with the eager stack's unfused attention),
+// fp16 in PyTorch eager as Colossal-AI runs it. Informative: no bar (docs/tensor-parallel-2d.md).
+AccuracySection tesseract_section(const std::string& dir) {
+  AccuracySection s{.title = "Tesseract 2.5D over 2D efficiency, 64 GPUs (machine and model assumed)",
+                    .source = "data/calibration/tesseract-published.csv (TESS-V1: arXiv 2105.14500 abstract)", .absolute = true};
+  const Csv csv = read_csv(dir + "/tesseract-published.csv");
+  const auto cluster = hardware::load_cluster("tesseract-a100");
+  const ModelSpec m = sim::load_model("gpt3-13b");
+  for (const auto& row : csv.rows) {
+    const int gpus = csv_int(csv, row, "gpus");
+    auto c = cluster;
+    hardware::set_nodes(c, gpus / c.node.gpus_per_node, csv.path);
+    auto grid = [&](const std::string& layout, int q, int d) {
+      PlanInput in;
+      if (!sim::parse_tp_layout(layout, in.tp_layout.emplace())) throw ConfigError(csv.path, "layout_b", "expected 1d | 2d | 2.5d, got " + layout);
+      if (in.tp_layout != sim::TpLayout::one_d) in.tp_q = q;
+      if (in.tp_layout == sim::TpLayout::two_five_d) in.tp_d = d;
+      in.micro_batch = gpus / 2;  // the grid's q x d rows split it
+      in.global_batch = gpus / 2;
+      in.seq_len = 2048;
+      in.dtype = common::DType::fp16;
+      return simulate_plan(m, c, in);
+    };
+    const auto a = grid("2.5d", csv_int(csv, row, "q_a"), csv_int(csv, row, "d_a"));
+    const auto b = grid(csv.cell(row, "layout_b"), csv_int(csv, row, "q_b"), csv_int(csv, row, "d_b"));
+    s.rows.push_back({.label = fmt::format("{} ({} scaling), GPT-3 13B shape, {} x seq 2048, fp16, eager", csv.cell(row, "what"), csv.cell(row, "scaling"), gpus / 2),
+                      .measured = csv_number(csv, row, "value"),
+                      .predicted = b.step_time.ms() / a.step_time.ms(),
+                      .unit = "x",
+                      .note = fmt::format("2.5D {:.0f} ms, exposed comm {:.0f} ms; reference {:.0f} ms, exposed comm {:.0f} ms", a.step_time.ms(),
+                                          a.exposed_comm.ms(), b.step_time.ms(), b.exposed_comm.ms()),
+                      .in_bar = false});
+  }
+  return s;
+}
+
 AccuracySection a100_section(const std::string& dir) {
   AccuracySection s{.title = "Megatron-DeepSpeed iteration time, A100-SXM4-80GB, one node", .source = "data/calibration/a100-megatron-1node-2and4gpu.csv",
                     .bar = "mean absolute error <= 8 % over the rows with pp = 1", .mean_bar = 0.08};
@@ -743,6 +782,8 @@ AccuracyReport evaluate_accuracy(const std::string& calibration_dir, bool progre
   r.megatron_core = megatron_core_section(calibration_dir);
   say("torchtitan async-TP end to end");
   r.async_tp = async_tp_section(calibration_dir);
+  say("Tesseract 2.5D over 2D (64 simulated GPUs)");
+  r.tesseract = tesseract_section(calibration_dir);
   say("least-squares fits and leave-group-out refits");
   r.fits = fit_constants(calibration_dir);
   r.leave_group_out = leave_group_out(calibration_dir);

@@ -68,6 +68,7 @@ struct AccuracyReport {
   AccuracySection bloom;         ///< BLOOM-176B topology sweeps (listed until recompute / ZeRO-1 land)
   AccuracySection pipeline_other;///< other pipeline measurements: 1F1B vs interleaved, zero-bubble (listed)
   AccuracySection megatron_core; ///< Megatron-Core + TransformerEngine throughput (listed until the distributed optimizer / ZeRO lands)
+  AccuracySection tesseract;     ///< Tesseract's 2.5D over 2D efficiency ratio (issue 15; the paper's machine assumed)
   std::vector<Fit> fits;
   std::vector<LeaveGroupOut> leave_group_out;
   std::vector<sim::StepErrorBand> step_error_bands;  ///< one node, across nodes: configs/accuracy/step-error-bands.yaml
@@ -75,7 +76,7 @@ struct AccuracyReport {
   double tp_share_1node_comm_ms = 0, tp_share_1node_mfu = 0;  ///< the one-node share row's TP communication and MFU (notes)
 
   std::vector<const AccuracySection*> sections() const {
-    return {&nccl, &nccl_ring, &nccl_multi, &nccl_scaling, &gemm, &interference, &tp_overlap, &domino, &tp_share, &tp_hidden, &a100, &a100_pp, &bloom, &pipeline_other, &megatron_core, &async_tp};
+    return {&nccl, &nccl_ring, &nccl_multi, &nccl_scaling, &gemm, &interference, &tp_overlap, &domino, &tp_share, &tp_hidden, &a100, &a100_pp, &bloom, &pipeline_other, &megatron_core, &async_tp, &tesseract};
   }
 };
 
