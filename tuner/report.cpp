@@ -12,7 +12,7 @@ namespace tuner {
 
 std::string plan_label(const sim::Plan& p) {
   std::string s = sim::describe(p);
-  if (p.dp > 1) s += fmt::format(" b{:g}", p.dp_bucket_mb);
+  if (p.dp * p.tp_d > 1) s += fmt::format(" b{:g}", p.dp_bucket_mb);  // a 2.5D grid reduces gradients over its depth too
   return s;
 }
 
