@@ -23,8 +23,8 @@ class CudaBackend final : public Backend {
   void prepare(const sim::StepGraph& g, const TrainingOptions& t) override {
     if (auto why = cuda::check_cuda_plan(g.model, g.plan)) throw common::ConfigError("--backend cuda", "plan", *why);
     g_ = &g;
-    plan_ = cuda::plan_launches(g);
     const int tp_rank = o_.world_rank % o_.tp;
+    plan_ = cuda::plan_launches(g, tp_rank);
     cuda::DeviceSetup setup{
         .init_weight = [&g, tp_rank, seed = t.seed](sim::TensorId id) { return init_weight(g, id, tp_rank, seed); },
         .decays = [&g](sim::TensorId id) { return decays(g.tensors[id]); },

@@ -529,6 +529,16 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
         cuda::cast_forward<T>(as<float>(c.a), static_cast<T*>(cast_scratch_), T_(c.a).rows * T_(c.a).cols, s);
         a = cast_scratch_;
       }
+      if (!c.parts.empty()) {  // a decomposed TP site's pieces: the same prepared GEMM on row blocks (executor/tp_pieces.hpp)
+        for (const auto& p : c.parts) {
+          auto at = [&](sim::TensorId id, std::int64_t offset) {
+            return static_cast<char*>(ptr(id)) + offset * common::dtype_bytes(T_(id).dtype);
+          };
+          cuda::matmul_forward(lt_, *gemms_[t], at(p.a, p.a_offset), at(p.b, p.b_offset), at(p.c, p.c_offset), lt_workspace_,
+                               kLtWorkspaceBytes, s);
+        }
+        return;
+      }
       const char* b = static_cast<const char*>(ptr(c.b)) + c.b_offset * common::dtype_bytes(T_(c.b).dtype);
       cuda::matmul_forward(lt_, *gemms_[t], a, b, ptr(c.c), lt_workspace_, kLtWorkspaceBytes, s);
       return;
@@ -577,11 +587,30 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
       else cuda::swiglu_backward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]), T_(in[0]).rows, T_(in[1]).cols, s);
       return;
     case LaunchKind::residual_forward: {  // inputs {x, partial_0, ...}, outputs {out}
+      if (in.size() > 2 && T_(in[1]).cols == m.hidden) {  // TE's token chunks: partial k holds rows [k n/C, (k + 1) n/C)
+        const long long rows = T_(in[1]).rows;
+        for (std::size_t k = 1; k < in.size(); ++k) {
+          cuda::Partials<T> one;
+          one.p[one.count++] = as<T>(in[k]);
+          const long long at = static_cast<long long>(k - 1) * rows * m.hidden;
+          cuda::residual_forward<T>(as<T>(in[0]) + at, one, as<T>(out[0]) + at, rows, m.hidden, s);
+        }
+        return;
+      }
       cuda::Partials<T> parts;
       if (in.size() - 1 > static_cast<std::size_t>(cuda::Partials<T>::kMax))
         throw std::logic_error("cuda backend: more column chunks than residual_forward takes");
       for (std::size_t k = 1; k < in.size(); ++k) parts.p[parts.count++] = as<T>(in[k]);
       cuda::residual_forward<T>(as<T>(in[0]), parts, as<T>(out[0]), T_(out[0]).rows, m.hidden, s);
+      return;
+    }
+    case LaunchKind::partial_sum: {  // inputs {y_0, r_1, ...}: out = y_0 + r_1 + ..., one partial a launch (then in place)
+      const long long rows = T_(out[0]).rows, cols = T_(out[0]).cols;
+      for (std::size_t k = 1; k < in.size(); ++k) {
+        cuda::Partials<T> one;
+        one.p[one.count++] = as<T>(in[k]);
+        cuda::residual_forward<T>(k == 1 ? as<T>(in[0]) : as<T>(out[0]), one, as<T>(out[0]), rows, cols, s);
+      }
       return;
     }
     case LaunchKind::embedding_forward: {  // inputs {tokens, w_emb (, w_pos)}, outputs {x}
@@ -658,6 +687,13 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
       NCCL_CHECK(ncclCommUserRank(comm, &me));
       if (!in.empty()) NCCL_CHECK(ncclSend(ptr(in[0]), count(in[0]), nccl_dtype(g.tensors[in[0]].dtype), 1 - me, comm, s));
       else NCCL_CHECK(ncclRecv(ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), 1 - me, comm, s));
+      return;
+    }
+    case LaunchKind::tp_exchange: {  // a decomposed TP site's step (executor/tp_pieces.hpp): send to a TP rank, receive from one
+      NCCL_CHECK(ncclGroupStart());
+      NCCL_CHECK(ncclSend(ptr(in[0]), count(in[0]), nccl_dtype(g.tensors[in[0]].dtype), l.send_to, comm, s));
+      NCCL_CHECK(ncclRecv(ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), l.recv_from, comm, s));
+      NCCL_CHECK(ncclGroupEnd());
       return;
     }
     case LaunchKind::bucket_reduce_scatter: {  // ZeRO: pack, reduce-scatter, add into the shard, zero the gradients

@@ -4,12 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "executor/cuda/attention_layout.hpp"
+#include "executor/tp_pieces.hpp"
 #include "executor/zero_layout.hpp"
 #include "common/config_reader.hpp"
 #include "sim/shapes.hpp"
-#include "sim/strategy.hpp"
 
 namespace executor::cuda {
 namespace {
@@ -29,13 +30,32 @@ std::uint64_t align_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAl
 bool is_column_parallel(Op o) { return o == Op::qkv || o == Op::fc1; }
 bool is_row_parallel(Op o) { return o == Op::out_proj || o == Op::fc2; }
 
-/// Checks that C[m, n] = op(A) . op(B) agrees with the tensors' shapes.
+/// Checks that C[m, n] = op(A) . op(B) agrees with the tensors' shapes (for parts: that each part's
+/// row blocks of A and C lie inside their tensors).
 void check_gemm_shapes(const sim::StepGraph& g, std::size_t t, const GemmCall& c) {
+  const std::int64_t a_rows = c.trans_a ? c.k : c.m, a_cols = c.trans_a ? c.m : c.k;
+  const std::int64_t b_rows = c.trans_b ? c.n : c.k, b_cols = c.trans_b ? c.k : c.n;
+  for (const auto& p : c.parts) {
+    const auto& A = g.tensors[p.a];
+    const auto& B = g.tensors[p.b];
+    const auto& C = g.tensors[p.c];
+    auto inside = [](const sim::TensorInfo& x, std::int64_t offset, std::int64_t rows) {
+      return offset >= 0 && offset % x.cols == 0 && offset / x.cols + rows <= x.rows;
+    };
+    const bool ok = A.cols == a_cols && inside(A, p.a_offset, a_rows) && B.rows == b_rows && B.cols == b_cols &&
+                    p.b_offset == 0 && C.cols == c.n && inside(C, p.c_offset, c.m) && A.cols == c.lda && B.cols == c.ldb &&
+                    C.cols == c.ldc;
+    if (!ok)
+      unsupported(
+          g, t,
+          fmt::format("GEMM piece m={} n={} k={} at rows {} of A and {} of C does not fit its tensors A {}x{}, B {}x{}, C {}x{}",
+                      c.m, c.n, c.k, p.a_offset / std::max<std::int64_t>(1, A.cols),
+                      p.c_offset / std::max<std::int64_t>(1, C.cols), A.rows, A.cols, B.rows, B.cols, C.rows, C.cols));
+  }
+  if (!c.parts.empty()) return;
   const auto& A = g.tensors[c.a];
   const auto& B = g.tensors[c.b];
   const auto& C = g.tensors[c.c];
-  const std::int64_t a_rows = c.trans_a ? c.k : c.m, a_cols = c.trans_a ? c.m : c.k;
-  const std::int64_t b_rows = c.trans_b ? c.n : c.k, b_cols = c.trans_b ? c.k : c.n;
   // a column chunk of B: columns [b_offset, b_offset + n) of a wider matrix
   const bool ok = A.rows == a_rows && A.cols == a_cols && B.rows == b_rows &&
                   (c.trans_b ? B.cols == b_cols : c.b_offset + b_cols <= B.cols) && C.rows == c.m && C.cols == c.n;
@@ -45,11 +65,30 @@ void check_gemm_shapes(const sim::StepGraph& g, std::size_t t, const GemmCall& c
                             B.rows, B.cols, C.rows, C.cols));
 }
 
-GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t) {
+GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t, const TpPieces& pieces, int tp_rank) {
   const auto& task = g.tasks[t];
   const auto& op = std::get<hardware::GemmOp>(task.kind);
   const auto in = g.inputs(t);
   const auto out = g.outputs(t);
+  const auto kind = pieces.kind[t];
+  const int tp = g.plan.tp;
+  using Kind = TpPieces::Kind;
+  if (kind == Kind::ag_wgrad) {  // inputs {dY piece 0 .. tp-1, X}: dW += X[piece k's rows]^T . dY_k, one GEMM per piece
+    const sim::TensorId x = in.back();
+    const auto& dW = g.tensors[out[0]];
+    const std::int64_t rows = g.tensors[in[0]].rows;
+    GemmCall c{.m = dW.rows, .n = dW.cols, .k = rows, .a = x, .b = in[0], .c = out[0], .trans_a = true, .accumulate = true};
+    c.lda = g.tensors[x].cols;
+    c.ldb = dW.cols;
+    c.ldc = dW.cols;
+    for (std::size_t k = 0; k + 1 < in.size(); ++k)
+      c.parts.push_back(
+          {.a = x, .b = in[k], .c = out[0], .a_offset = TpPieces::ag_shard(tp_rank, static_cast<int>(k), tp) * rows * c.lda});
+    check_gemm_shapes(g, t, c);
+    if (g.tensors[x].dtype != g.tensors[in[0]].dtype || dW.dtype != common::DType::fp32)
+      unsupported(g, t, "weight-gradient pieces need matching operand dtypes and an fp32 gradient");
+    return c;
+  }
   if (in.size() != 2 || out.size() != 1) unsupported(g, t, "a GEMM task needs 2 inputs and 1 output");
   GemmCall c{.m = op.m, .n = op.n, .k = op.k};
   c.c = out[0];
@@ -59,7 +98,7 @@ GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t) {
       c.b = in[1];
       if (task.op == Op::lm_head) {  // logits = x . W_head^T, W_head [vocab/tp, h]
         c.trans_b = true;
-      } else if (is_row_parallel(task.op) && task.chunk >= 0) {  // chunk c = output columns [c n, (c + 1) n)
+      } else if (is_row_parallel(task.op) && task.chunk >= 0 && kind == Kind::none) {  // chunk c: output columns [c n, (c+1) n)
         c.b_offset = static_cast<std::int64_t>(task.chunk) * op.n;
       } else if (!is_column_parallel(task.op) && !is_row_parallel(task.op)) {
         unsupported(g, t, "no forward GEMM for this op");
@@ -86,6 +125,21 @@ GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t) {
   c.lda = g.tensors[c.a].cols;
   c.ldb = g.tensors[c.b].cols;
   c.ldc = g.tensors[c.c].cols;
+  // the pieces of a decomposed TP site (executor/tp_pieces.hpp): row blocks of A or C by TP rank
+  const auto& A = g.tensors[c.a];
+  const auto& C = g.tensors[c.c];
+  if (kind == Kind::ag_gemm) {  // an AllGather step: its shard's rows of the output
+    c.parts.push_back({.a = c.a, .b = c.b, .c = c.c, .c_offset = TpPieces::ag_shard(tp_rank, task.chunk, tp) * A.rows * C.cols});
+  } else if (kind == Kind::rs_split_gemm) {  // TE's chunk k: rows [p R + k r, p R + (k+1) r) of every TP rank p into row block p
+    const std::int64_t R = A.rows / tp, r = C.rows / tp;
+    c.m = r;
+    for (int p = 0; p < tp; ++p)
+      c.parts.push_back(
+          {.a = c.a, .b = c.b, .c = c.c, .a_offset = (p * R + task.chunk * r) * A.cols, .c_offset = p * r * C.cols});
+  } else if (kind == Kind::rs_peer_gemm) {  // async-tp step c: the rows of shard (r + c) mod tp
+    c.parts.push_back(
+        {.a = c.a, .b = c.b, .c = c.c, .a_offset = TpPieces::rs_peer_shard(tp_rank, task.chunk, tp) * C.rows * A.cols});
+  }
   check_gemm_shapes(g, t, c);
   const DType da = g.tensors[c.a].dtype, db = g.tensors[c.b].dtype, dc = g.tensors[c.c].dtype;
   if (da != db) {
@@ -106,7 +160,8 @@ LaunchKind elementwise_kind(const sim::StepGraph& g, std::size_t t) {
     case ElementwiseKind::rmsnorm: return e.backward ? LaunchKind::norm_backward : LaunchKind::norm_forward;
     case ElementwiseKind::gelu:
     case ElementwiseKind::swiglu: return e.backward ? LaunchKind::activation_backward : LaunchKind::activation_forward;
-    case ElementwiseKind::residual_add: return LaunchKind::residual_forward;
+    case ElementwiseKind::residual_add:
+      return is_row_parallel(task.op) ? LaunchKind::partial_sum : LaunchKind::residual_forward;
     case ElementwiseKind::cross_entropy: return task.op == Op::loss_comm ? LaunchKind::cross_entropy_stats : LaunchKind::cross_entropy_loss;
     default: unsupported(g, t, fmt::format("element-wise kind {} has no CUDA kernel", hardware::to_string(e.kind)));
   }
@@ -136,6 +191,7 @@ std::string_view to_string(LaunchKind k) {
     case LaunchKind::activation_forward: return "activation_forward";
     case LaunchKind::activation_backward: return "activation_backward";
     case LaunchKind::residual_forward: return "residual_forward";
+    case LaunchKind::partial_sum: return "partial_sum";
     case LaunchKind::embedding_forward: return "embedding_forward";
     case LaunchKind::embedding_backward: return "embedding_backward";
     case LaunchKind::cross_entropy_stats: return "cross_entropy_stats";
@@ -144,6 +200,8 @@ std::string_view to_string(LaunchKind k) {
     case LaunchKind::all_gather: return "all_gather";
     case LaunchKind::reduce_scatter: return "reduce_scatter";
     case LaunchKind::send_recv: return "send_recv";
+    case LaunchKind::tp_exchange:
+      return "tp_exchange";
     case LaunchKind::adamw: return "adamw";
     case LaunchKind::flash_attention_forward: return "flash_attention_forward";
     case LaunchKind::flash_attention_backward: return "flash_attention_backward";
@@ -160,20 +218,17 @@ std::optional<std::string> check_cuda_plan(const sim::ModelSpec& model, const si
     return fmt::format("row_axis=sequence with row_slices={} is not supported by the CUDA backend (expected row_axis=batch)",
                        plan.row_slices);
   if (plan.col_slices > 8) return fmt::format("col_slices={} is more than the CUDA residual kernel's 8 chunks", plan.col_slices);
-  if (plan.strategy->tp_overlap(plan).any())
-    return fmt::format(
-        "strategy {}: the CUDA backend does not run decomposed TP collectives yet (the CPU backend does: --backend cpu)",
-        plan.strategy->name);
   if (model.head_dim() % 2) return fmt::format("head_dim={} is odd; the CUDA attention kernels rotate pairs", model.head_dim());
   if (plan.attention == hardware::AttentionKernel::flash && model.head_dim() > kFlashMaxHeadDim)
     return fmt::format("attention=flash with head_dim={}: the CUDA flash kernel takes head_dim <= {}", model.head_dim(), kFlashMaxHeadDim);
   return std::nullopt;
 }
 
-LaunchPlan plan_launches(const sim::StepGraph& g) {
+LaunchPlan plan_launches(const sim::StepGraph& g, int tp_rank) {
   if (auto why = check_cuda_plan(g.model, g.plan)) throw common::ConfigError("--backend cuda", "plan", *why);
   LaunchPlan p;
   const std::size_t n = g.size();
+  const TpPieces pieces(g);
 
   // ---- tensors: one arena, each tensor at a 256-byte aligned offset ----
   p.tensors.resize(g.tensors.size());
@@ -199,7 +254,7 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
     l.step_start = task.step_start;
     if (std::holds_alternative<hardware::GemmOp>(task.kind)) {
       l.kind = LaunchKind::gemm;
-      l.gemm = plan_gemm(g, t);
+      l.gemm = plan_gemm(g, t, pieces, tp_rank);
       if (l.gemm->cast_a) {
         const auto& a = g.tensors[l.gemm->a];
         p.cast_scratch_bytes = std::max<std::uint64_t>(p.cast_scratch_bytes, static_cast<std::uint64_t>(a.rows * a.cols) * act_bytes);
@@ -216,6 +271,10 @@ LaunchPlan plan_launches(const sim::StepGraph& g) {
     } else if (std::holds_alternative<hardware::CollectiveOp>(task.kind)) {
       l.kind = collective_kind(g, t);
       if (g.on_compute(t)) unsupported(g, t, "a collective on a compute stream");
+      if (pieces.kind[t] == TpPieces::Kind::ag_exchange || pieces.kind[t] == TpPieces::Kind::rs_peer_exchange) {
+        l.kind = LaunchKind::tp_exchange;
+        std::tie(l.send_to, l.recv_from) = pieces.exchange_peers(g, static_cast<std::uint32_t>(t), tp_rank);
+      }
       if (is_dp_bucket_collective(g, static_cast<std::uint32_t>(t))) {
         const auto b = bucket_layout(g, static_cast<std::uint32_t>(t));
         l.kind = task.op == Op::param_gather ? LaunchKind::param_all_gather : LaunchKind::bucket_reduce_scatter;

@@ -25,7 +25,8 @@ enum class LaunchKind : std::uint8_t {
   norm_backward,        ///< input gradient (+ residual gradient) and fp32 weight gradient (+=)
   activation_forward,   ///< GeLU (tanh) or SwiGLU
   activation_backward,
-  residual_forward,     ///< x + sum of the row-parallel partial outputs (column chunks side by side)
+  residual_forward,     ///< x + the row-parallel partials (column chunks side by side, TE's token chunks one under another)
+  partial_sum,          ///< the sum of the inputs (async-tp's local sum of the tp partials of a GEMM + ReduceScatter)
   embedding_forward,    ///< vocab-parallel token lookup (+ learned position on TP rank 0)
   embedding_backward,   ///< scatter-add into the fp32 embedding (and position) gradient
   cross_entropy_stats,  ///< per token: local sum exp(logit - shift), target logit, shift
@@ -34,11 +35,19 @@ enum class LaunchKind : std::uint8_t {
   all_gather,           ///< NCCL, [rows/tp, cols] -> [rows, cols]
   reduce_scatter,       ///< NCCL, [rows, cols] -> [rows/tp, cols]
   send_recv,            ///< NCCL point-to-point: ncclSend of the input, or ncclRecv into the output (pipeline stages)
+  tp_exchange,          ///< TP group point-to-point, grouped: ncclSend to one rank, ncclRecv from another (executor/tp_pieces.hpp)
   adamw,                ///< fused AdamW over every weight (ZeRO: over this rank's shards); zeroes the gradients
   bucket_reduce_scatter,  ///< ZeRO: pack a DP bucket's fp32 gradients, NCCL ReduceScatter, add into the shard, zero the gradients
   param_all_gather,       ///< ZeRO: NCCL AllGather of a parameter shard, unpacked into the bucket's weights
 };
 std::string_view to_string(LaunchKind k);
+
+/// @brief Operands of one issue of a GemmCall's shape: element offsets select row blocks of A and C
+/// (the pieces of a decomposed TP site, executor/tp_pieces.hpp) or a column block of B.
+struct GemmOperands {
+  sim::TensorId a = 0, b = 0, c = 0;
+  std::int64_t a_offset = 0, b_offset = 0, c_offset = 0;
+};
 
 /// @brief Row-major C[m, n] (+)= op(A) . op(B) with fp32 accumulation; element offsets select a
 /// column block (the column chunk of a row-parallel weight under domino).
@@ -50,6 +59,10 @@ struct GemmCall {
   std::int64_t b_offset = 0;               ///< element offset into B (column chunk)
   bool accumulate = false;                 ///< C += (weight gradients), else C =
   bool cast_a = false;                     ///< A is fp32 but B is not: cast A to B's dtype first (dlogits)
+  /// A decomposed TP site's piece: the shape above issued once per entry on these operands (an
+  /// AllGather step's rows of C, TE's chunk of every rank's rows, a peer step's rows of A, a weight
+  /// gradient summed over the gathered pieces); empty: once on a, b, c at b_offset.
+  std::vector<GemmOperands> parts{};
 };
 
 /// @brief One call the host issues. Waits come before the call on `stream`, the record after it.
@@ -62,6 +75,7 @@ struct Launch {
   std::vector<std::uint32_t> waits;          ///< events (indices) to cudaStreamWaitEvent on first
   std::optional<std::uint32_t> record;       ///< event to cudaEventRecord after the call
   std::optional<GemmCall> gemm;              ///< for LaunchKind::gemm
+  int send_to = -1, recv_from = -1;          ///< for LaunchKind::tp_exchange: TP ranks (ranks of the TP communicator)
 };
 
 /// @brief Where a tensor lives in the rank's device arena.
@@ -82,11 +96,12 @@ struct LaunchPlan {
   std::size_t cross_stream_edges = 0;         ///< dependencies that became event waits
 };
 
-/// @brief Translates `graph` (built by sim::build_step_graph) into launches. Every cross-stream
+/// @brief Translates `graph` (built by sim::build_step_graph) into the launches of TP rank
+/// `tp_rank` (the pieces of a decomposed TP site touch rows that depend on it). Every cross-stream
 /// edge becomes a wait on an event the producer records right after it; same-stream edges need
 /// nothing (in-order streams). Throws common::ConfigError if the graph holds a task the CUDA
 /// backend cannot run (call check_cuda_plan first for a friendlier message).
-LaunchPlan plan_launches(const sim::StepGraph& graph);
+LaunchPlan plan_launches(const sim::StepGraph& graph, int tp_rank = 0);
 
 /// @brief Why the CUDA backend refuses a plan (fp8, sequence-axis row slices, pipeline stages,
 /// flash attention with a head dim its kernel does not take), as one line naming the key; nullopt

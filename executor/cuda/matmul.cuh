@@ -66,11 +66,24 @@ inline PreparedGemm prepare_gemm(cublasLtHandle_t lt, const GemmCall& g, common:
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                                                     sizeof(workspace_bytes)));
   // The heuristic assumes 256-byte aligned operands; a column chunk of B starts at b_offset
-  // elements, so tell it the real alignment of cuBLAS's A (our B). Everything else is 256-aligned.
-  const std::uint64_t b_bytes = static_cast<std::uint64_t>(g.b_offset) * static_cast<std::uint64_t>(common::dtype_bytes(ab));
-  std::uint32_t align = 256;
-  while (align > 1 && b_bytes % align != 0) align /= 2;
+  // elements, and the pieces of a decomposed TP site (GemmCall::parts) at row offsets of our A and C,
+  // so tell it the real alignment of each (cuBLAS's A is our B, its B our A). The arena is 256-aligned.
+  auto align_of = [](std::int64_t elements, common::DType t) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(elements) * static_cast<std::uint64_t>(common::dtype_bytes(t));
+    std::uint32_t a = 256;
+    while (a > 1 && bytes % a != 0) a /= 2;
+    return a;
+  };
+  std::uint32_t align = align_of(g.b_offset, ab), align_b = 256, align_c = 256;
+  for (const auto& part : g.parts) {
+    align = std::min(align, align_of(part.b_offset, ab));
+    align_b = std::min(align_b, align_of(part.a_offset, ab));
+    align_c = std::min(align_c, align_of(part.c_offset, c_type));
+  }
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof(align)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.x, p.y, p.c, p.c, pref, 1, &heur, &found));

@@ -286,4 +286,85 @@ TEST_CASE("memory savers map onto launches: ZeRO bucket collectives, recompute k
       }
 }
 
+namespace {
+/// tp 2, micro-batch 4, sequence parallel, bf16 under `s` (which has no slice knobs to set).
+sim::PlanInput overlap_plan(const sim::Strategy& s) {
+  sim::PlanInput in;
+  in.tp = 2;
+  in.dp = 1;
+  in.micro_batch = 4;
+  in.global_batch = 4;
+  in.strategy = &s;
+  in.sequence_parallel = true;
+  in.dtype = common::DType::bf16;
+  return in;
+}
+}  // namespace
+
+TEST_CASE("te-pipelined and async-tp: exchanges as grouped send/recv to TP peers, GEMM pieces at the rank's row offsets") {
+  // tiny (2 layers, h 64) at tp 2, sequence parallel, micro-batch 4: 128 tokens, R = 64 rows per
+  // rank; per layer 4 AllGather sites of 2 GEMM steps and 1 ring exchange (executor/tp_pieces.hpp)
+  for (int rank : {0, 1}) {
+    CAPTURE(rank);
+    auto in = overlap_plan(sim::strategy_te_pipelined());
+    in.num_splits = 4;
+    in.num_sm = 16;
+    auto te = build("tiny", in);
+    const auto p = executor::cuda::plan_launches(te.graph, rank);
+    check_events(te.graph, p);
+    int exchanges = 0, chunks = 0, steps = 0;
+    for (std::size_t i = 0; i < p.launches.size(); ++i) {
+      const auto& l = p.launches[i];
+      const auto& t = te.graph.tasks[i];
+      if (l.kind == LaunchKind::tp_exchange) {
+        ++exchanges;
+        CHECK(l.send_to == 1 - rank);  // a ring of 2: the other rank both ways
+        CHECK(l.recv_from == 1 - rank);
+      }
+      if (l.kind != LaunchKind::gemm || l.gemm->parts.empty()) continue;
+      const auto& A = te.graph.tensors[l.gemm->a];
+      const auto& C = te.graph.tensors[l.gemm->c];
+      if ((t.op == sim::Op::out_proj || t.op == sim::Op::fc2) && t.phase == sim::Phase::fwd) {
+        // chunk k of 4: r = 16 rows of each rank p at rows p 64 + k 16 of the input, into row block p
+        ++chunks;
+        REQUIRE(l.gemm->parts.size() == 2);
+        CHECK(l.gemm->m == 16);
+        for (int q = 0; q < 2; ++q) {
+          CHECK(l.gemm->parts[q].a_offset == (q * 64 + t.chunk * 16) * A.cols);
+          CHECK(l.gemm->parts[q].c_offset == q * 16 * C.cols);
+        }
+      } else if (t.op == sim::Op::qkv && t.phase == sim::Phase::fwd) {
+        // step k holds shard (rank - k) mod 2: its 64 rows of the gathered output
+        ++steps;
+        REQUIRE(l.gemm->parts.size() == 1);
+        CHECK(l.gemm->parts[0].c_offset == ((rank - t.chunk + 2) % 2) * 64 * C.cols);
+      }
+    }
+    CHECK(exchanges == 2 * 4);
+    CHECK(chunks == 2 * 2 * 4);
+    CHECK(steps == 2 * 2);
+
+    auto async = build("tiny", overlap_plan(sim::strategy_async_tp()));
+    const auto q = executor::cuda::plan_launches(async.graph, rank);
+    check_events(async.graph, q);
+    int sums = 0, peer_steps = 0;
+    exchanges = 0;
+    for (std::size_t i = 0; i < q.launches.size(); ++i) {
+      const auto& l = q.launches[i];
+      const auto& t = async.graph.tasks[i];
+      exchanges += l.kind == LaunchKind::tp_exchange;
+      sums += l.kind == LaunchKind::partial_sum;
+      if (l.kind == LaunchKind::gemm && (t.op == sim::Op::out_proj || t.op == sim::Op::fc2) && t.phase == sim::Phase::fwd) {
+        // step c: the 64 rows of shard (rank + c) mod 2 of the input
+        ++peer_steps;
+        REQUIRE(l.gemm->parts.size() == 1);
+        CHECK(l.gemm->parts[0].a_offset == ((rank + t.chunk) % 2) * 64 * async.graph.tensors[l.gemm->a].cols);
+      }
+    }
+    CHECK(exchanges == 2 * (4 + 2));  // 4 ring sites and 2 peer sites per layer, 1 exchange each at tp 2
+    CHECK(sums == 2 * 2);
+    CHECK(peer_steps == 2 * 2 * 2);
+  }
+}
+
 #endif  // SLICETUNE_HAVE_CUDA_BACKEND
