@@ -11,6 +11,7 @@
 #include "common/atomic_write.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
+#include "tuner/compare.hpp"
 #include "tuner/report.hpp"
 #include "sim/report_json.hpp"
 #include "tuner/savers.hpp"
@@ -78,8 +79,10 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   }
   std::vector<std::pair<std::string, tuner::LayerBreakdown>> why;
   std::vector<tuner::SaverRow> savers;
+  std::vector<tuner::StrategyRow> by_strategy;
   if (!f.no_explain) {
     const tuner::Evaluator ev(model, cluster, *cost);
+    by_strategy = tuner::compare_strategies(r, ev, static_cast<int>(f.threads));  // the search's own simulations; builds graphs for the TP volume only
     savers = tuner::explain_savers(ev, best.plan, f.threads);
     // the plans explained: the best, the runner-up (the best plan with another layout - tp,
     // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
@@ -106,6 +109,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     j["best_plan_yaml"] = sim::plan_to_yaml(best.plan);
     if (!f.out.empty()) j["out"] = f.out;
     if (!why.empty()) j["explain"] = tuner::explain_json(why);
+    if (!by_strategy.empty()) j["strategies"] = tuner::strategies_json(by_strategy, r);
     if (!savers.empty()) j["memory_savers"] = tuner::savers_json(savers);
     j["best_memory"] = sim::memory_json(best.report.memory);
     std::cout << j.dump(2) << "\n";
@@ -141,6 +145,9 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   }
   if (!f.out.empty()) fmt::print("wrote {} (slicetune simulate --plan {})\n", f.out, f.out);
   if (!r.refusals.empty()) fmt::print("\n{}", tuner::refusal_table(r));
+  if (!by_strategy.empty())
+    fmt::print("\nthe best plan of each strategy (simulated whole by the search):\n{}{}\n", tuner::strategy_table(by_strategy, r),
+               tuner::strategy_verdict(by_strategy, r));
   bool pipelined = false;
   for (const auto& [name, b] : why) pipelined |= b.plan.pp > 1;
   if (!why.empty())

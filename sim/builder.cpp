@@ -276,6 +276,16 @@ std::vector<TensorId> Builder::gathered_gemm(TensorId x, Op comm, Phase phase, i
   return pieces;
 }
 
+void Builder::bulk_overlap(std::size_t id, std::optional<std::uint32_t> after) {
+  if (ov_.bulk_sms <= 0 || id >= g_.tasks.size() || !g_.tasks[id].is_collective()) return;  // no bulk overlap, or nothing was issued
+  g_.tasks[id].comm_sms = static_cast<std::int16_t>(ov_.bulk_sms);
+  g_.tasks[id].launches = 0;  // TE launches it inside the GEMM call it overlaps (bulk_overlap=True)
+  // TE's CommOverlap::bulk_overlap first makes its communication stream wait for the main stream
+  // (cudaStreamWaitEvent on _start_comm): the collective starts when the compute stream reaches the
+  // GEMM beside it, not as soon as its input exists
+  if (after) edge(*after, static_cast<std::uint32_t>(id));
+}
+
 void Builder::reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op comm, int l, const Slice& s) {
   auto& st = ss_[s.index];
   st.partial.clear();
@@ -568,14 +578,17 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_col
   dyg.push_back(sv.act);
   add(task(sh_.fc2_wgrad(T), Op::fc2, Phase::bwd_wgrad, l, s), dyg, std::span<const TensorId>(&w.d_fc2, 1));
   TensorId df1 = grad(T, F1, Op::fc1, l, s.index);
-  add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s), {sv.f1, da},
-      {df1});
+  const auto act_bwd = add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s),
+                           {sv.f1, da}, {df1});
+  const std::size_t ag = g_.tasks.size();
   const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
+  bulk_overlap(ag, act_bwd);
   TensorId dn2 = grad(T, h, Op::norm2, l, s.index);
   add(task(sh_.fc1_dgrad(T), Op::fc1, Phase::bwd_dgrad, l, s), {df1, w.fc1}, {dn2});
   std::uint32_t wg = 0;
   if (wgrad_before_collective) wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
   auto [din, coll] = reduce_out(dn2, Op::mlp_comm, Phase::bwd_dgrad, l, s);
+  if (coll) bulk_overlap(*coll);
   st.d_in = din;
   if (!wgrad_before_collective) wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
   return {coll, wg};
@@ -628,11 +641,14 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
     if (dq == kNoTensor) dq = grad(T, Q, Op::qkv, l, sj);
     out.push_back(dq);
   }
-  add(task(sh_.attention(s.batch, s.seq, s.q_offset, true), Op::attention, Phase::bwd_dgrad, l, s), in, out);
+  const auto attn_bwd = add(task(sh_.attention(s.batch, s.seq, s.q_offset, true), Op::attention, Phase::bwd_dgrad, l, s), in, out);
+  const std::size_t ag = g_.tasks.size();
   const TensorId n1g = gather_in(sv.n1, Op::attn_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
+  bulk_overlap(ag, attn_bwd);
   TensorId dn1 = grad(T, h, Op::norm1, l, s.index);
   add(task(sh_.qkv_dgrad(T), Op::qkv, Phase::bwd_dgrad, l, s), {sv.dqkv, w.qkv}, {dn1});
   auto [din, coll] = reduce_out(dn1, Op::attn_comm, Phase::bwd_dgrad, l, s);
+  if (coll) bulk_overlap(*coll);
   st.d_in = din;
   const auto wg = add(task(sh_.qkv_wgrad(T), Op::qkv, Phase::bwd_wgrad, l, s), {sv.dqkv, n1g}, {w.d_qkv});
   return {coll, wg};

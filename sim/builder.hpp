@@ -231,6 +231,9 @@ class Builder {
   /// chunks (Domino's col_slices), token chunks each reduce-scattered (TpOverlap::rs_splits), or
   /// tp peer steps and a local sum (TpOverlap::rs_peer_steps).
   void reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op comm, int layer, const Slice& s);
+  /// TpOverlap::bulk_sms: task `id`, if it is a collective, becomes a bulk overlap (its SMs, no
+  /// launch of its own), started no earlier than compute task `after` ends (the task before the GEMM it overlaps).
+  void bulk_overlap(std::size_t id, std::optional<std::uint32_t> after = std::nullopt);
   hardware::ElementwiseOp ew(hardware::ElementwiseKind k, std::int64_t elements, double bytes_per_element,
                              bool backward = false) const {
     return hardware::ElementwiseOp{

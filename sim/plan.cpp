@@ -87,7 +87,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(tp_layout, o.tp_layout); take(tp_q, o.tp_q); take(tp_d, o.tp_d); take(tp_grid_order, o.tp_grid_order);
   take(tp, o.tp); take(dp, o.dp); take(pp, o.pp); take(vp, o.vp); take(schedule, o.schedule);
   take(pipeline_layers, o.pipeline_layers); take(p2p_overlap, o.p2p_overlap); take(micro_batch, o.micro_batch); take(global_batch, o.global_batch);
-  take(row_slices, o.row_slices); take(col_slices, o.col_slices); take(num_splits, o.num_splits); take(num_sm, o.num_sm); take(tp_channels, o.tp_channels); take(seq_len, o.seq_len);
+  take(row_slices, o.row_slices); take(col_slices, o.col_slices); take(num_splits, o.num_splits); take(num_sm, o.num_sm); take(tp_channels, o.tp_channels); take(te_bulk_sms, o.te_bulk_sms); take(seq_len, o.seq_len);
   take(dtype, o.dtype); take(sequence_parallel, o.sequence_parallel); take(strategy, o.strategy);
   take(row_axis, o.row_axis); take(dp_bucket_mb, o.dp_bucket_mb); take(stack, o.stack);
   take(recompute, o.recompute); take(recompute_method, o.recompute_method); take(recompute_layers, o.recompute_layers);

@@ -85,6 +85,7 @@ struct Plan {
   /// as ncclConfig_t.minCTAs = maxCTAs set them (Megatron-LM: --nccl-communicator-config-path,
   /// min_ctas / max_ctas of the tp group); 0: NCCL's own choice
   int tp_channels = 0;
+  int te_bulk_sms = 0;  ///< te-bulk: SMs of each bulk AllGather / ReduceScatter (TE's num_sm of the bulk sites); 0: not used
   double dp_bucket_mb = 25.0;  ///< PyTorch DDP's default bucket size
   hardware::Stack stack = hardware::Stack::eager;
   // ---- memory savers (sim/recompute.hpp, sim/builder.hpp, sim/memory.hpp)
@@ -123,7 +124,7 @@ struct PlanInput {
   std::optional<TpLayout> tp_layout;
   std::optional<int> tp_q, tp_d;
   std::optional<TpGridOrder> tp_grid_order;
-  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices, num_splits, num_sm, tp_channels;
+  std::optional<int> tp, dp, pp, vp, micro_batch, global_batch, row_slices, col_slices, num_splits, num_sm, tp_channels, te_bulk_sms;
   std::optional<PipelineSchedule> schedule;
   std::optional<std::vector<int>> pipeline_layers;
   std::optional<bool> p2p_overlap;

@@ -40,6 +40,7 @@ Registry& registry() {
     b.add(strategy_domino());
     b.add(strategy_te_pipelined());
     b.add(strategy_async_tp());
+    b.add(strategy_te_bulk());
     return b;
   }();
   return r;

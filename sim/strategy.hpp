@@ -1,7 +1,7 @@
 // defines: sim::Strategy (one overlap strategy: its name, knobs, validity check and schedule),
 //          Knob, TpOverlap, the registry (strategies, find_strategy, register_strategy,
 //          default_strategy, plan_knobs) and the built-in entries strategy_none, strategy_domino,
-//          strategy_te_pipelined, strategy_async_tp
+//          strategy_te_pipelined, strategy_async_tp, strategy_te_bulk, check_te_userbuffers
 //
 // A strategy is one file (sim/strategy_<name>.cpp) that fills a Strategy and schedules the layers
 // with the builder's vocabulary (sim/builder.hpp), plus one line in the registry (sim/strategy.cpp,
@@ -74,10 +74,17 @@ struct TpOverlap {
   /// GEMM + ReduceScatter as tp steps instead (PyTorch's fused matmul reduce-scatter): the output
   /// rows of each peer's shard, pushed to it by copy engines, then a local sum of the tp partials.
   bool rs_peer_steps = false;
+  /// TE's bulk overlaps of the QKV and FC1 backward (> 0): the AllGather of the norm output the
+  /// weight-gradient GEMM needs runs beside the input-gradient GEMM, and the input gradient's
+  /// ReduceScatter beside the weight-gradient GEMM, each whole on this many SMs (TE's num_sm of
+  /// the bulk sites) and issued by the GEMM call it overlaps (no launch of its own). The schedule
+  /// decides that the weight-gradient GEMM does not wait for the ReduceScatter (strategy te-bulk).
+  int bulk_sms = 0;
 
   /// Token chunks each GEMM site is cut into (the tuner's GEMM bound).
   int ag_chunks(int tp) const { return ag_peer_steps ? tp : 1; }
   int rs_chunks(int tp) const { return rs_peer_steps ? tp : rs_splits; }
+  /// Whether a site is cut into pieces (bulk_sms cuts nothing: its collectives stay whole).
   bool any() const { return ag_peer_steps || rs_peer_steps || rs_splits > 1; }
 };
 
@@ -137,5 +144,11 @@ const Strategy& strategy_none();    ///< sim/strategy_none.cpp: Megatron-LM, no 
 const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domino row and column slicing
 const Strategy& strategy_te_pipelined();  ///< sim/strategy_te_pipelined.cpp: TransformerEngine userbuffers' pipelined overlap
 const Strategy& strategy_async_tp();      ///< sim/strategy_async_tp.cpp: PyTorch's async tensor parallelism
+const Strategy& strategy_te_bulk();       ///< sim/strategy_te_bulk.cpp: TransformerEngine userbuffers' bulk overlap
+
+/// @brief What TransformerEngine's userbuffers and Megatron-LM's --tp-comm-overlap refuse for every
+/// method (sim/strategy_te_pipelined.cpp): tp 1, no sequence parallelism, on GPUs the TP group
+/// across nodes. One line with the framework's reason, or nullopt. te-pipelined and te-bulk share it.
+std::optional<std::string> check_te_userbuffers(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
 
 }  // namespace sim

@@ -10,9 +10,9 @@
 //    TE's defaults: num_splits = tp, 1 SM, use_ce (copy engines) - TE refuses "pipeline" for an
 //    AllGather ("`pipeline` overlap method is not supported for AllGather"), so the chunk count of
 //    these sites is tp, not num_splits.
-// The bulk overlaps of qkv/fc1 dgrad and wgrad (TE's "bulk" method) are te-bulk's (issue 14, not
-// built): here the other collectives keep Megatron-LM's schedule (strategy none), so the difference
-// to none is the pipelined sites alone.
+// The bulk overlaps of qkv/fc1 dgrad and wgrad (TE's "bulk" method) are te-bulk's
+// (sim/strategy_te_bulk.cpp): here the other collectives keep Megatron-LM's schedule (strategy
+// none), so the difference to none is the pipelined sites alone.
 //
 // What TE and Megatron-LM refuse (Strategy::check): Megatron-LM's arguments.py asserts
 // "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
@@ -29,24 +29,10 @@ namespace sim {
 
 namespace {
 
-std::optional<std::string> check(const ModelSpec&, const hardware::ClusterSpec& c, const Plan& p) {
-  if (p.tp == 1) return std::string("tp=1 has no tensor-parallel communication for TE's userbuffers to overlap");
-  if (!p.sequence_parallel)
-    return std::string(
-        "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled (Megatron-LM's check "
-        "of --tp-comm-overlap); add --sequence-parallel");
+std::optional<std::string> check(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+  if (auto why = check_te_userbuffers(m, c, p)) return why;
   if (p.num_sm < 1) return fmt::format("num_sm={}: TE's ReduceScatter kernels need at least one SM", p.num_sm);
-  // The CPU backend runs the same pieces with MPI (chunk ReduceScatters as non-blocking
-  // collectives, ring steps point-to-point, executor/tp_pieces.hpp) on its communication thread:
-  // no userbuffers to map within a node and no SMs to share, so the GPU rules below do not apply
-  const bool gpu = c.gpu.arch != hardware::GpuArch::cpu;
-  if (gpu && p.tp > c.node.gpus_per_node)
-    return fmt::format(
-        "tp={} spans {} nodes of {} GPUs: TE's userbuffers need the tensor-parallel GPUs on a single node, connected over "
-        "NVLink/NVSwitch "
-        "(CUDA IPC / multicast handles do not cross nodes)",
-        p.tp, (p.tp + c.node.gpus_per_node - 1) / c.node.gpus_per_node, c.node.gpus_per_node);
-  if (gpu && p.num_sm >= c.gpu.sm_count)
+  if (c.gpu.arch != hardware::GpuArch::cpu && p.num_sm >= c.gpu.sm_count)
     return fmt::format("num_sm={} leaves no SMs to the GEMMs of {} ({} SMs)", p.num_sm, c.gpu.name, c.gpu.sm_count);
   // each chunk's ReduceScatter leaves every rank whole rows of it
   const std::int64_t tokens = std::int64_t{p.micro_batch} * p.seq_len;
@@ -57,6 +43,25 @@ std::optional<std::string> check(const ModelSpec&, const hardware::ClusterSpec& 
 }
 
 }  // namespace
+
+std::optional<std::string> check_te_userbuffers(const ModelSpec&, const hardware::ClusterSpec& c, const Plan& p) {
+  if (p.tp == 1) return std::string("tp=1 has no tensor-parallel communication for TE's userbuffers to overlap");
+  if (!p.sequence_parallel)
+    return std::string(
+        "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled (Megatron-LM's check "
+        "of --tp-comm-overlap); add --sequence-parallel");
+  // The CPU backend runs the same pieces with MPI (chunk ReduceScatters as non-blocking
+  // collectives, ring steps point-to-point, executor/tp_pieces.hpp) on its communication thread:
+  // no userbuffers to map within a node and no SMs to share, so the GPU rules below do not apply
+  const bool gpu = c.gpu.arch != hardware::GpuArch::cpu;
+  if (gpu && p.tp > c.node.gpus_per_node)
+    return fmt::format(
+        "tp={} spans {} nodes of {} GPUs: TE's userbuffers need the tensor-parallel GPUs on a single node, connected over "
+        "NVLink/NVSwitch "
+        "(CUDA IPC / multicast handles do not cross nodes)",
+        p.tp, (p.tp + c.node.gpus_per_node - 1) / c.node.gpus_per_node, c.node.gpus_per_node);
+  return std::nullopt;
+}
 
 const Strategy& strategy_te_pipelined() {
   static const Strategy s{

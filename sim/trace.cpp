@@ -46,6 +46,8 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
         const auto cc = cost_->collective(*c);
         extra += fmt::format(R"(,"algo":"{}","proto":"{}","channels":{})", cc.algo, cc.proto, cc.channels);
       }
+      // SMs a strategy gave it (TE's num_sm; 0: copy engines), instead of NCCL's channels
+      if (t.comm_sms >= 0) extra += fmt::format(R"(,"comm_sms":{})", t.comm_sms);
     }
     events_.push_back(fmt::format(
         R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"task":{},"layer":{},"phase":"{}","op":"{}","slice":{},"chunk":{},"bytes":{:.0f},"flops":{:.6g},"shape":"{}"{}}}}})",

@@ -67,7 +67,7 @@ struct SaverFreeHash {
     std::size_t h = 1469598103934665603ull;
     auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     for (int v : {p.tp, static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order), p.dp, p.pp, p.vp, static_cast<int>(p.schedule), static_cast<int>(p.p2p_overlap), p.micro_batch, p.global_batch,
-                  static_cast<int>(p.dtype), static_cast<int>(p.sequence_parallel), p.row_slices, static_cast<int>(p.row_axis), p.col_slices, p.num_splits, p.num_sm, p.tp_channels,
+                  static_cast<int>(p.dtype), static_cast<int>(p.sequence_parallel), p.row_slices, static_cast<int>(p.row_axis), p.col_slices, p.num_splits, p.num_sm, p.tp_channels, p.te_bulk_sms,
                   static_cast<int>(p.stack), static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers, p.zero,
                   static_cast<int>(p.overlap_grad_reduce), static_cast<int>(p.overlap_param_gather), static_cast<int>(p.attention),
                   static_cast<int>(p.stack_attention)})
@@ -152,10 +152,20 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     throw std::invalid_argument("tuner::search: a distribution needs an all-gather and a rank in [0, size)");
   res.processes = std::max(1, dist.size);
 
+  res.strategies = searched_strategies(space);
+  auto strategy_index = [&](const sim::Plan& p) {
+    return static_cast<std::size_t>(std::find(res.strategies.begin(), res.strategies.end(), p.strategy) - res.strategies.begin());
+  };
+  // per strategy and reason: plans refused and the first one's message (SearchResult::without_plan)
+  std::vector<std::array<std::pair<std::size_t, std::string>, sim::kInfeasibilityKinds>> refused_of(res.strategies.size());
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
   // the example of a memory refusal is the plan closest to fitting (smallest excess; first on ties)
   double closest = std::numeric_limits<double>::infinity();
   auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, std::string msg, double over = 0) {
+    if (const std::size_t si = strategy_index(p); si < refused_of.size()) {
+      auto& [n, first] = refused_of[si][static_cast<int>(r)];
+      if (n++ == 0) first = msg;
+    }
     auto& f = refused[static_cast<int>(r)];
     const bool better = r == sim::Infeasibility::memory && over < closest;
     if (f.count++ == 0 || better) {
@@ -268,6 +278,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // reduced-layer simulation) and pp > 1 (the pipeline estimate), so the finalists, simulated whole,
   // include each depth's best rather than only the `keep` near-identical variants of one depth
   std::map<int, Screened> best_of_pp;
+  // the best estimate of each strategy searched (its index in res.strategies): the comparison of
+  // strategies (per_strategy) needs each one's best, not only the overall winner's
+  std::vector<std::optional<Screened>> best_of_strategy(res.strategies.size());
   auto better = [](const Screened& a, const Screened& b) {
     return a.est.step_time != b.est.step_time ? a.est.step_time < b.est.step_time : a.index < b.index;
   };
@@ -286,7 +299,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     while (pos < cand.size() && batch.size() < kRound) {
       const auto& c = cand[pos++];
       const bool none = plans[c.index].strategy->baseline;
-      if (opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none)) {
+      const auto& own = best_of_strategy[strategy_index(plans[c.index])];
+      const Duration thr_own = own ? own->est.step_time : kInf;
+      if (opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none) && c.bound >= thr_own) {
         ++res.pruned;
         continue;
       }
@@ -341,6 +356,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       if (plans[i].strategy->baseline) insert(best_none, s, 3);
       const auto [at, fresh] = best_of_pp.try_emplace(plans[i].pp, s);
       if (!fresh && better(s, at->second)) at->second = s;
+      auto& own = best_of_strategy[strategy_index(plans[i])];
+      if (!own || better(s, *own)) own = s;
     }
     if (opt.progress) opt.progress({pos, cand.size(), std::chrono::duration<double>(clock::now() - t0).count()});
   }
@@ -352,6 +369,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   };
   for (const auto& s : best_none) add_finalist(s);
   for (const auto& [pp, s] : best_of_pp) add_finalist(s);
+  for (const auto& s : best_of_strategy)
+    if (s) add_finalist(*s);
   std::vector<RankedPlan> full(finalists.size());
   parallel_for(finalists.size(), res.threads, [&](std::size_t f) {
     full[f] = RankedPlan{finalists[f].index, plans[finalists[f].index], finalists[f].est, ev.simulate(plans[finalists[f].index])};
@@ -367,6 +386,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       res.baseline = r;
       break;
     }
+  // full is fastest first: the first finalist of each strategy is its best
+  for (const auto& r : full)
+    if (std::none_of(res.per_strategy.begin(), res.per_strategy.end(), [&](const RankedPlan& q) { return q.plan.strategy == r.plan.strategy; }))
+      res.per_strategy.push_back(r);
   // the ranking is every finalist simulated whole, fastest first: a plan screened only as a baseline
   // candidate that simulates faster than the screened best is ranked (and recommended) too, so the
   // recommendation is never slower than the baseline
@@ -376,6 +399,20 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   }
   for (auto& f : refused)
     if (f.count) res.refusals.push_back(f);
+  for (std::size_t si = 0; si < res.strategies.size(); ++si) {
+    const sim::Strategy* st = res.strategies[si];
+    if (std::any_of(res.per_strategy.begin(), res.per_strategy.end(), [&](const RankedPlan& q) { return q.plan.strategy == st; })) continue;
+    StrategyRefusal w{.strategy = st};
+    std::size_t most = 0;
+    for (const auto& [n, first] : refused_of[si]) {
+      w.plans += n;
+      if (n > most) {
+        most = n;
+        w.message = first;
+      }
+    }
+    res.without_plan.push_back(std::move(w));
+  }
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
 }

@@ -59,9 +59,24 @@ struct Refusal {
   std::string message;
 };
 
+/// @brief A strategy searched without a feasible plan: how many of its plans were refused, and
+/// the message of the first plan refused for the reason that refused most of them.
+struct StrategyRefusal {
+  const sim::Strategy* strategy = nullptr;
+  std::size_t plans = 0;
+  std::string message;
+};
+
 struct SearchResult {
   std::vector<RankedPlan> top;          ///< best first by full-simulation step time (ties: enumeration order)
   std::optional<RankedPlan> baseline;   ///< the best plan of the baseline strategy (Strategy::baseline: none), full simulation
+  /// The best plan of each strategy searched, fastest first, from the finalists' full simulations:
+  /// the screening keeps a plan while it can beat its strategy's best estimate so far, and each
+  /// strategy's best estimate is a finalist, so comparing strategies simulates nothing more. A
+  /// strategy with no feasible plan is absent.
+  std::vector<RankedPlan> per_strategy;
+  std::vector<const sim::Strategy*> strategies;  ///< the strategies searched, in registry order
+  std::vector<StrategyRefusal> without_plan;     ///< the strategies searched that have no entry in per_strategy, registry order
   std::size_t considered = 0;           ///< plans enumerated
   std::size_t infeasible = 0;           ///< refused: divisibility, shape or memory
   std::size_t dominated = 0;            ///< fit, skipped: a memory saver the same plan fits without (search's comment)
@@ -86,10 +101,11 @@ struct SearchResult {
 /// 4. in rounds of 64 (fixed, so independent of the thread count), screen candidates in parallel
 /// with reduced-layer estimates, refusing those whose estimated memory exceeds the GPU's, and prune
 /// every candidate whose lower bound is >= the (top_k + extra_full)-th best estimate so far (plans
-/// without overlap are kept while they can still beat the best such estimate: they give the
-/// baseline); 5. simulate the best top_k + extra_full estimates, the three best
-/// non-overlapping ones and the best of each pipeline depth (pp) whole, and rank them by the full
-/// simulation. Deterministic: the same
+/// without overlap are kept while they can still beat the third best such estimate: they give the
+/// baseline; any plan while it can beat its strategy's best estimate: per_strategy); 5. simulate
+/// the best top_k + extra_full estimates, the three best non-overlapping ones, the best of each
+/// pipeline depth (pp) and of each strategy whole, and rank them by the full simulation.
+/// Deterministic: the same
 /// result, counts included, for any thread count and any options.distribution.size (timings aside).
 SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const hardware::CostModel& cost,
                     const SearchSpace& space, const SearchOptions& options = {});

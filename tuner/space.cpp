@@ -9,6 +9,14 @@ namespace tuner {
 
 int default_global_batch(const hardware::ClusterSpec& c) { return 8 * c.total_gpus(); }
 
+std::vector<const sim::Strategy*> searched_strategies(const SearchSpace& s) {
+  if (!s.strategies.empty()) return s.strategies;
+  std::vector<const sim::Strategy*> out;
+  for (const sim::Strategy* st : sim::strategies())
+    if (st->searched) out.push_back(st);
+  return out;
+}
+
 namespace {
 
 /// 2D / 2.5D plans: each (q, d) grid of each tp, at pp 1 with what the SUMMA layers run with.
@@ -77,10 +85,7 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
   if (tps.empty())
     for (int t = 1; t <= gpus; ++t)
       if (gpus % t == 0) tps.push_back(t);
-  std::vector<const sim::Strategy*> strategies = s.strategies;
-  if (strategies.empty())
-    for (const sim::Strategy* st : sim::strategies())
-      if (st->searched) strategies.push_back(st);
+  const std::vector<const sim::Strategy*> strategies = searched_strategies(s);
   std::vector<hardware::AttentionKernel> kernels = s.attention;
   const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
   if (kernels.empty())

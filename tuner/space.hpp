@@ -1,5 +1,5 @@
 // defines: tuner::SearchSpace (the plan axes the tuner enumerates), default_global_batch,
-//          enumerate_plans
+//          enumerate_plans, searched_strategies
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -57,6 +57,10 @@ struct SearchSpace {
   common::DType dtype = common::DType::bf16;
   hardware::Stack stack = hardware::Stack::eager;
 };
+
+/// @brief The strategies `s` searches: SearchSpace::strategies, or every registered one with
+/// Strategy::searched, in registry order.
+std::vector<const sim::Strategy*> searched_strategies(const SearchSpace& s);
 
 /// @brief 8 sequences per GPU (one DGX-H100: 64 sequences of 2048 tokens = 131k tokens per step).
 int default_global_batch(const hardware::ClusterSpec& c);

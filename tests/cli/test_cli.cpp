@@ -154,7 +154,10 @@ TEST_CASE("bad inputs give a one-line error and a non-zero exit") {
       {"simulate --model gpt3-13b --tp 8 --micro-batch 2 --strategy domino --row-slices 4",
        "row_slices: micro_batch=2 is not divisible by row_slices=4"},
       {"simulate --cluster dgx-z100", "dgx-z100: unknown cluster"},
-      {"simulate --tp 8 --strategy fastest", "--strategy: expected none | domino | te-pipelined | async-tp, got 'fastest'"},
+      {"simulate --tp 2 --sequence-parallel --strategy te-bulk --te-bulk-sms 300", "--te-bulk-sms: expected an integer in 0..256, got '300'"},
+      {"simulate --tp 2 --sequence-parallel --strategy te-bulk --te-bulk-sms many", "--te-bulk-sms: expected an integer in 0..256, got 'many'"},
+      {"simulate --tp 2 --strategy te-bulk", "strategy te-bulk: Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled"},
+      {"simulate --tp 8 --strategy fastest", "--strategy: expected none | domino | te-pipelined | async-tp | te-bulk, got 'fastest'"},
       {"whatif --sweep nodes=1,2 --profile cpu-epyc-2x", "--profile: whatif sweeps hardware parameters"},
       {"run --model tiny --profile cpu-epyc-2x", "--profile: run measures a plan"},
       // memory savers

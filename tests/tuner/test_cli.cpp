@@ -65,6 +65,34 @@ TEST_CASE("tune --out writes a plan that simulate accepts, with the same step ti
   std::filesystem::remove(plan);
 }
 
+TEST_CASE("tune on the default model compares the best plan of each strategy and says which wins") {
+  const auto t = run("tune");
+  REQUIRE(t.rc == 0);
+  const auto at = t.out.find("the best plan of each strategy");
+  REQUIRE(at != std::string::npos);
+  // one row per strategy searched, each with a plan (on one DGX-H100 every strategy has one)
+  std::istringstream rows(t.out.substr(at));
+  std::string line;
+  std::getline(rows, line);  // the title
+  std::getline(rows, line);  // header
+  std::getline(rows, line);  // units
+  std::vector<std::string> names;
+  for (int i = 0; i < 5 && std::getline(rows, line); ++i) {
+    names.push_back(line.substr(0, line.find(' ')));
+    CHECK(line.find("no feasible plan") == std::string::npos);
+  }
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"async-tp", "domino", "none", "te-bulk", "te-pipelined"});
+  std::getline(rows, line);  // the verdict: the winner is the recommended plan's strategy
+  const auto j = nlohmann::json::parse(run("tune --json").out);
+  const std::string winner = j["top"][0]["plan"]["strategy"];
+  CHECK(line.rfind(winner + " wins", 0) == 0);
+  CHECK(line.find("the largest gain is") != std::string::npos);
+  CHECK(j["strategies"]["verdict"] == line);
+  REQUIRE(j["strategies"]["rows"].size() == 5);
+  CHECK(j["strategies"]["rows"][0]["best"]["describe"] == j["top"][0]["describe"]);
+}
+
 TEST_CASE("bad input: one-line errors and exit code 2") {
   CHECK(run("tune --top 0").rc == 2);
   CHECK(run("tune --global-batch -4").rc == 2);
