@@ -17,8 +17,8 @@ void add_search_flags(CLI::App* cmd, SearchFlags& f) {
                   "software stack issuing the kernels: eager (default; Megatron-LM) | cpp | cuda_graphs (DeepSpeed-Domino) | megatron-core");
   cmd->add_option("--threads", f.threads, "evaluation threads (default: all cores)");
   cmd->add_option("--tp-layouts", f.tp_layouts,
-                  "tensor-parallel layouts to search, comma-separated: 1d (default) | 2d | 2.5d (SUMMA grids, "
-                  "docs/tensor-parallel-2d.md), e.g. 1d,2d,2.5d");
+                  "tensor-parallel layouts to search, comma-separated: 1d | 2d | 2.5d (SUMMA grids, "
+                  "docs/tensor-parallel-2d.md); default all three, e.g. 1d for 1D only");
 }
 
 SearchSetup search_setup(const SearchFlags& f) {

@@ -93,6 +93,9 @@ Knob tp_channels_knob(std::vector<int> searched, bool (*applies)(const Plan&)) {
 std::optional<std::string> check_tp_channels(const hardware::ClusterSpec& c, const Plan& p) {
   if (p.tp_channels == 0) return std::nullopt;
   if (p.tp == 1) return fmt::format("tp_channels={}: tp=1 has no tensor-parallel communicator", p.tp_channels);
+  if (p.grid_tp())
+    return fmt::format("tp_channels={}: a {} grid has row and column communicators, not the 1D tensor-parallel one tp_channels sets",
+                       p.tp_channels, to_string(p.tp_layout));
   if (c.gpu.arch == hardware::GpuArch::cpu)
     return fmt::format("tp_channels={}: the CPU backend's MPI collectives have no NCCL channels (use 0)", p.tp_channels);
   if (p.tp_channels >= c.gpu.sm_count)

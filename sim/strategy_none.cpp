@@ -55,7 +55,7 @@ const Strategy& strategy_none() {
       .name = "none",
       .description = "Megatron-LM tensor parallelism without overlap (the tuner's baseline)",
       // tp_channels: settable for what-ifs, searched at NCCL's choice only (the baseline is Megatron-LM as run)
-      .knobs = {tp_channels_knob({0}, [](const Plan& p) { return p.tp > 1; })},
+      .knobs = {tp_channels_knob({0}, [](const Plan& p) { return p.tp > 1 && !p.grid_tp(); })},
       .baseline = true,
       .searched = true,
       .describe = [](const Plan& p) { return "megatron" + describe_tp_channels(p); },

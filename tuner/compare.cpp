@@ -31,7 +31,10 @@ double tp_bytes_per_gpu(const Evaluator& ev, const sim::Plan& p) {
   for (const auto& g : sim::build_stage_graphs(ev.model(), ev.cluster(), q)) {
     double once = 0, each = 0;
     for (const auto& t : g.tasks) {
-      if (!t.is_collective() || !t.group || !g.groups[*t.group].name.starts_with("tp")) continue;
+      if (!t.is_collective() || !t.group) continue;
+      // the tensor-parallel groups: 1D's tp, a 2D / 2.5D grid's rows and columns (not depth: that is data parallelism)
+      const std::string& name = g.groups[*t.group].name;
+      if (!name.starts_with("tp") && name != "row" && name != "col") continue;
       const double b = ev.cost().collective(std::get<hardware::CollectiveOp>(t.kind)).sent_bytes;
       // unpipelined: once-per-step tasks run once; pipelined: tasks of no micro-batch (micro -1) do
       const bool per_step = g.micro_batches > 1 ? t.micro < 0 : t.once_per_step;
@@ -47,11 +50,13 @@ std::vector<StrategyRow> compare_strategies(const SearchResult& r, const Evaluat
   for (const sim::Strategy* s : r.strategies) {
     StrategyRow row{.strategy = s};
     for (const auto& b : r.per_strategy)
-      if (b.plan.strategy == s) row.best = &b;
+      if (b.plan.strategy == s && !b.plan.grid_tp()) row.best = &b;
     for (const auto& w : r.without_plan)
       if (w.strategy == s) row.refused = &w;
     rows.push_back(row);
   }
+  for (const auto& b : r.per_strategy)
+    if (b.plan.grid_tp()) rows.push_back({.strategy = b.plan.strategy, .layout = b.plan.tp_layout, .best = &b});
   parallel_for(rows.size(), threads, [&](std::size_t i) {
     if (rows[i].best) rows[i].tp_bytes = tp_bytes_per_gpu(ev, rows[i].best->plan);
   });
@@ -77,6 +82,10 @@ const RankedPlan* baseline_of(const SearchResult& r) { return r.baseline ? &*r.b
 
 }  // namespace
 
+std::string row_name(const StrategyRow& row) {
+  return row.layout == sim::TpLayout::one_d ? std::string(row.strategy->name) : fmt::format("{} summa", sim::to_string(row.layout));
+}
+
 std::string strategy_table(const std::vector<StrategyRow>& rows, const SearchResult& r) {
   common::Table t({"strategy", "best plan", "step time", "exposed comm", "TP comm", "memory", "knobs", "speedup"},
                   {"", "", "ms", "ms", "GB/GPU", "GB/GPU", "", "x baseline"});
@@ -91,7 +100,7 @@ std::string strategy_table(const std::vector<StrategyRow>& rows, const SearchRes
       continue;
     }
     const auto& rep = row.best->report;
-    t.row({std::string(row.strategy->name), plan_label(row.best->plan), fmt::format("{:.2f}", rep.step_time.ms()),
+    t.row({row_name(row), plan_label(row.best->plan), fmt::format("{:.2f}", rep.step_time.ms()),
            fmt::format("{:.2f}", rep.exposed_comm.ms()), fmt::format("{:.2f}", row.tp_bytes / 1e9),
            fmt::format("{:.1f}", rep.memory.total() / 1e9), knobs_of(row.best->plan),
            base ? fmt::format("{:.3f}", base->report.step_time.s() / rep.step_time.s()) : std::string("-")});
@@ -108,10 +117,10 @@ std::string strategy_verdict(const std::vector<StrategyRow>& rows, const SearchR
   std::size_t k = 1;
   std::string tied;
   for (; k < rows.size() && rows[k].best && rows[k].best->report.step_time == wr.step_time; ++k)
-    tied += fmt::format("{}{}", tied.empty() ? "" : ", ", rows[k].strategy->name);
-  std::string head = fmt::format("{} wins{}", w.strategy->name, tied.empty() ? "" : fmt::format(", tied with {} (the same step time)", tied));
+    tied += fmt::format("{}{}", tied.empty() ? "" : ", ", row_name(rows[k]));
+  std::string head = fmt::format("{} wins{}", row_name(w), tied.empty() ? "" : fmt::format(", tied with {} (the same step time)", tied));
   const RankedPlan* base = baseline_of(r);
-  if (w.strategy->baseline) head += ": no overlap strategy beats Megatron-LM without overlap here";
+  if (w.strategy->baseline && w.layout == sim::TpLayout::one_d) head += ": no overlap strategy beats Megatron-LM without overlap here";
   else if (base) head += fmt::format(" ({:.3f}x Megatron-LM without overlap)", base->report.step_time.s() / wr.step_time.s());
   if (k >= rows.size() || !rows[k].best) return head + (k > 1 ? "; no other strategy has a feasible plan" : ": no other strategy has a feasible plan");
   const StrategyRow& u = rows[k];
@@ -129,7 +138,7 @@ std::string strategy_verdict(const std::vector<StrategyRow>& rows, const SearchR
   std::string rest;
   for (std::size_t i = 1; i < parts.size(); ++i) rest += fmt::format(", {} {:+.2f} ms", parts[i].name, parts[i].w - parts[i].u);
   return fmt::format("{}; {:.2f} ms per step ahead of {}: the largest gain is {}, {:.2f} vs {:.2f} ms ({:+.2f} ms){}", head,
-                     ur.step_time.ms() - wr.step_time.ms(), u.strategy->name, parts[0].name, parts[0].w, parts[0].u, parts[0].w - parts[0].u,
+                     ur.step_time.ms() - wr.step_time.ms(), row_name(u), parts[0].name, parts[0].w, parts[0].u, parts[0].w - parts[0].u,
                      rest);
 }
 
@@ -137,7 +146,7 @@ nlohmann::json strategies_json(const std::vector<StrategyRow>& rows, const Searc
   const RankedPlan* base = baseline_of(r);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& row : rows) {
-    nlohmann::json j = {{"strategy", row.strategy->name}};
+    nlohmann::json j = {{"strategy", row.strategy->name}, {"tp_layout", sim::to_string(row.layout)}, {"name", row_name(row)}};
     if (!row.best) {
       j["best"] = nullptr;
       if (row.refused) j["refused"] = {{"plans", row.refused->plans}, {"message", row.refused->message}};

@@ -14,6 +14,8 @@ namespace tuner {
 /// beyond its report.
 struct StrategyRow {
   const sim::Strategy* strategy = nullptr;
+  /// 1d: the strategy's row; 2d / 2.5d: the best SUMMA grid of that layout (strategy none), a row of its own
+  sim::TpLayout layout = sim::TpLayout::one_d;
   const RankedPlan* best = nullptr;  ///< into the SearchResult; null: no feasible plan of this strategy
   const StrategyRefusal* refused = nullptr;  ///< into the SearchResult (without_plan) when best is null
   double tp_bytes = 0;               ///< tp_bytes_per_gpu of its plan
@@ -25,14 +27,17 @@ struct StrategyRow {
 /// that sends most. Builds the graphs; simulates nothing.
 double tp_bytes_per_gpu(const Evaluator& ev, const sim::Plan& p);
 
-/// @brief One row per strategy searched (SearchResult::strategies), fastest first; strategies with
-/// no feasible plan last, in registry order. Nothing is simulated (the search simulated the plans);
+/// @brief One row per strategy searched (SearchResult::strategies), and one per 2D / 2.5D grid
+/// layout with a plan, fastest first; strategies with no feasible plan last, in registry order. Nothing is simulated (the search simulated the plans);
 /// the TP volumes are computed on `threads` threads (0: every core).
 std::vector<StrategyRow> compare_strategies(const SearchResult& r, const Evaluator& ev, int threads = 0);
 
 /// @brief The rows as a table: strategy, its best plan, step time, exposed communication, TP
 /// communication per GPU, memory per GPU, its knobs, speedup over the baseline (Megatron-LM); then
 /// a line per strategy without a feasible plan saying why its plans were refused.
+/// @brief The row's name: the strategy's ("domino"), or the grid's ("2.5d summa").
+std::string row_name(const StrategyRow& row);
+
 std::string strategy_table(const std::vector<StrategyRow>& rows, const SearchResult& r);
 
 /// @brief One line: which strategy wins (naming strategies that tie with it), by how much over

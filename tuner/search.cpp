@@ -281,6 +281,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // the best estimate of each strategy searched (its index in res.strategies): the comparison of
   // strategies (per_strategy) needs each one's best, not only the overall winner's
   std::vector<std::optional<Screened>> best_of_strategy(res.strategies.size());
+  // 2D / 2.5D grids (strategy none, tp_layout 2d | 2.5d) are compared as rows of their own: each
+  // layout's best is kept apart from 1D Megatron-LM's (which stays the baseline)
+  std::map<sim::TpLayout, Screened> best_of_layout;
   auto better = [](const Screened& a, const Screened& b) {
     return a.est.step_time != b.est.step_time ? a.est.step_time < b.est.step_time : a.index < b.index;
   };
@@ -298,9 +301,12 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     std::vector<std::size_t> batch;
     while (pos < cand.size() && batch.size() < kRound) {
       const auto& c = cand[pos++];
-      const bool none = plans[c.index].strategy->baseline;
-      const auto& own = best_of_strategy[strategy_index(plans[c.index])];
-      const Duration thr_own = own ? own->est.step_time : kInf;
+      const sim::Plan& cp = plans[c.index];
+      const bool none = cp.strategy->baseline && !cp.grid_tp();
+      const auto layout = best_of_layout.find(cp.tp_layout);
+      const Duration thr_own = cp.grid_tp() ? (layout != best_of_layout.end() ? layout->second.est.step_time : kInf)
+                               : best_of_strategy[strategy_index(cp)] ? best_of_strategy[strategy_index(cp)]->est.step_time
+                                                                      : kInf;
       if (opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none) && c.bound >= thr_own) {
         ++res.pruned;
         continue;
@@ -353,9 +359,14 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       ++res.screened;
       const Screened s{i, est[b]};
       insert(best, s, keep);
-      if (plans[i].strategy->baseline) insert(best_none, s, 3);
+      if (plans[i].strategy->baseline && !plans[i].grid_tp()) insert(best_none, s, 3);
       const auto [at, fresh] = best_of_pp.try_emplace(plans[i].pp, s);
       if (!fresh && better(s, at->second)) at->second = s;
+      if (plans[i].grid_tp()) {
+        const auto [lt, first] = best_of_layout.try_emplace(plans[i].tp_layout, s);
+        if (!first && better(s, lt->second)) lt->second = s;
+        continue;
+      }
       auto& own = best_of_strategy[strategy_index(plans[i])];
       if (!own || better(s, *own)) own = s;
     }
@@ -369,6 +380,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   };
   for (const auto& s : best_none) add_finalist(s);
   for (const auto& [pp, s] : best_of_pp) add_finalist(s);
+  for (const auto& [layout, s] : best_of_layout) add_finalist(s);
   for (const auto& s : best_of_strategy)
     if (s) add_finalist(*s);
   std::vector<RankedPlan> full(finalists.size());
@@ -382,13 +394,14 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     return a.report.step_time != b.report.step_time ? a.report.step_time < b.report.step_time : a.index < b.index;
   });
   for (const auto& r : full)
-    if (r.plan.strategy->baseline) {
+    if (r.plan.strategy->baseline && !r.plan.grid_tp()) {  // Megatron-LM: 1D tensor parallelism without overlap
       res.baseline = r;
       break;
     }
-  // full is fastest first: the first finalist of each strategy is its best
+  // full is fastest first: the first finalist of each strategy (and of each grid layout) is its best
   for (const auto& r : full)
-    if (std::none_of(res.per_strategy.begin(), res.per_strategy.end(), [&](const RankedPlan& q) { return q.plan.strategy == r.plan.strategy; }))
+    if (std::none_of(res.per_strategy.begin(), res.per_strategy.end(),
+                     [&](const RankedPlan& q) { return q.plan.strategy == r.plan.strategy && q.plan.tp_layout == r.plan.tp_layout; }))
       res.per_strategy.push_back(r);
   // the ranking is every finalist simulated whole, fastest first: a plan screened only as a baseline
   // candidate that simulates faster than the screened best is ranked (and recommended) too, so the
@@ -401,7 +414,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     if (f.count) res.refusals.push_back(f);
   for (std::size_t si = 0; si < res.strategies.size(); ++si) {
     const sim::Strategy* st = res.strategies[si];
-    if (std::any_of(res.per_strategy.begin(), res.per_strategy.end(), [&](const RankedPlan& q) { return q.plan.strategy == st; })) continue;
+    if (std::any_of(res.per_strategy.begin(), res.per_strategy.end(), [&](const RankedPlan& q) { return q.plan.strategy == st && !q.plan.grid_tp(); }))
+      continue;
     StrategyRefusal w{.strategy = st};
     std::size_t most = 0;
     for (const auto& [n, first] : refused_of[si]) {

@@ -22,9 +22,9 @@ struct SearchSpace {
   /// Tensor-parallel layouts. 1D plans are enumerated as the axes below say; 2D / 2.5D plans
   /// (docs/tensor-parallel-2d.md) for every tp = q^2 (2d) or q^2 x d with d >= 2 (2.5d), q >= 2, with
   /// what the SUMMA layers run with: pp 1, no sequence parallelism, strategy none, ZeRO 0, no
-  /// recompute; both grid orders where a q x q layer spans nodes. Default 1D only: `tune
-  /// --tp-layouts 1d,2d,2.5d` adds the grids.
-  std::vector<sim::TpLayout> tp_layouts{sim::TpLayout::one_d};
+  /// recompute; both grid orders where a q x q layer spans nodes. Default all three (the grids add
+  /// a few hundred plans at most); `tune --tp-layouts 1d` leaves the grids out.
+  std::vector<sim::TpLayout> tp_layouts{sim::TpLayout::one_d, sim::TpLayout::two_d, sim::TpLayout::two_five_d};
   /// Pipeline stages; empty: every divisor of GPUs / tp up to the layer count (check_plan refuses
   /// those that do not divide the layers). dp = GPUs / (tp x pp).
   std::vector<int> pp;

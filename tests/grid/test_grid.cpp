@@ -232,8 +232,8 @@ TEST_CASE("tuner: grid plans for each (q, d) of the TP sizes, both orders where 
                                            {"tp2.5d[2,2,16] dp1 mb64 summa", 1},
                                            {"tp2.5d[4,4,4] dp1 mb64 summa", 1},
                                            {"tp2.5d[4,4,4]c dp1 mb64 summa", 1}});
-  // the default space stays 1D
-  CHECK(tuner::SearchSpace{}.tp_layouts == std::vector<sim::TpLayout>{sim::TpLayout::one_d});
+  // the default space searches all three layouts
+  CHECK(tuner::SearchSpace{}.tp_layouts == std::vector<sim::TpLayout>{sim::TpLayout::one_d, sim::TpLayout::two_d, sim::TpLayout::two_five_d});
 }
 
 TEST_CASE("Tesseract weak scaling direction: 2.5D [4,4,4] beats 2D [8,8,1] on 64 GPUs") {

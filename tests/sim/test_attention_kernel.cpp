@@ -142,6 +142,7 @@ TEST_CASE("the tuner tries the stack's kernel and flash (unfused where the stack
     CAPTURE(hardware::to_string(stack));
     tuner::SearchSpace sp;
     sp.tp = {8};
+    sp.tp_layouts = {sim::TpLayout::one_d};  // 1D: no 2D / 2.5D grids at tp 8 = 2^2 x 2
     sp.micro_batch = {1};
     sp.sequence_parallel = {false};
     sp.strategies = {&sim::strategy_none()};

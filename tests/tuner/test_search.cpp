@@ -103,6 +103,7 @@ TEST_CASE("infeasible plans are counted by reason, with an example and a message
   s.knob_values["row_axis"] = {static_cast<int>(sim::RowAxis::batch)};
   s.knob_values["col_slices"] = {1};
   s.knob_values["tp_channels"] = {0};  // NCCL's choice: the counts below do not cross channel budgets
+  s.tp_layouts = {sim::TpLayout::one_d};  // nor grids (tp 8 = 2^2 x 2 would add 2.5D plans)
   s.dp_bucket_mb = {25};
   s.global_batch = 16;
   // memory savers at their defaults: no ZeRO, no recompute, the cluster's (unfused) attention
