@@ -139,8 +139,10 @@ TEST_CASE("te-bulk's graph: the backward's AllGather and ReduceScatter whole, on
   CHECK(gb.size() == gn.size());
   using hardware::CollectiveKind;
   using sim::Op, sim::Phase;
-  for (auto [comm, gemm] : {std::pair(Op::mlp_comm, Op::fc1), std::pair(Op::attn_comm, Op::qkv)}) {
-    CAPTURE(static_cast<int>(gemm));
+  for (const auto& site : {std::pair(Op::mlp_comm, Op::fc1), std::pair(Op::attn_comm, Op::qkv)}) {
+    const Op comm = site.first, gemm = site.second;  // not structured bindings: CAPTURE uses a lambda (clang 14)
+    const int gemm_op = static_cast<int>(gemm);
+    CAPTURE(gemm_op);
     const std::size_t ag = find(gb, comm, Phase::bwd_dgrad, CollectiveKind::all_gather, 5);
     const std::size_t rs = find(gb, comm, Phase::bwd_dgrad, CollectiveKind::reduce_scatter, 5);
     const std::size_t dgrad = find(gb, gemm, Phase::bwd_dgrad);
@@ -203,8 +205,10 @@ TEST_CASE("te-bulk derived by hand on the fake cost model") {
   const auto [gn, rn] = run("");
   const auto [g5, r5] = run("strategy: te-bulk\nte_bulk_sms: 5\n");
   const auto [g1, r1] = run("strategy: te-bulk\nte_bulk_sms: 1\n");
-  for (auto [gemm, norm] : {std::pair(Op::fc1, Op::norm2), std::pair(Op::qkv, Op::norm1)}) {
-    CAPTURE(static_cast<int>(gemm));
+  for (const auto& site : {std::pair(Op::fc1, Op::norm2), std::pair(Op::qkv, Op::norm1)}) {
+    const Op gemm = site.first, norm = site.second;  // not structured bindings: CAPTURE uses a lambda (clang 14)
+    const int gemm_op = static_cast<int>(gemm);
+    CAPTURE(gemm_op);
     // none: dgrad (64), its ReduceScatter (8.192), then wgrad (64) - it waits for the collective
     CHECK(from_dgrad(gn, rn, gemm, norm) == doctest::Approx(64 + xfer + 64).epsilon(1e-9));
     // te-bulk on 5 SMs: the ReduceScatter (16.384 us) runs under wgrad (64 us): dgrad + wgrad
