@@ -3,8 +3,8 @@
 #   ./setup.sh run     build and run the main job on the embedded default
 #   ./setup.sh test    build and run the whole test suite, then the sanitizer builds (ASan + UBSan:
 #                      the suite and the fuzz seed corpus; TSan: the tuner) and a short fuzzing pass
-#                      (scripts/sanitize.sh, scripts/fuzz.sh; what CI runs: about 29 minutes on 2 cores, estimated, of CI's
-#                      90-minute limit for one run: docs/fuzzing.md)
+#                      (scripts/sanitize.sh, scripts/fuzz.sh; what CI runs: about an hour on 2 cores, of CI's
+#                      90-minute limit for one run: the measured parts in docs/fuzzing.md, "CI cost")
 #   ./setup.sh unit    build and run the test suite only (Release; a few minutes)
 #   ./setup.sh build   build only
 # Idempotent: packages already present are not reinstalled; the build is incremental.

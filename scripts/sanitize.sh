@@ -40,7 +40,7 @@ if [[ $what == asan || $what == all ]]; then
   # SLICETUNE_ASAN_CTEST_ARGS: extra ctest arguments, e.g. "-E fidelity" to leave out a suite when a CI
   # machine is too slow for the whole one (docs/fuzzing.md, "CI cost"); default: the whole suite
   # SLICETUNE_GOLDEN_SKIP: golden cases left out under ASan; default the two largest searches (the
-  # exhaustive default tune, 255,375 plans, and 175B on 16 DGX-H200, 2.1 M plans: about 60 s of CPU
+  # exhaustive default tune, 277,223 plans, and 175B on 16 DGX-H200, 2.3 M plans: about 60 s of CPU
   # in Release, 15-20x that under ASan); they run in the Release suite. Set it empty for all.
   export SLICETUNE_GOLDEN_SKIP=${SLICETUNE_GOLDEN_SKIP-tune-default-exhaustive,tune-175b-h200-16}
   # shellcheck disable=SC2086
