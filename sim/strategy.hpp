@@ -140,6 +140,12 @@ std::optional<std::string> check_tp_channels(const hardware::ClusterSpec& c, con
 /// @brief " ch8" for 8 channels, "" for NCCL's choice: the describe() suffix.
 std::string describe_tp_channels(const Plan& p);
 
+/// @brief Megatron-LM's issue order for one micro-batch (strategy none's schedule, in
+/// sim/strategy_none.cpp): every layer's blocks in data order, the LM head's weight-gradient GEMM
+/// after its input-gradient collective, and the layers' too where `layer_wgrad_waits` (one stream,
+/// as Megatron-LM issues them); without it they run beside their collectives (te-bulk).
+void schedule_megatron(Builder& b, bool layer_wgrad_waits);
+
 const Strategy& strategy_none();    ///< sim/strategy_none.cpp: Megatron-LM, no overlap
 const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domino row and column slicing
 const Strategy& strategy_te_pipelined();  ///< sim/strategy_te_pipelined.cpp: TransformerEngine userbuffers' pipelined overlap

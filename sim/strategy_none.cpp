@@ -16,7 +16,11 @@ void serialize(Builder& b, const BackwardTasks& t) {
   if (t.collective) b.edge(*t.collective, t.wgrad);
 }
 
-void schedule(Builder& b) {
+void schedule(Builder& b) { schedule_megatron(b, /*layer_wgrad_waits=*/true); }
+
+}  // namespace
+
+void schedule_megatron(Builder& b, bool layer_wgrad_waits) {
   const Slice& s = b.slices().front();  // the whole micro-batch
   const int l0 = b.first_layer(), L = b.end_layer();  // this pass's layers (sim/builder.hpp)
   b.emit_embedding(s);
@@ -30,17 +34,19 @@ void schedule(Builder& b) {
   b.emit_head_fwd(s);
   b.emit_loss(s);
 
-  serialize(b, b.emit_head_bwd(s));
+  serialize(b, b.emit_head_bwd(s));  // the LM head: always Megatron-LM's own ColumnParallelLinear
   b.head_grads_ready();
   for (int l = L - 1; l >= l0; --l) {
     if (l == L - 1)
       b.emit_final_norm_bwd(s);
     else
       b.emit_attn_norm_bwd(l + 1, s);
-    serialize(b, b.emit_mlp_bwd(l, s));
+    const BackwardTasks mlp = b.emit_mlp_bwd(l, s);
+    if (layer_wgrad_waits) serialize(b, mlp);
     b.mlp_grads_ready(l);
     b.emit_mlp_norm_bwd(l, s);
-    serialize(b, b.emit_attn_bwd(l, s));
+    const BackwardTasks attn = b.emit_attn_bwd(l, s);
+    if (layer_wgrad_waits) serialize(b, attn);
     b.attn_grads_ready(l);
   }
   b.emit_attn_norm_bwd(l0, s);
@@ -48,7 +54,6 @@ void schedule(Builder& b) {
   b.embedding_grads_ready();
 }
 
-}  // namespace
 
 const Strategy& strategy_none() {
   static const Strategy s{

@@ -40,40 +40,9 @@ std::optional<std::string> check(const ModelSpec& m, const hardware::ClusterSpec
 }
 
 /// Megatron-LM's order (strategy none), except that the QKV and FC1 weight-gradient GEMMs do not
-/// wait for their input gradient's ReduceScatter: TE runs that ReduceScatter beside them.
-void schedule(Builder& b) {
-  const Slice& s = b.slices().front();
-  const int l0 = b.first_layer(), L = b.end_layer();
-  b.emit_embedding(s);
-  for (int l = l0; l < L; ++l) {
-    if (l > l0) b.emit_mlp_residual(l - 1, s);
-    b.emit_attn_fwd(l, s);
-    b.emit_attn_residual(l, s);
-    b.emit_mlp_fwd(l, s);
-  }
-  b.emit_mlp_residual(L - 1, s);
-  b.emit_head_fwd(s);
-  b.emit_loss(s);
-
-  // the LM head is Megatron-LM's own ColumnParallelLinear, not a TE module: it keeps none's ordering
-  const BackwardTasks head = b.emit_head_bwd(s);
-  if (head.collective) b.edge(*head.collective, head.wgrad);
-  b.head_grads_ready();
-  for (int l = L - 1; l >= l0; --l) {
-    if (l == L - 1)
-      b.emit_final_norm_bwd(s);
-    else
-      b.emit_attn_norm_bwd(l + 1, s);
-    b.emit_mlp_bwd(l, s);  // FC1: bulk AllGather beside dgrad, bulk ReduceScatter beside wgrad (TpOverlap::bulk_sms)
-    b.mlp_grads_ready(l);
-    b.emit_mlp_norm_bwd(l, s);
-    b.emit_attn_bwd(l, s);  // QKV: the same
-    b.attn_grads_ready(l);
-  }
-  b.emit_attn_norm_bwd(l0, s);
-  b.emit_embedding_bwd(s);
-  b.embedding_grads_ready();
-}
+/// wait for their input gradient's ReduceScatter: TE runs that ReduceScatter beside them (the
+/// builder emits the bulk collectives: TpOverlap::bulk_sms). The LM head keeps none's ordering.
+void schedule(Builder& b) { schedule_megatron(b, /*layer_wgrad_waits=*/false); }
 
 }  // namespace
 

@@ -15,28 +15,11 @@
 #include "sim/strategy.hpp"
 #include "sim/target.hpp"
 #include "tests/sim/fake_cost_model.hpp"
+#include "tests/strategy/plans.hpp"
 
 namespace {
 
-sim::Plan resolve(const std::string& yaml, const hardware::ClusterSpec& c, const std::string& model = "tiny") {
-  return sim::resolve_plan(sim::load_model(model), c, sim::parse_plan_input(yaml, "plan.yaml"), "plan.yaml");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-hardware::ClusterSpec node_of(int gpus, int nodes = 1) {
-  auto c = test::fake_cluster();
-  c.nodes = nodes;
-  c.node.gpus_per_node = gpus;
-  return c;
-}
+using test::resolve, test::error_of, test::node_of;
 
 /// Start of the first and end of the last task of layer 0's forward matching `pred` (us).
 std::pair<double, double> span_us(const sim::StepGraph& g, const sim::RankTimeline& tl,

@@ -12,6 +12,7 @@
 #include "sim/strategy.hpp"
 #include "sim/target.hpp"
 #include "tests/sim/fake_cost_model.hpp"
+#include "tests/strategy/plans.hpp"
 
 namespace test {
 const sim::Strategy& strategy_serial();
@@ -19,21 +20,10 @@ const sim::Strategy& strategy_serial();
 
 namespace {
 
+using test::resolve, test::error_of;
+
 /// The registry line.
 const bool registered = (sim::register_strategy(test::strategy_serial()), true);
-
-sim::Plan resolve(const std::string& yaml, const hardware::ClusterSpec& c) {
-  return sim::resolve_plan(sim::load_model("tiny"), c, sim::parse_plan_input(yaml, "plan.yaml"), "plan.yaml");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

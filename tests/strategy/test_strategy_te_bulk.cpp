@@ -17,29 +17,12 @@
 #include "sim/target.hpp"
 #include "sim/trace.hpp"
 #include "tests/sim/fake_cost_model.hpp"
+#include "tests/strategy/plans.hpp"
 #include "tuner/evaluate.hpp"
 
 namespace {
 
-sim::Plan resolve(const std::string& yaml, const hardware::ClusterSpec& c) {
-  return sim::resolve_plan(sim::load_model("tiny"), c, sim::parse_plan_input(yaml, "plan.yaml"), "plan.yaml");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-hardware::ClusterSpec node_of(int gpus, int nodes = 1) {
-  auto c = test::fake_cluster();
-  c.nodes = nodes;
-  c.node.gpus_per_node = gpus;
-  return c;
-}
+using test::resolve, test::error_of, test::node_of;
 
 /// The one task of layer 0's backward (not recomputed) with this op, phase and kind; for
 /// collectives also the SMs it holds (-1: NCCL's own).

@@ -12,27 +12,13 @@
 #include "sim/strategy.hpp"
 #include "sim/target.hpp"
 #include "tests/sim/fake_cost_model.hpp"
+#include "tests/strategy/plans.hpp"
 
 namespace {
 
-sim::Plan resolve(const std::string& yaml, const hardware::ClusterSpec& c) {
-  return sim::resolve_plan(sim::load_model("tiny"), c, sim::parse_plan_input(yaml, "plan.yaml"), "plan.yaml");
-}
+using test::resolve, test::error_of;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-hardware::ClusterSpec two_gpus() {
-  auto c = test::fake_cluster();
-  c.node.gpus_per_node = 2;
-  return c;
-}
+hardware::ClusterSpec two_gpus() { return test::node_of(2); }
 
 }  // namespace
 
