@@ -14,7 +14,7 @@ namespace {
 struct WhatIfFlags : cli::SearchFlags {
   std::vector<std::string> sweeps;
   std::string csv, plot;
-  bool json = false;
+  bool json = false, by_layout = false;
 };
 
 /// Points of one sweep (every combination is re-tuned, ~0.05-1 s each).
@@ -56,25 +56,32 @@ void whatif(const WhatIfFlags& f, const cli::SearchProcesses& procs) {
     fmt::print(stderr, "slicetune whatif: tuning point {}/{} ({})\n", i + 1, n, what);
   });
   if (!procs.prints()) return;  // rank 0 prints and writes
-  if (!f.csv.empty()) common::write_file_atomically(f.csv, tuner::whatif_csv(points));
+  if (!f.csv.empty()) common::write_file_atomically(f.csv, f.by_layout ? tuner::whatif_layout_csv(points) : tuner::whatif_csv(points));
   bool nodes_swept = false, cluster_swept = false;
   for (const auto& a : axes) {
     nodes_swept |= a.key == "nodes";
     cluster_swept |= a.key == "cluster";
   }
   // the title names only what the sweep holds fixed
-  const std::string title = fmt::format("{}{}{}: baseline vs tuned", model.name, cluster_swept ? "" : " on " + cluster.name,
-                                        nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""));
-  if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot);
+  const std::string scaling = tuner::scaling_of(points);
+  const std::string title = fmt::format("{}{}{}: {}{}", model.name, cluster_swept ? "" : " on " + cluster.name,
+                                        nodes_swept ? "" : fmt::format(" ({} node{})", cluster.nodes, cluster.nodes > 1 ? "s" : ""),
+                                        f.by_layout ? "best plan of each TP layout" : "baseline vs tuned", scaling.empty() ? "" : ", " + scaling);
+  if (!f.plot.empty()) tuner::plot_whatif(points, title, f.plot, f.by_layout);
   if (f.json) {
     nlohmann::json j = {{"schema_version", cli::kJsonSchemaVersion}, {"model", model.name}, {"cluster", cluster.name}, {"nodes", cluster.nodes}, {"points", tuner::whatif_json(points)}};
+    if (!scaling.empty()) j["scaling"] = scaling;
     if (!f.csv.empty()) j["csv"] = f.csv;
     if (!f.plot.empty()) j["plot"] = f.plot;
     std::cout << j.dump(2) << "\n";
     return;
   }
-  fmt::print("slicetune whatif: {} — each point re-tuned; baseline = best plan without overlap (Megatron)\n\n{}", title,
-             tuner::whatif_table(points));
+  if (f.by_layout)
+    fmt::print("slicetune whatif: {} — each point re-tuned; 1d: any strategy, 1d megatron: without overlap, 2d / 2.5d: SUMMA grids\n\n{}",
+               title, tuner::whatif_layout_table(points));
+  else
+    fmt::print("slicetune whatif: {} — each point re-tuned; baseline = best plan without overlap (Megatron)\n\n{}", title,
+               tuner::whatif_table(points));
   if (!f.csv.empty()) fmt::print("\nwrote {}\n", f.csv);
   if (!f.plot.empty()) fmt::print("{}drew {}\n", f.csv.empty() ? "\n" : "", f.plot);
 }
@@ -93,7 +100,11 @@ const bool registered = cli::register_command(30, "whatif", "re-tune over a swee
   cmd->add_option("--sweep", f->sweeps, "KEY=V1,V2,... (repeatable; every combination is tuned). Keys:" + keys)->required();
   cmd->add_option("--csv", f->csv, "write the table as CSV");
   cmd->add_option("--plot", f->plot, "draw tokens/s of baseline and tuned plan with gnuplot (FILE.png or FILE.svg)");
-  cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
+  cmd->add_flag("--by-layout", f->by_layout,
+                "the best plan of each tensor-parallel layout (1d, 1d megatron, 2d, 2.5d) at each point and which wins; the CSV and "
+                "chart follow (one line per layout). Strong scaling: --sweep nodes=... with --global-batch; weak scaling: with "
+                "--sweep global_batch_per_gpu=N");
+  cmd->add_flag("--json", f->json, "print one JSON object instead of the table (each point has its layouts and winners)");
   cmd->callback([f] { run_whatif(*f); });
 });
 
