@@ -67,6 +67,27 @@ TEST_CASE("whatif --plot: a model name with a single quote, a backquote, a macro
   CHECK(slurp(svg).find("`touch ") != std::string::npos);
 }
 
+TEST_CASE("whatif --by-layout --plot: the per-layout chart holds the same name as text and runs nothing") {
+  if (!have_gnuplot()) {
+    MESSAGE("gnuplot not installed: skipped");
+    return;
+  }
+  // tuner::whatif_layout_chart writes its own plot lines; the title, labels and paths go through the
+  // same gnuplot single quotes
+  Scratch s;
+  const std::string m1 = s / "PWNED1", m2 = s / "PWNED2";
+  write_text(s / "evil.yaml", tiny_named("\"x' `touch " + m1 + "` @a \\nsystem('touch " + m2 + "')\\n#\""));
+  const std::string svg = s / "chart.svg";
+  const auto r = slicetune(
+      {"whatif", "--model", s / "evil.yaml", "--cluster", "cpu-host", "--dtype", "fp32", "--sweep", "nodes=1,2", "--by-layout", "--plot", svg}, 120);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK_FALSE(std::filesystem::exists(m1));
+  CHECK_FALSE(std::filesystem::exists(m2));
+  REQUIRE(std::filesystem::exists(svg));
+  CHECK(slurp(svg).find("`touch ") != std::string::npos);
+}
+
 TEST_CASE("whatif --plot \"it's.svg\": a quote in the output path is a file name like any other") {
   if (!have_gnuplot()) {
     MESSAGE("gnuplot not installed: skipped");
