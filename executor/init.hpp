@@ -29,25 +29,44 @@ struct TrainingOptions {
 /// then position), targets the next token, positions the absolute position in its sequence.
 struct Batch {
   std::vector<std::vector<std::int32_t>> tokens, targets, positions;
+  /// 2D / 2.5D grids only: the tokens and positions of the rank's grid column (the q row blocks of
+  /// its depth layer, row 0 first), which the vocab-parallel embedding looks up before its
+  /// reduce-scatter along the column (the simulator leaves out the token ids' all-gather: every
+  /// rank reads the step's data itself). Empty under 1D.
+  std::vector<std::vector<std::int32_t>> column_tokens, column_positions;
 };
 
 /// @brief Micro-batches micro .. micro + graph.micro_batches - 1 of step `step` for DP rank
 /// `dp_rank`, split into the graph's row slices. Sequences follow a seeded affine pattern
 /// (next = (a * cur + b) mod vocab, with a few random restarts), so a model that learns it drives
-/// the loss towards zero.
-Batch make_batch(const sim::StepGraph& g, std::uint64_t seed, int step, int micro, int dp_rank);
+/// the loss towards zero. On a 2D / 2.5D grid the micro-batch's sequences are split into q x d row
+/// blocks, block depth x q + row to the ranks of that grid row and depth (`tp_rank` says which).
+Batch make_batch(const sim::StepGraph& g, std::uint64_t seed, int step, int micro, int dp_rank, int tp_rank = 0);
 
 /// @brief Where a rank's weight tensor sits in the full (unsharded) weight.
 struct WeightLayout {
   std::int64_t full_rows = 0, full_cols = 0;
-  bool replicated = false;  ///< every TP rank holds all of it (norms, learned positions)
+  /// 1D: every TP rank holds all of it (norms, learned positions); on a grid: every row of a grid
+  /// column holds the column's block of it
+  bool replicated = false;
   /// Index into the full row-major weight of local element (row, col) of TP rank `tp_rank`.
   std::int64_t (*global_index)(const sim::StepGraph&, const sim::TensorInfo&, int tp_rank, std::int64_t row,
                                std::int64_t col) = nullptr;
+  /// Whether TP rank `tp_rank`'s copy is the one a gather of the full weight takes (the others
+  /// hold copies of it: replicated weights, a 2.5D grid's depth layers).
+  bool contributes(const sim::Plan& p, int tp_rank) const {
+    if (!p.grid_tp()) return !replicated || tp_rank == 0;
+    const auto at = p.grid_coord(tp_rank);
+    return at.depth == 0 && (!replicated || at.row == 0);
+  }
 };
 /// @brief Layout of weight (or weight-gradient) tensor `id`: vocab-parallel embedding / LM head
 /// rows, column-parallel QKV (local [Q | K | V] of the rank's heads) and FC1 (local [gate | up]),
-/// row-parallel out-proj / FC2 rows.
+/// row-parallel out-proj / FC2 rows. On a 2D / 2.5D grid (row i, column j) every matrix is an
+/// [in/q, out/q] block: rows of input block i, the output columns 1D TP rank j of tp = q would
+/// hold; the embedding [vocab block i, hidden block j], the LM head [vocab block j, hidden block i]
+/// (the SUMMA product X W^T reads it as the [h/q, vocab/q] block (i, j) of W^T), norms and
+/// positions hidden block j.
 WeightLayout weight_layout(const sim::StepGraph& g, sim::TensorId id);
 
 /// @brief The step-0 value of weight `id` on TP rank `tp_rank` (fp32, rows x cols): each element

@@ -92,8 +92,8 @@ std::vector<std::pair<std::string, std::vector<float>>> gather_grads(const sim::
     const auto layout = weight_layout(g, id);
     std::vector<float> full(static_cast<std::size_t>(layout.full_rows * layout.full_cols), 0.0f);
     // after the DP reduction every DP rank holds the same gradient: DP rank 0 contributes;
-    // replicated weights: TP rank 0 contributes
-    if (pos.dp_rank == 0 && (!layout.replicated || pos.tp_rank == 0)) {
+    // replicated weights: TP rank 0 (a grid: row 0 of each column, depth 0) contributes
+    if (pos.dp_rank == 0 && layout.contributes(g.plan, pos.tp_rank)) {
       const auto it = unsharded.find(id);
       const auto local = it != unsharded.end() ? it->second : b.read_tensor(id);
       for (std::int64_t r = 0; r < t.rows; ++r)
@@ -163,7 +163,8 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   const auto& p = g.plan;
   const std::size_t n = g.size();
-  const int dp_rank = sim::pipeline_position(p, rank).dp_rank, accum = p.grad_accum_steps();
+  const auto position = sim::pipeline_position(p, rank);
+  const int dp_rank = position.dp_rank, tp_rank = position.tp_rank, accum = p.grad_accum_steps();
   // a graph of one micro-batch runs accum times; a pipeline stage's graph holds the whole step
   const int rounds = accum / g.micro_batches;
 
@@ -190,7 +191,7 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
     std::vector<TaskClock> timing;
     for (int round = 0; round < rounds; ++round) {
       const bool last = round == rounds - 1;
-      const Batch batch = make_batch(g, o.training.seed, step, round * g.micro_batches, dp_rank);
+      const Batch batch = make_batch(g, o.training.seed, step, round * g.micro_batches, dp_rank, tp_rank);
       const auto mb_begin = Clock::now();
       backend.begin_micro_batch(batch);
       const bool hold_optimizer = capture_grads && step == 0 && last;
@@ -235,10 +236,11 @@ RunResult train(const sim::StepGraph& g, Backend& backend, const RunOptions& o, 
     MPI_Request reqs[2];
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &reqs[0]));
     finish(reqs[0], o.watchdog_s, "the step-time reduction (MPI_Allreduce)");
-    // every TP rank holds the same per-token losses: sum over the world, divide by tp
+    // every TP rank holds the same per-token losses (a grid: the q ranks of a grid row, which
+    // hold the same tokens): sum over the world, divide by how many ranks hold each token's loss
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &reqs[1]));
     finish(reqs[1], o.watchdog_s, "the loss reduction (MPI_Allreduce)");
-    const double loss = loss_sum / p.tp / static_cast<double>(tokens_per_step(p));
+    const double loss = loss_sum / (p.tp / p.tp_rows()) / static_cast<double>(tokens_per_step(p));
     r.step_times_ms.push_back(ms);
     r.loss.push_back(loss);
     step_timelines.push_back(std::move(timing));

@@ -26,7 +26,9 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
     t.plan_source = in.plan_file;
   }
   pi.merge(in.flags);
-  const int tp = pi.tp.value_or(1), pp = pi.pp.value_or(1);
+  // a 2D / 2.5D grid given by its side (and depth) alone: tp = q^2 x d (resolve_plan checks the rest)
+  const bool grid = pi.tp_layout && *pi.tp_layout != sim::TpLayout::one_d;
+  const int tp = !pi.tp && grid && pi.tp_q ? *pi.tp_q * *pi.tp_q * pi.tp_d.value_or(1) : pi.tp.value_or(1), pp = pi.pp.value_or(1);
   if (tp > 0 && world % tp != 0)
     throw common::ConfigError("--tp", "", fmt::format("tp={} does not divide the {} MPI ranks (mpirun -np)", tp, world));
   if (tp > 0 && pp > 0 && world % (tp * pp) != 0)
@@ -36,7 +38,7 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   // The executor issues every task from C++ (no Python, no graph capture): the cpp stack, not the
   // eager one that describes Megatron-LM (host.stacks.eager).
   if (!pi.stack) pi.stack = hardware::Stack::cpp;
-  if (!pi.micro_batch && pi.row_axis.value_or(sim::RowAxis::batch) == sim::RowAxis::batch) {
+  if (!pi.micro_batch && !grid && pi.row_axis.value_or(sim::RowAxis::batch) == sim::RowAxis::batch) {
     // one sequence per row slice: the smallest micro-batch a batch-axis Domino plan can slice
     const sim::Strategy& st = *pi.strategy.value_or(&sim::default_strategy());
     const sim::Knob* rows = st.knob("row_slices");
@@ -46,10 +48,12 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
   if (!t.plan.strategy->not_executed.empty())
     throw common::ConfigError(t.plan_source, "strategy",
                               fmt::format("slicetune run cannot execute strategy {}: {}", t.plan.strategy->name, t.plan.strategy->not_executed));
-  if (t.plan.grid_tp())  // docs/tensor-parallel-2d.md: simulated; the executor's SUMMA layers are not written yet
+  if (t.plan.grid_tp() && t.model.tied_embeddings)  // executor/init.hpp, weight_layout
     throw common::ConfigError(t.plan_source, "tp_layout",
-                              fmt::format("slicetune run cannot execute tp_layout {} yet (2D / 2.5D layers are simulated only); use tp_layout: 1d",
-                                          sim::to_string(t.plan.tp_layout)));
+                              fmt::format("slicetune run cannot execute tp_layout {} with tied embeddings (model {}): grid rank (i, j) holds "
+                                          "the embedding's block [vocab i, hidden j] and the LM head's [vocab j, hidden i] (the graph's "
+                                          "SUMMA product X W^T), so one tied weight cannot be both; use a model with tied_embeddings: false",
+                                          sim::to_string(t.plan.tp_layout), t.model.name));
   if (t.plan.gpus() != world)
     throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp x pp = {} x {} x {} = {} ranks, got {}", t.plan.tp,
                                                              t.plan.dp, t.plan.pp, t.plan.gpus(), world));

@@ -41,12 +41,14 @@ int nodes_spanned(int first, int stride, int n, int gpus_per_node) {
 void Builder::setup_grid(int rank) {
   const int q = p_.tp_q, d = p_.tp_d, tp = p_.tp, gpn = c_.node.gpus_per_node;
   const int t = rank % tp, base = rank - t;  // tp rank; world rank of tp rank 0 (pp = 1: rank = t + tp x dp rank)
-  // the coordinate that is fastest in rank order is the one a row group varies (TpGridOrder::row)
+  // the coordinate that is fastest in rank order is the one a row group varies (TpGridOrder::row);
+  // a group's first member is the rank of its row (column) at column (row) 0
   const bool rows_inner = p_.tp_grid_order == TpGridOrder::row;
-  const int fast = t % q, slow = (t / q) % q, k = t / (q * q);
+  const auto at = p_.grid_coord(t);
+  const int k = at.depth;
   const int row_stride = rows_inner ? 1 : q, col_stride = rows_inner ? q : 1;
-  const int row_first = base + k * q * q + (rows_inner ? slow * q : slow);  // fast coordinate 0
-  const int col_first = base + k * q * q + (rows_inner ? fast : fast * q);
+  const int row_first = base + k * q * q + (rows_inner ? at.row * q : at.row);
+  const int col_first = base + k * q * q + (rows_inner ? at.col : at.col * q);
   grid_.row_nodes = nodes_spanned(row_first, row_stride, q, gpn);
   grid_.col_nodes = nodes_spanned(col_first, col_stride, q, gpn);
   grid_.row_comm = add_stream({.name = "row_comm", .kind = StreamKind::comm});

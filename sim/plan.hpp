@@ -108,6 +108,15 @@ struct Plan {
   /// What divides the micro-batch's sequences on one rank: 1 under 1D, q x d on a grid (the grid's
   /// rows and its depth each take a share of the batch).
   int tp_rows() const { return grid_tp() ? tp_q * tp_d : 1; }
+  /// @brief A rank's place on the 2D / 2.5D grid (tp rank = column + q x row + q^2 x depth in the
+  /// row order, row + q x column + q^2 x depth in the column order; sim/builder_grid.cpp).
+  struct GridCoord {
+    int row = 0, col = 0, depth = 0;
+  };
+  GridCoord grid_coord(int tp_rank) const {
+    const int q = tp_q, fast = tp_rank % q, slow = (tp_rank / q) % q, depth = tp_rank / (q * q);
+    return tp_grid_order == TpGridOrder::row ? GridCoord{slow, fast, depth} : GridCoord{fast, slow, depth};
+  }
   /// Micro-batches of a step per data-parallel rank (with pp > 1: per pipeline).
   int grad_accum_steps() const { return static_cast<int>(global_batch / (std::int64_t{micro_batch} * dp)); }
   std::int64_t gpus() const { return std::int64_t{tp} * dp * pp; }

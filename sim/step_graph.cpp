@@ -139,6 +139,8 @@ std::string StepGraph::task_class(std::size_t i) const {
                        : c->kind == hardware::CollectiveKind::all_gather     ? "AllGather"
                        : c->kind == hardware::CollectiveKind::reduce_scatter ? "ReduceScatter"
                        : c->kind == hardware::CollectiveKind::send_recv      ? "SendRecv"
+                       : c->kind == hardware::CollectiveKind::broadcast      ? "Broadcast"
+                       : c->kind == hardware::CollectiveKind::reduce         ? "Reduce"
                                                                              : "collective";
     return t.group ? fmt::format("{} ({})", name, groups[*t.group].name) : std::string(name);
   }

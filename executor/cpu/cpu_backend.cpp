@@ -15,6 +15,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cpu/flash_attention.hpp"
+#include "executor/grid_pieces.hpp"
 #include "executor/tp_pieces.hpp"
 #include "executor/zero_layout.hpp"
 #include "executor/cpu/kernels.hpp"
@@ -130,6 +131,8 @@ class CpuBackend final : public Backend {
     streams_.clear();
     if (faulted_.load()) return;  // the job is being aborted: free nothing a stuck peer might hold
     for (auto& c : owned_comms_) MPI_Comm_free(&c);
+    for (MPI_Comm* c : {&row_comm_, &col_comm_, &depth_comm_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
     MPI_Op_free(&stats_op_);
     MPI_Type_free(&stats_type_);
     MPI_Comm_free(&tp_comm_);
@@ -150,6 +153,11 @@ class CpuBackend final : public Backend {
     g_ = &g;
     t_ = t;
     pieces_ = std::make_unique<TpPieces>(g);
+    if (g.plan.grid_tp()) {
+      grid_ = std::make_unique<GridPieces>(g);
+      at_ = g.plan.grid_coord(tp_rank_);
+      make_grid_comms(g.plan);
+    }
     data_.resize(g.tensors.size());
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
@@ -201,6 +209,9 @@ class CpuBackend final : public Backend {
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
       else if (grp.name == "pp_fwd" || grp.name == "pp_bwd") group_comm_.push_back(pp_comm_);
       else if (grp.name == "embd" && embd_comm_ != MPI_COMM_NULL) group_comm_.push_back(embd_comm_);
+      else if (grp.name == "row" && row_comm_ != MPI_COMM_NULL) group_comm_.push_back(row_comm_);
+      else if (grp.name == "col" && col_comm_ != MPI_COMM_NULL) group_comm_.push_back(col_comm_);
+      else if (grp.name == "depth_dp" && depth_comm_ != MPI_COMM_NULL) group_comm_.push_back(depth_comm_);
       else throw common::ConfigError("plan", "strategy", fmt::format("the cpu backend has no communicator for group '{}'", grp.name));
     }
     // one communicator per (group, stream): collectives of one group issued from two streams
@@ -231,6 +242,8 @@ class CpuBackend final : public Backend {
     std::fill(clock_.begin(), clock_.end(), TaskClock{});
     for (auto id : zero_each_micro_batch_) std::fill(data_[id].begin(), data_[id].end(), 0.0f);
     positions_ = b.positions;
+    column_tokens_ = b.column_tokens;
+    column_positions_ = b.column_positions;
     // input tensors: Op::embedding ones take the slice's tokens, Op::loss ones its targets
     for (std::size_t i = 0; i < g.tensors.size(); ++i) {
       const auto& ti = g.tensors[i];
@@ -347,6 +360,8 @@ class CpuBackend final : public Backend {
     return TpPieces::ag_shard(tp_rank_, g_->tasks[t].chunk, g_->plan.tp) * g_->tensors[g_->inputs(t)[0]].rows;
   }
   const std::int32_t* ints(sim::TensorId id) { return ints_[id].data(); }
+  /// Which vocabulary block this rank's logits hold: its TP rank, on a grid its column.
+  int vocab_rank() const { return grid_ ? at_.col : tp_rank_; }
 
   void run_collective(std::uint32_t t) {
     const auto& task = g_->tasks[t];
@@ -355,6 +370,10 @@ class CpuBackend final : public Backend {
     auto in = g_->inputs(t), out = g_->outputs(t);
     if (is_dp_bucket_collective(*g_, t)) {
       run_bucket_collective(t, comm);
+      return;
+    }
+    if (grid_ && grid_->kind[t] != GridPieces::Kind::none) {
+      run_grid_collective(t, comm);
       return;
     }
     std::vector<MPI_Request> requests;
@@ -426,6 +445,20 @@ class CpuBackend final : public Backend {
   }
 
   void run_compute(std::uint32_t t);
+  bool run_grid_compute(std::uint32_t t);
+  void run_grid_collective(std::uint32_t t, MPI_Comm comm);
+
+  /// 2D / 2.5D: the row (ranks ordered by column), column (ordered by row) and depth x dp
+  /// communicators of this rank's grid position (world rank = tp rank + tp x dp rank; pp = 1).
+  void make_grid_comms(const sim::Plan& p) {
+    MPI_Request arrived;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &arrived));
+    cpu::wait_polling(1, &arrived, world_watchdog("the grid communicators' set-up (MPI_Barrier)"));
+    const int q = p.tp_q, d = p.tp_d, layer = (o_.world_rank / o_.tp) * d + at_.depth;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, layer * q + at_.row, at_.col, &row_comm_));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, layer * q + at_.col, at_.row, &col_comm_));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, tp_rank_ % (q * q), dp_rank_ * d + at_.depth, &depth_comm_));
+  }
 
   /// Refuses, before allocating anything, a plan whose tensors (fp32: every activation, gradient,
   /// weight and weight gradient of the graph, plus AdamW's m and v per weight) do not fit this
@@ -474,6 +507,10 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<std::int32_t>> ints_;
   std::unique_ptr<TpPieces> pieces_;  ///< the strategy's decomposed TP sites (row blocks per rank)
   std::vector<std::vector<std::int32_t>> positions_;
+  std::vector<std::vector<std::int32_t>> column_tokens_, column_positions_;  ///< grid: the rank's column (Batch)
+  std::unique_ptr<GridPieces> grid_;  ///< 2D / 2.5D plans: SUMMA steps and norm statistics
+  sim::Plan::GridCoord at_;           ///< grid: this rank's row, column and depth
+  MPI_Comm row_comm_ = MPI_COMM_NULL, col_comm_ = MPI_COMM_NULL, depth_comm_ = MPI_COMM_NULL;
   /// A run of a parameter tensor (or ZeRO shard) with one weight-decay setting.
   struct Segment {
     std::int64_t offset, count;
@@ -571,9 +608,10 @@ void CpuBackend::run_compute(std::uint32_t t) {
   auto out = g.outputs(t);
   const auto& T = [&](sim::TensorId id) -> const sim::TensorInfo& { return g.tensors[id]; };
   const bool rms = m.norm == sim::Norm::rmsnorm;
-  const std::int64_t h = m.hidden;
+  const std::int64_t h = m.hidden / (g.plan.grid_tp() ? g.plan.tp_q : 1);  // a grid rank holds h/q columns
   const bool fwd = task.phase == Phase::fwd;
   using cpu::gemm;
+  if (grid_ && run_grid_compute(t)) return;
   switch (task.op) {
     case Op::embedding: {
       const std::int64_t n = T(in[0]).rows, vl = T(in[1]).rows;
@@ -726,13 +764,13 @@ void CpuBackend::run_compute(std::uint32_t t) {
     }
     case Op::loss_comm: {  // local statistics of the vocab-parallel logits
       const auto& L = T(in[0]);
-      cpu::cross_entropy_stats(f(in[0]), ints(in[1]), tp_rank_ * L.cols, L.cols, f(out[0]), L.rows);
+      cpu::cross_entropy_stats(f(in[0]), ints(in[1]), vocab_rank() * L.cols, L.cols, f(out[0]), L.rows);
       return;
     }
     case Op::loss: {  // inputs {logits, stats, targets}, outputs {dlogits, loss}
       const auto& L = T(in[0]);
       const float scale = 1.0f / static_cast<float>(tokens_per_step(g.plan));
-      cpu::cross_entropy_backward(f(in[0]), f(in[1]), ints(in[2]), tp_rank_ * L.cols, L.cols, scale, f(out[0]), f(out[1]), L.rows);
+      cpu::cross_entropy_backward(f(in[0]), f(in[1]), ints(in[2]), vocab_rank() * L.cols, L.cols, scale, f(out[0]), f(out[1]), L.rows);
       return;
     }
     case Op::optimizer: {
@@ -748,6 +786,130 @@ void CpuBackend::run_compute(std::uint32_t t) {
     default:
       throw std::runtime_error(fmt::format("cpu backend: no kernel for {} ({})", g.task_name(t), sim::to_string(task.op)));
   }
+}
+
+// 2D / 2.5D grids (executor/grid_pieces.hpp): SUMMA broadcasts and reduces rooted at the step's
+// rank of the row / column communicator, and the norms' row statistics.
+void CpuBackend::run_grid_collective(std::uint32_t t, MPI_Comm comm) {
+  const auto& g = *g_;
+  const auto& task = g.tasks[t];
+  auto in = g.inputs(t), out = g.outputs(t);
+  using K = GridPieces::Kind;
+  const K kind = grid_->kind[t];
+  const std::int64_t H = g.model.hidden, h = H / g.plan.tp_q;
+  const bool rms = g.model.norm == sim::Norm::rmsnorm;
+  int me = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &me));
+  MPI_Request req;
+  auto wait = [&](const char* what) { cpu::wait_polling(1, &req, watchdog_for(t, comm, what)); };
+  switch (kind) {
+    case K::broadcast: {
+      const int root = task.chunk;
+      auto& dst = data_[out[0]];
+      if (me == root) std::copy(data_[in[0]].begin(), data_[in[0]].end(), dst.begin());
+      MPI_CHECK(MPI_Ibcast(dst.data(), static_cast<int>(dst.size()), MPI_FLOAT, root, comm, &req));
+      wait("broadcast");
+      return;
+    }
+    case K::reduce_set:
+    case K::reduce_add: {
+      const int root = task.chunk;
+      const auto& src = data_[in[0]];
+      std::vector<float> sum(me == root ? src.size() : 0);
+      MPI_CHECK(MPI_Ireduce(src.data(), me == root ? sum.data() : nullptr, static_cast<int>(src.size()), MPI_FLOAT, MPI_SUM, root, comm,
+                            &req));
+      wait("reduce");
+      if (me != root) return;
+      auto& dst = data_[out[1]];
+      if (dst.size() != sum.size()) throw std::logic_error(fmt::format("{}: reduces into a tensor of another size", g.task_name(t)));
+      if (kind == K::reduce_set) std::copy(sum.begin(), sum.end(), dst.begin());
+      else
+        for (std::size_t e = 0; e < sum.size(); ++e) dst[e] += sum[e];
+      return;
+    }
+    case K::norm_stats_fwd: {  // statistic `chunk` of every token: its column of the [T, 2] tensor
+      const int part = task.chunk;
+      const std::int64_t n = g.tensors[out[0]].rows;
+      float* stats = f(out[0]);
+      cpu::grid_norm_stats(rms, part, f(in[0]), stats, n, h, H);
+      std::vector<float> col(static_cast<std::size_t>(n));
+      for (std::int64_t r = 0; r < n; ++r) col[static_cast<std::size_t>(r)] = stats[2 * r + part];
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, col.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm, &req));
+      wait("all_reduce");
+      for (std::int64_t r = 0; r < n; ++r) stats[2 * r + part] = col[static_cast<std::size_t>(r)];
+      return;
+    }
+    case K::norm_stats_bwd: {  // the norm backward's operands {dy, x, w, ...} and the forward's statistics
+      const auto norm_in = g.inputs(grid_->norm_task[t]);
+      const std::int64_t n = g.tensors[out[0]].rows;
+      cpu::grid_norm_backward_sums(rms, f(norm_in[0]), f(norm_in[1]), f(norm_in[2]), f(grid_->fwd_stats[t]), f(out[0]), n, h, H);
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, f(out[0]), static_cast<int>(2 * n), MPI_FLOAT, MPI_SUM, comm, &req));
+      wait("all_reduce");
+      return;
+    }
+    default: throw std::logic_error(fmt::format("cpu backend: {} is no grid collective", g.task_name(t)));
+  }
+}
+
+// Returns false for the ops a grid runs like 1D on its local blocks (attention, activation,
+// residuals, the loss, the optimizer).
+bool CpuBackend::run_grid_compute(std::uint32_t t) {
+  const auto& g = *g_;
+  const auto& task = g.tasks[t];
+  auto in = g.inputs(t), out = g.outputs(t);
+  const auto& T = [&](sim::TensorId id) -> const sim::TensorInfo& { return g.tensors[id]; };
+  const std::int64_t H = g.model.hidden, h = H / g.plan.tp_q;
+  const bool rms = g.model.norm == sim::Norm::rmsnorm, head = task.op == Op::lm_head;
+  using K = GridPieces::Kind;
+  using cpu::gemm;
+  switch (grid_->kind[t]) {
+    case K::summa_fwd: {  // inputs {a, b, y}: y (+)= a . b (the head: a . b^T)
+      const auto& A = T(in[0]);
+      const auto& B = T(in[1]);
+      const float beta = task.chunk == 0 ? 0.0f : 1.0f;
+      if (head) gemm(false, true, A.rows, B.rows, B.cols, 1, f(in[0]), A.cols, f(in[1]), B.cols, beta, f(out[0]), B.rows);
+      else gemm(false, false, A.rows, B.cols, B.rows, 1, f(in[0]), A.cols, f(in[1]), B.cols, beta, f(out[0]), B.cols);
+      return true;
+    }
+    case K::summa_dgrad: {  // inputs {dy, b}: c = dy . b^T (the head: dy . b)
+      const auto& D = T(in[0]);
+      const auto& B = T(in[1]);
+      if (head) gemm(false, false, D.rows, B.cols, B.rows, 1, f(in[0]), D.cols, f(in[1]), B.cols, 0, f(out[0]), B.cols);
+      else gemm(false, true, D.rows, B.rows, B.cols, 1, f(in[0]), D.cols, f(in[1]), B.cols, 0, f(out[0]), B.rows);
+      return true;
+    }
+    case K::summa_wgrad: {  // inputs {a, dy}: e = a^T . dy (the head: dy^T . a)
+      const auto& A = T(in[0]);
+      const auto& E = T(out[0]);
+      if (head) gemm(true, false, E.rows, E.cols, A.rows, 1, f(in[1]), E.rows, f(in[0]), E.cols, 0, f(out[0]), E.cols);
+      else gemm(true, false, E.rows, E.cols, A.rows, 1, f(in[0]), E.rows, f(in[1]), E.cols, 0, f(out[0]), E.cols);
+      return true;
+    }
+    case K::norm_fwd:  // inputs {x, w, stats}
+      cpu::grid_norm_forward(rms, f(in[0]), f(in[1]), f(in[2]), f(out[0]), T(in[0]).rows, h, H);
+      return true;
+    case K::norm_bwd:  // inputs {dy, x, w (, residual dy)}, outputs {dx, dw}
+      cpu::grid_norm_backward(rms, f(in[0]), f(in[1]), f(in[2]), in.size() > 3 ? f(in[3]) : nullptr, f(grid_->fwd_stats[t]),
+                              f(grid_->bwd_sums[t]), f(out[0]), f(out[1]), T(in[0]).rows, h, H);
+      return true;
+    default: break;
+  }
+  if (task.op != Op::embedding) return false;
+  // vocab-parallel along the column: the column's q x T tokens against vocabulary block `row`
+  const std::size_t b = batch_index(g, task.micro, task.slice);
+  const auto& tok = column_tokens_.at(b);
+  const auto& pos = column_positions_.at(b);
+  const std::int64_t n = static_cast<std::int64_t>(tok.size());
+  if (task.phase == Phase::fwd) {  // inputs {tokens, w (, positions)}, output [q T, h/q] before the reduce-scatter
+    if (T(out[0]).rows != n) throw std::logic_error(fmt::format("{}: {} column tokens for {} rows", g.task_name(t), n, T(out[0]).rows));
+    const std::int64_t vl = T(in[1]).rows;
+    const float* pos_w = in.size() > 2 && at_.row == 0 ? f(in[2]) : nullptr;  // the reduce-scatter sums the column: added once
+    cpu::embedding_forward(tok.data(), pos.data(), f(in[1]), pos_w, at_.row * vl, vl, f(out[0]), n, h);
+  } else {  // inputs {dy gathered over the column, tokens}, outputs {d_emb (, d_pos)}
+    const std::int64_t vl = T(out[0]).rows;
+    cpu::embedding_backward(tok.data(), pos.data(), f(in[0]), f(out[0]), out.size() > 1 ? f(out[1]) : nullptr, at_.row * vl, vl, n, h);
+  }
+  return true;
 }
 
 }  // namespace

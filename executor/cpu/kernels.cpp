@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace executor::cpu {
@@ -67,6 +68,74 @@ void norm_backward(bool rms, const float* dout, const float* x, const float* w, 
     for (i64 i = 0; i < h; ++i) {
       const double xhat = (xr[i] - mean) * rstd;
       const double dxhat = static_cast<double>(dy[i]) * w[i];
+      d[i] = static_cast<float>(rstd * (dxhat - m1 - xhat * m2)) + (residual ? residual[r * h + i] : 0.0f);
+    }
+  }
+}
+
+void grid_norm_stats(bool rms, int part, const float* x, float* stats, i64 n, i64 h, i64 H) {
+  for (i64 r = 0; r < n; ++r) {
+    const float* xr = x + r * h;
+    double s = 0;
+    if (part == 0) {
+      for (i64 i = 0; i < h; ++i) s += xr[i];
+    } else {
+      const double mean = rms ? 0.0 : stats[2 * r] / static_cast<double>(H);
+      for (i64 i = 0; i < h; ++i) s += (xr[i] - mean) * (xr[i] - mean);
+    }
+    stats[2 * r + part] = static_cast<float>(s);
+  }
+}
+
+namespace {
+/// mean and 1 / std of row r from the all-reduced statistics
+std::pair<double, double> grid_moments(bool rms, const float* stats, i64 r, i64 H) {
+  const double mean = rms ? 0.0 : stats[2 * r] / static_cast<double>(H);
+  return {mean, 1.0 / std::sqrt(stats[2 * r + 1] / static_cast<double>(H) + kNormEps)};
+}
+}  // namespace
+
+void grid_norm_forward(bool rms, const float* x, const float* w, const float* stats, float* out, i64 n, i64 h, i64 H) {
+  for (i64 r = 0; r < n; ++r) {
+    const auto [mean, rstd_d] = grid_moments(rms, stats, r, H);
+    const float rstd = static_cast<float>(rstd_d);
+    const float* xr = x + r * h;
+    float* o = out + r * h;
+    for (i64 i = 0; i < h; ++i) {
+      const float xhat = (xr[i] - static_cast<float>(mean)) * rstd;
+      o[i] = xhat * w[i] + (rms ? 0.0f : w[h + i]);
+    }
+  }
+}
+
+void grid_norm_backward_sums(bool rms, const float* dout, const float* x, const float* w, const float* stats, float* sums, i64 n,
+                             i64 h, i64 H) {
+  for (i64 r = 0; r < n; ++r) {
+    const auto [mean, rstd] = grid_moments(rms, stats, r, H);
+    double s1 = 0, s2 = 0;
+    for (i64 i = 0; i < h; ++i) {
+      const double xhat = (x[r * h + i] - mean) * rstd;
+      const double dxhat = static_cast<double>(dout[r * h + i]) * w[i];
+      s1 += dxhat;
+      s2 += dxhat * xhat;
+    }
+    sums[2 * r] = static_cast<float>(s1);
+    sums[2 * r + 1] = static_cast<float>(s2);
+  }
+}
+
+void grid_norm_backward(bool rms, const float* dout, const float* x, const float* w, const float* residual, const float* stats,
+                        const float* sums, float* dx, float* dw, i64 n, i64 h, i64 H) {
+  for (i64 r = 0; r < n; ++r) {
+    const auto [mean, rstd] = grid_moments(rms, stats, r, H);
+    const double m1 = rms ? 0.0 : sums[2 * r] / static_cast<double>(H), m2 = sums[2 * r + 1] / static_cast<double>(H);
+    const float* dy = dout + r * h;
+    float* d = dx + r * h;
+    for (i64 i = 0; i < h; ++i) {
+      const double xhat = (x[r * h + i] - mean) * rstd;
+      const double dxhat = static_cast<double>(dy[i]) * w[i];
+      dw[i] += static_cast<float>(dy[i] * xhat);
+      if (!rms) dw[h + i] += dy[i];
       d[i] = static_cast<float>(rstd * (dxhat - m1 - xhat * m2)) + (residual ? residual[r * h + i] : 0.0f);
     }
   }

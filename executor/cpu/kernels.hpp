@@ -28,6 +28,20 @@ void norm_forward(bool rms, const float* x, const float* w, float* out, i64 n, i
 void norm_backward(bool rms, const float* dout, const float* x, const float* w, const float* residual, float* dx, float* dw,
                    i64 n, i64 h);
 
+/// A norm whose hidden size H is split over a 2D / 2.5D grid row (executor/grid_pieces.hpp): this
+/// rank holds h of the H columns; the row statistics stats (N, 2) are all-reduced over the row.
+/// Local part of statistic `part` (stats column part, set): 0 the sum of x; 1 the sum of
+/// (x - mean)^2 with mean = stats[., 0] / H (already all-reduced; RMSNorm: the sum of x^2).
+void grid_norm_stats(bool rms, int part, const float* x, float* stats, i64 n, i64 h, i64 H);
+/// out (N, h) = norm(x) * w[0] (+ w[1]) with mean stats[., 0] / H, variance stats[., 1] / H.
+void grid_norm_forward(bool rms, const float* x, const float* w, const float* stats, float* out, i64 n, i64 h, i64 H);
+/// The backward's local row sums (set): sums (N, 2) = (sum dxhat, sum dxhat . xhat), dxhat = dout . w.
+void grid_norm_backward_sums(bool rms, const float* dout, const float* x, const float* w, const float* stats, float* sums, i64 n,
+                             i64 h, i64 H);
+/// norm_backward's contract on the local columns, with the all-reduced sums: dx (set), dw (+=).
+void grid_norm_backward(bool rms, const float* dout, const float* x, const float* w, const float* residual, const float* stats,
+                        const float* sums, float* dx, float* dw, i64 n, i64 h, i64 H);
+
 /// GeLU (tanh approximation, as GPT-2): out = gelu(x), count elements.
 void gelu_forward(const float* x, float* out, i64 count);
 /// dx = gelu'(x) * dout (set).

@@ -345,6 +345,92 @@ TEST_CASE("the issue's pipelined commands train like tp 2 alone: 20 steps, losse
   CHECK(tasks.count("SendRecv (pp_bwd)") == 1);
 }
 
+namespace {
+
+/// tiny with its own LM head (tiny ties it, which a grid cannot run: executor/run_target.cpp):
+/// LayerNorm, GeLU, learned positions, written beside the test's outputs.
+std::string tiny_untied() {
+  const std::string path = "executor_tiny_untied.yaml";
+  std::ofstream(path) << "name: tiny-untied\nlayers: 2\nhidden: 64\nheads: 4\nkv_heads: 4\nffn_hidden: 256\nvocab: 256\nseq_len: 32\n"
+                         "norm: layernorm\nactivation: gelu\nposition: learned\ntied_embeddings: false\n";
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("2D and 2.5D grids (SUMMA, Tesseract) train like 1D tensor parallelism: losses and gradients within 1e-5") {
+  // Issue 15's bar: 2D [2,2,1] on 4 ranks and 2.5D [2,2,2] on 8 ranks, same model, seed and global
+  // batch as 1D tp 2, losses within 1e-5 relative. The grid runs the simulator's graph
+  // (sim/builder_grid.cpp): q SUMMA steps per linear, the norms' row statistics, the vocab-parallel
+  // embedding along columns, gradients summed over depth x dp - so only the order of fp32 sums
+  // differs from 1D (measured: losses <= 7e-8, gradients <= 7e-7 relative).
+  auto losses = [](const std::string& name, int np, const std::string& model, const std::string& args) {
+    REQUIRE(launch(np, fmt::format("run --model {} {} --steps 6 --quiet --out {}.json", model, args, name), name + ".log") == 0);
+    return nlohmann::json::parse(slurp(name + ".json")).at("loss").get<std::vector<double>>();
+  };
+  auto same_losses = [](const std::vector<double>& ref, const std::vector<double>& got) {
+    REQUIRE(got.size() == ref.size());
+    for (std::size_t s = 0; s < ref.size(); ++s) CHECK(std::abs(got[s] - ref[s]) / ref[s] <= 1e-5);
+  };
+  const std::string untied = tiny_untied();
+  for (const std::string& model : {std::string("tiny-llama"), untied}) {
+    CAPTURE(model);
+    const std::string tag = model == untied ? "untied" : "llama";
+    const auto ref = losses("executor_grid_1d_" + tag, 2, model, "--micro-batch 4 --tp 2");
+    // it trains (6 steps of 4 sequences): the last loss below the first
+    CHECK(ref.back() < ref.front() - 0.1);
+    same_losses(ref, losses("executor_grid_2d_" + tag, 4, model, "--micro-batch 4 --tp-layout 2d --tp-q 2"));
+    same_losses(ref, losses("executor_grid_25d_" + tag, 8, model, "--micro-batch 4 --tp-layout 2.5d --tp-q 2 --tp-d 2"));
+    // the first step's full gradients, reassembled from the grid's blocks (executor/init.hpp)
+    const Dump dref = run_dump("grid_1d_" + tag, 2, model, "--micro-batch 4 --tp 2");
+    check_same(dref, run_dump("grid_2d_" + tag, 4, model, "--micro-batch 4 --tp-layout 2d --tp-q 2"));
+    check_same(dref, run_dump("grid_25d_" + tag, 8, model, "--micro-batch 4 --tp-layout 2.5d --tp-q 2 --tp-d 2"));
+  }
+  // the column order (other communicators) with two micro-batches accumulated, 2D with data
+  // parallelism (gradients over dp in small buckets), the 2.5D column order, all against the same global batch
+  const Dump ref = run_dump("grid_1d_dp", 2, untied, "--micro-batch 2 --global-batch 4 --tp 2");
+  check_same(ref, run_dump("grid_2d_col", 4, untied, "--micro-batch 2 --global-batch 4 --tp-layout 2d --tp-q 2 --tp-grid-order col"));
+  check_same(ref, run_dump("grid_2d_dp2", 8, untied, "--micro-batch 2 --global-batch 4 --tp-layout 2d --tp-q 2 --dp-bucket-mb 0.05"));
+  check_same(ref, run_dump("grid_25d_col", 8, untied,
+                           "--micro-batch 4 --global-batch 4 --tp-layout 2.5d --tp-q 2 --tp-d 2 --tp-grid-order col"));
+}
+
+TEST_CASE("2D grid: every SUMMA broadcast and reduce is a measured task that validate compares") {
+  // tiny-llama: 2 layers x 4 linears + the LM head = 9 SUMMA products of q = 2 steps. Per product
+  // the row broadcasts its input in the forward and the weight gradient (2q), the column its
+  // weight in the forward and the input gradient (2q); the row reduces the input gradient's q
+  // partials, the column the weight gradient's: Broadcast (row) = Broadcast (col) = 9 x 4 = 36,
+  // Reduce (row) = Reduce (col) = 9 x 2 = 18.
+  const std::string plan = "--model tiny-llama --micro-batch 4 --tp-layout 2d --tp-q 2";
+  REQUIRE(launch(4, fmt::format("run {} --steps 4 --warmup 1 --quiet --out executor_grid_run.json --trace executor_grid_trace.json", plan),
+                 "executor_grid_run.log") == 0);
+  const auto j = nlohmann::json::parse(slurp("executor_grid_run.json"));
+  std::map<std::string, int> run_classes;
+  for (const auto& t : j.at("tasks")) {
+    CHECK(t.contains("start_us"));  // every task ran and was timed on rank 0
+    ++run_classes[t.at("class").get<std::string>()];
+  }
+  CHECK(run_classes["Broadcast (row)"] == 36);
+  CHECK(run_classes["Broadcast (col)"] == 36);
+  CHECK(run_classes["Reduce (row)"] == 18);
+  CHECK(run_classes["Reduce (col)"] == 18);
+  CHECK(slurp("executor_grid_trace.json").find("measured rank 3") != std::string::npos);
+  // the run's TP communication is its row and column streams
+  CHECK(j.at("overlap").at("tp_comm_busy_ms").get<double>() > 0);
+  const std::string cmd = fmt::format("timeout 60 {} validate {} --measured executor_grid_run.json --json > executor_grid_validate.json "
+                                      "2> executor_grid_validate.log",
+                                      SLICETUNE_BINARY, plan);
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const auto v = nlohmann::json::parse(slurp("executor_grid_validate.json"));
+  CHECK(v.at("measured_step_ms").get<double>() == doctest::Approx(j.at("step_time_ms").get<double>()));
+  CHECK(v.at("predicted_step_ms").get<double>() > 0);
+  std::map<std::string, int> tasks;
+  for (const auto& row : v.at("classes")) tasks[row.at("class").get<std::string>()] = row.at("tasks").get<int>();
+  CHECK(tasks["Broadcast (row)"] == 36);
+  CHECK(tasks["Reduce (col)"] == 18);
+  CHECK(tasks["AllReduce (row)"] == 2 * (2 * 2 + 2) + 2 + 1 + 1);  // norms: 2 stats fwd + 1 bwd, x 2 per layer + final; the loss
+}
+
 TEST_CASE("bad input: one-line errors naming the flag") {
   // a plan measured for one configuration cannot validate another: validate takes the run's own plan from
   // run.json, so the flags must say a different one (Megatron-style, no row slices) to be refused
@@ -362,6 +448,15 @@ TEST_CASE("bad input: one-line errors naming the flag") {
   CHECK(launch(4, "run --model tiny --pp 2 --dp 2 --global-batch 4 --zero 2 --steps 1 --quiet", "executor_bad_pp_zero.log") != 0);
   CHECK(slurp("executor_bad_pp_zero.log").find("zero=2 with pp=2: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism") !=
         std::string::npos);
+  // grids: tied embeddings (the executor's reason), ZeRO and pipelines (the plan's), the rank count
+  CHECK(launch(4, "run --model tiny --tp-layout 2d --tp-q 2 --steps 1 --quiet", "executor_bad_grid_tied.log") != 0);
+  CHECK(slurp("executor_bad_grid_tied.log").find("cannot execute tp_layout 2d with tied embeddings (model tiny)") != std::string::npos);
+  CHECK(launch(8, "run --model tiny-llama --tp-layout 2d --tp-q 2 --global-batch 8 --zero 1 --steps 1 --quiet", "executor_bad_grid_zero.log") != 0);
+  CHECK(slurp("executor_bad_grid_zero.log").find("tp_layout 2d is simulated without ZeRO (zero: 0), got zero=1") != std::string::npos);
+  CHECK(launch(8, "run --model tiny-llama --tp-layout 2d --tp-q 2 --pp 2 --steps 1 --quiet", "executor_bad_grid_pp.log") != 0);
+  CHECK(slurp("executor_bad_grid_pp.log").find("tp_layout 2d is simulated without pipeline parallelism (pp=1), got pp=2") != std::string::npos);
+  CHECK(launch(4, "run --model tiny-llama --tp-layout 2.5d --tp-q 2 --tp-d 2 --steps 1 --quiet", "executor_bad_grid_np.log") != 0);
+  CHECK(slurp("executor_bad_grid_np.log").find("--tp: tp=8 does not divide the 4 MPI ranks") != std::string::npos);
 #ifndef SLICETUNE_CUDA_PLUGIN
   CHECK(launch(1, "run --backend cuda --model tiny --steps 1", "executor_bad_cuda.log") != 0);
   CHECK(slurp("executor_bad_cuda.log").find("built without the CUDA backend") != std::string::npos);

@@ -187,6 +187,29 @@ TEST_CASE("grid placement: rows inside a node first, or columns (tp_grid_order)"
   CHECK(g.groups[*g.group_id("depth_dp")].nodes == 4);
 }
 
+TEST_CASE("grid groups contain their rank: Plan::grid_coord, the executor's communicators and the graph's groups agree") {
+  // Every rank's row group starts at (its row, column 0) and its column group at (row 0, its
+  // column), in both orders (row: tp rank = col + q row + q^2 depth; col: row + q col + q^2 depth).
+  // The column order's groups once started at the wrong coordinate (a group without its own rank).
+  for (auto order : {sim::TpGridOrder::row, sim::TpGridOrder::col}) {
+    auto p = grid(sim::TpLayout::two_five_d, 2, 2, 4);
+    p.tp_grid_order = order;
+    const auto t = target("gpt3-2.7b", p, "dgx-h100", 1);
+    sim::ModelSpec m = t.model;
+    m.layers = 1;
+    for (int rank = 0; rank < 8; ++rank) {
+      CAPTURE(rank);
+      const auto at = t.plan.grid_coord(rank);
+      const bool rows = order == sim::TpGridOrder::row;
+      CHECK(rank == (rows ? at.col + 2 * at.row : at.row + 2 * at.col) + 4 * at.depth);
+      const auto g = sim::build_step_graph(m, t.cluster, t.plan, rank);
+      const int row0 = (rows ? 2 * at.row : at.row) + 4 * at.depth, col0 = (rows ? at.col : 2 * at.col) + 4 * at.depth;
+      CHECK(g.groups[*g.group_id("row")].instance == row0);
+      CHECK(g.groups[*g.group_id("col")].instance == col0);
+    }
+  }
+}
+
 TEST_CASE("grid memory: weights / q^2 per rank, activations b s h / P as in 1D, graph and closed form agree") {
   // gpt3-2.7b, bf16: a layer's weights 12 h^2 (QKV 3h^2, out-proj h^2, FC1 and FC2 4h^2 each) and four
   // LayerNorm vectors of h; every matrix is cut into q x q blocks, every vector into q pieces
