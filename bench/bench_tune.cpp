@@ -6,17 +6,21 @@
 //      attention kernel too (issue 12), so plans with ZeRO are bounded, screened and simulated.
 //   2. the same space on 16 dgx-h200 nodes (141 GB).
 //   3. the default `slicetune tune` (gpt3-13b, one dgx-h100).
-//   bench_tune [--threads T] [--repeat N]
+//   bench_tune [--threads T] [--repeat N] [--only default|wide]
+// After the table: the wall seconds of each search phase (tuner::SearchResult::phases) of the best run.
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "hardware/cost_model.hpp"
 #include "common/memory_reuse.hpp"
 #include "tuner/search.hpp"
 
 namespace {
+
+std::vector<std::string> phases;  // one line per workload, printed after the table
 
 tuner::SearchSpace wide_space() {
   tuner::SearchSpace s;
@@ -43,6 +47,8 @@ void bench(const std::string& label, const std::string& model, const std::string
   fmt::print("{:<34} {:>8} {:>10} {:>8} {:>9} {:>6} {:>9.3f} {:>10.0f} {:>11.0f}  {}\n", label, r.considered, r.infeasible, r.pruned,
              r.screened, r.simulated_full, r.seconds, r.plans_per_second(), r.screened_per_second(),
              r.top.empty() ? std::string("no feasible plan") : sim::describe(r.top[0].plan));
+  phases.push_back(fmt::format("{:<34} {:>10.1f} {:>8.1f} {:>8.1f} {:>8.1f} {:>8.1f}", label, 1e3 * r.phases.enumerate, 1e3 * r.phases.memory,
+                               1e3 * r.phases.bound, 1e3 * r.phases.screen, 1e3 * r.phases.whole));
 }
 
 }  // namespace
@@ -50,20 +56,27 @@ void bench(const std::string& label, const std::string& model, const std::string
 int main(int argc, char** argv) {
   common::keep_freed_memory();
   int threads = 0, repeat = 3;
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--threads") threads = std::atoi(argv[i + 1]);
     else if (k == "--repeat") repeat = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--only" && (std::string(argv[i + 1]) == "default" || std::string(argv[i + 1]) == "wide")) only = argv[i + 1];
     else {
-      fmt::print(stderr, "usage: bench_tune [--threads T] [--repeat N]\n");
+      fmt::print(stderr, "usage: bench_tune [--threads T] [--repeat N] [--only default|wide]\n");
       return 2;
     }
   }
   fmt::print("bench_tune: tuner::search, {} thread(s) (0 = all cores), best of {}\n", threads, repeat);
   fmt::print("{:<34} {:>8} {:>10} {:>8} {:>9} {:>6} {:>9} {:>10} {:>11}  {}\n", "workload", "plans", "infeasible", "pruned", "screened",
              "whole", "wall (s)", "plans/s", "screened/s", "best plan");
-  bench("gpt3-175b 16x dgx-h100 (wide)", "gpt3-175b", "dgx-h100", 16, wide_space(), threads, repeat);
-  bench("gpt3-175b 16x dgx-h200 (wide)", "gpt3-175b", "dgx-h200", 16, wide_space(), threads, repeat);
-  bench("gpt3-13b 1x dgx-h100 (default)", "gpt3-13b", "dgx-h100", 1, tuner::SearchSpace{}, threads, repeat);
+  if (only != "default") {
+    bench("gpt3-175b 16x dgx-h100 (wide)", "gpt3-175b", "dgx-h100", 16, wide_space(), threads, repeat);
+    bench("gpt3-175b 16x dgx-h200 (wide)", "gpt3-175b", "dgx-h200", 16, wide_space(), threads, repeat);
+  }
+  if (only != "wide") bench("gpt3-13b 1x dgx-h100 (default)", "gpt3-13b", "dgx-h100", 1, tuner::SearchSpace{}, threads, repeat);
+  fmt::print("\nphases of the best run (wall ms):\n{:<34} {:>10} {:>8} {:>8} {:>8} {:>8}\n", "workload", "enumerate", "memory", "bound", "screen",
+             "whole");
+  for (const auto& l : phases) fmt::print("{}\n", l);
   return 0;
 }

@@ -38,10 +38,35 @@ std::int64_t optimizer_params(const sim::ModelSpec& m, const sim::Plan& p) {
 }
 }  // namespace
 
-Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
+Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const {
+  st = p.strategy;
+  bool neutral = true;
+  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack),
+               static_cast<int>(p.recompute), static_cast<int>(p.attention), {}};
+  for (const sim::Knob* k : sim::plan_knobs()) {
+    key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
+    neutral &= key.knobs.back() == k->neutral;
+  }
+  if (neutral_as_default && neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
+  key.strategy = st->name;
+  // the grid shapes the tasks as much as tp does
+  key.knobs.insert(key.knobs.end(), {static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order)});
+  return key;
+}
+
+Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
+  const sim::Strategy* st = nullptr;
+  ClassKey key = class_key(p, false, st);
+  key.recompute = -1;  // the sums below do not depend on it
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = gemm_parts_.find(key); it != gemm_parts_.end()) return it->second;
+  }
   const sim::Shapes sh(model_, p);
   auto ps = [&](const hardware::GemmOp& g) { return cost_.gemm(g).time.ps; };
-  std::int64_t layer_ps = 0, head_ps = 0;
+  GemmParts r;
+  std::int64_t& layer_ps = r.layer_ps;
+  std::int64_t& head_ps = r.head_ps;
   // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
   const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
   for (int i = 0; i < p.row_slices; ++i) {
@@ -59,6 +84,25 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
                            [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += steps * n * ps(g); });
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += steps * n * ps(g); });
   }
+  std::lock_guard lock(mu_);
+  gemm_parts_.emplace(std::move(key), r);
+  return r;
+}
+
+Duration Evaluator::cheap_lower_bound(const sim::Plan& p) const {
+  const GemmParts g = gemm_parts(p);
+  const double eff = cluster_.host.kernel_efficiency_for(p.stack);
+  // the busiest pipeline rank holds at least layers / pp of them; the head, the optimizer and the
+  // rank's other kernels only add (gemm_lower_bound counts the head and optimizer)
+  const double per_mb = p.pp > 1 ? static_cast<double>(g.layer_ps) * model_.layers / p.pp
+                                 : static_cast<double>(g.layer_ps) * model_.layers + static_cast<double>(g.head_ps);
+  // strictly below gemm_lower_bound's floor of the same sum in integers (the search relies on it)
+  return Duration::from_ps(static_cast<std::int64_t>(std::floor(per_mb * p.grad_accum_steps() / eff * (1 - 1e-9))));
+}
+
+Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
+  const GemmParts g = gemm_parts(p);
+  const std::int64_t layer_ps = g.layer_ps, head_ps = g.head_ps;
   // kernels run at host.kernel_efficiency of their modelled speed on this stack (floor: a bound)
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
   if (p.pp > 1) {  // the busiest pipeline rank's own kernels
@@ -81,18 +125,8 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
 Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
   // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
-  const sim::Strategy* st = p.strategy;
-  bool neutral = true;
-  ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack),
-               static_cast<int>(p.recompute), static_cast<int>(p.attention), {}};
-  for (const sim::Knob* k : sim::plan_knobs()) {
-    key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
-    neutral &= key.knobs.back() == k->neutral;
-  }
-  if (neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
-  key.strategy = st->name;
-  // the grid shapes the tasks as much as tp does
-  key.knobs.insert(key.knobs.end(), {static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order)});
+  const sim::Strategy* st = nullptr;
+  const ClassKey key = class_key(p, true, st);
   {
     std::lock_guard lock(mu_);
     if (auto it = bounds_.find(key); it != bounds_.end()) return it->second;

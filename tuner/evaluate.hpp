@@ -64,6 +64,12 @@ class Evaluator {
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
+  /// A bound below gemm_lower_bound (so below compute_lower_bound) that costs a map lookup: the
+  /// GEMM and attention solo time per micro-batch of the plan's class (cached), times the
+  /// micro-batches, over at least layers / pp layers per pipeline rank, without the optimizer. The
+  /// search orders and prunes by it first and computes compute_lower_bound only for the plans it
+  /// cannot prune (tuner/search.cpp).
+  Duration cheap_lower_bound(const sim::Plan& p) const;
   /// Reduced-layer estimate (see Estimate). Pipelined plans (tuner/pipeline_estimate.cpp): one
   /// micro-batch through the stage graphs of a model cut to 1 and 2 layers per virtual stage gives
   /// every pass's and transfer's time, extrapolated to the plan's layers per virtual stage; the
@@ -103,10 +109,20 @@ class Evaluator {
   };
   /// The bound of one micro-batch of a class (cached): `q` with dp 1, its recompute as given.
   ClassBound class_bound(const sim::Plan& q) const;
+  /// `p`'s class; `neutral_as_default`: a strategy whose neutral graph has the default strategy's
+  /// tasks keys as the default strategy (the graph-based bounds); `st` receives the strategy keyed.
+  ClassKey class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const;
+  /// Solo time of one micro-batch's GEMMs and attention kernels per layer and in the LM head
+  /// (gemm_lower_bound's sums), cached per class (recompute aside: it adds no GEMM to these sums).
+  struct GemmParts {
+    std::int64_t layer_ps = 0, head_ps = 0;
+  };
+  GemmParts gemm_parts(const sim::Plan& p) const;
   /// The reduced-layer estimate of `p` as it is (recompute included, applied to every layer).
   Estimate estimate_uniform(const sim::Plan& p) const;
   mutable std::mutex mu_;
   mutable std::map<ClassKey, ClassBound> bounds_;
+  mutable std::map<ClassKey, GemmParts> gemm_parts_;
 };
 
 }  // namespace tuner

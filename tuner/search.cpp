@@ -83,7 +83,10 @@ struct SaverFreeHash {
 struct Candidate {
   std::size_t index;
   Duration bound;
+  bool full = false;  ///< bound is compute_lower_bound (else cheap_lower_bound)
 };
+/// Full bounds computed together, on the search's threads.
+constexpr std::size_t kRefine = 32;
 
 // ---- estimates as bytes, for the processes of a distributed search (same program, same machine kind) ----
 template <class T>
@@ -185,6 +188,13 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     else plans.push_back(p);
   });
   const std::size_t enumerated = res.considered;
+  auto lap = [&, last = t0]() mutable {
+    const auto now = clock::now();
+    const double d = std::chrono::duration<double>(now - last).count();
+    last = now;
+    return d;
+  };
+  res.phases.enumerate = lap();
   auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
     // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
     return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
@@ -261,11 +271,23 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     }
     cand.push_back({i, Duration{}});
   }
-  parallel_for(cand.size(), res.threads, [&](std::size_t c) { cand[c].bound = ev.compute_lower_bound(plans[cand[c].index]); });
-  std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
-    return a.bound != b.bound ? a.bound < b.bound : a.index < b.index;
-  });
+  res.phases.memory = lap();
+  // Candidates are taken in the order of (compute_lower_bound, index). That bound costs graphs of
+  // 1 and 2 layers per class, so it is computed lazily: a min-heap on (bound, index) starts with
+  // every candidate's cheap_lower_bound (strictly below its compute_lower_bound); a candidate on
+  // top with only the cheap bound is pruned by it if it can no longer win (its full bound would
+  // be pruned too: thresholds only fall) or else gets its full bound and goes back. A candidate on
+  // top with its full bound comes off in exactly the order of the sorted list, so the rounds, the
+  // estimates and the counts are those of computing every bound first (tests/tuner).
+  for (auto& c : cand) c.bound = ev.cheap_lower_bound(plans[c.index]);
+  auto heap_after = [](const Candidate& a, const Candidate& b) {  // std::*_heap keep the largest on top: invert
+    return a.bound != b.bound ? a.bound > b.bound : a.index > b.index;
+  };
+  std::make_heap(cand.begin(), cand.end(), heap_after);
+  const std::size_t candidates = cand.size();
+  std::size_t decided = 0;
 
+  res.phases.bound = lap();  // the cheap bounds; the full ones are computed in the rounds below
   // ---- screening in fixed rounds with bound pruning ----
   const std::size_t keep = static_cast<std::size_t>(std::max(1, opt.top_k) + std::max(0, opt.extra_full));
   struct Screened {
@@ -294,20 +316,50 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   constexpr Duration kInf{std::numeric_limits<std::int64_t>::max()};
   std::vector<Estimate> est(kRound);
   std::vector<char> fits(kRound);
-  std::size_t pos = 0;
-  while (pos < cand.size()) {
+  std::vector<Candidate> refine;
+  while (!cand.empty()) {
     const Duration thr_all = best.size() >= keep ? best.back().est.step_time : kInf;
     const Duration thr_none = best_none.size() >= 3 ? best_none.back().est.step_time : kInf;
-    std::vector<std::size_t> batch;
-    while (pos < cand.size() && batch.size() < kRound) {
-      const auto& c = cand[pos++];
+    auto prunable = [&](const Candidate& c) {
       const sim::Plan& cp = plans[c.index];
       const bool none = cp.strategy->baseline && !cp.grid_tp();
       const auto layout = best_of_layout.find(cp.tp_layout);
       const Duration thr_own = cp.grid_tp() ? (layout != best_of_layout.end() ? layout->second.est.step_time : kInf)
                                : best_of_strategy[strategy_index(cp)] ? best_of_strategy[strategy_index(cp)]->est.step_time
                                                                       : kInf;
-      if (opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none) && c.bound >= thr_own) {
+      return opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none) && c.bound >= thr_own;
+    };
+    std::vector<std::size_t> batch;
+    while (!cand.empty() && batch.size() < kRound) {
+      if (!cand.front().full) {
+        // the next candidates on top with cheap bounds: pruned by them, or their full bounds computed
+        refine.clear();
+        while (!cand.empty() && !cand.front().full && refine.size() < kRefine) {
+          std::pop_heap(cand.begin(), cand.end(), heap_after);
+          const Candidate c = cand.back();
+          cand.pop_back();
+          if (prunable(c)) {
+            ++res.pruned;
+            ++decided;
+          } else {
+            refine.push_back(c);
+          }
+        }
+        parallel_for(refine.size(), res.threads, [&](std::size_t k) {
+          refine[k].bound = ev.compute_lower_bound(plans[refine[k].index]);
+          refine[k].full = true;
+        });
+        for (const Candidate& c : refine) {
+          cand.push_back(c);
+          std::push_heap(cand.begin(), cand.end(), heap_after);
+        }
+        continue;
+      }
+      std::pop_heap(cand.begin(), cand.end(), heap_after);
+      const Candidate c = cand.back();
+      cand.pop_back();
+      ++decided;
+      if (prunable(c)) {
         ++res.pruned;
         continue;
       }
@@ -370,9 +422,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       auto& own = best_of_strategy[strategy_index(plans[i])];
       if (!own || better(s, *own)) own = s;
     }
-    if (opt.progress) opt.progress({pos, cand.size(), std::chrono::duration<double>(clock::now() - t0).count()});
+    if (opt.progress) opt.progress({decided, candidates, std::chrono::duration<double>(clock::now() - t0).count()});
   }
 
+  res.phases.screen = lap();
   // ---- whole-model simulations of the finalists ----
   std::vector<Screened> finalists = best;
   auto add_finalist = [&](const Screened& s) {
@@ -388,6 +441,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     full[f] = RankedPlan{finalists[f].index, plans[finalists[f].index], finalists[f].est, ev.simulate(plans[finalists[f].index])};
   });
   res.simulated_full = full.size();
+  res.phases.whole = lap();
   for (const auto& r : full)
     res.max_screen_error = std::max(res.max_screen_error, std::abs(r.estimate.step_time.s() - r.report.step_time.s()) / r.report.step_time.s());
   std::sort(full.begin(), full.end(), [](const RankedPlan& a, const RankedPlan& b) {
