@@ -1,6 +1,7 @@
 #include "sim/memory.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -70,87 +71,46 @@ MemoryEstimate estimate_memory(const StepGraph& g, const hardware::ClusterSpec& 
   return r;
 }
 
-MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const MemoryStage& st) {
+PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : m_(m), p_(p) {
   const Shapes sh(m, p);
-  MemoryEstimate r;
-  r.capacity = c.gpu.hbm_capacity_bytes;
-  r.reserve_fraction = c.memory.fragmentation_reserve;
-  r.cuda_context = c.memory.cuda_context_bytes;
-  const double e = common::dtype_bytes(sh.act_dtype), h = static_cast<double>(sh.h);
-  const bool zero = p.dp > 1;  // ZeRO shards over dp ranks; at dp 1 every stage is stage 0
+  capacity_ = c.gpu.hbm_capacity_bytes;
+  reserve_fraction_ = c.memory.fragmentation_reserve;
+  cuda_context_ = c.memory.cuda_context_bytes;
+  e_ = common::dtype_bytes(sh.act_dtype);
+  const double e = e_, h = static_cast<double>(sh.h);
+  fp32_ = sh.act_dtype == common::DType::fp32;
+  layer_params_ = static_cast<double>(sh.layer_params());
+  embedding_params_ = static_cast<double>(sh.embedding().params() + sh.positions().params());
+  final_norm_params_ = static_cast<double>(sh.final_norm().params());
+  lm_head_params_ = static_cast<double>(sh.lm_head().params());
 
-  // ---- model state: parameters x bytes
-  double params = static_cast<double>(sh.layer_params()) * st.layers;
-  if (st.embedding) params += static_cast<double>(sh.embedding().params() + sh.positions().params());
-  if (st.head) params += static_cast<double>(sh.final_norm().params() + (m.tied_embeddings && st.embedding ? 0 : sh.lm_head().params()));
-  const double dp = p.dp;
-  const bool sh_w = zero && p.shards_weights(), sh_g = zero && p.shards_gradients(), sh_o = zero && p.shards_optimizer();
-  r.weights = params * e / (sh_w ? dp : 1.0);
-  if (sh_w) {
-    // the root unit (embedding, positions, final norm, head) stays gathered; two layers at once
-    double root = 0;
-    if (st.embedding) root += static_cast<double>(sh.embedding().params() + sh.positions().params());
-    if (st.head) root += static_cast<double>(sh.final_norm().params() + (m.tied_embeddings && st.embedding ? 0 : sh.lm_head().params()));
-    r.gathered_weights = e * (root + std::min(2, st.layers) * static_cast<double>(sh.layer_params()));
-  }
-  r.gradients = 4.0 * params / (sh_g ? dp : 1.0);
-  const double state_per_param = (sh.act_dtype == common::DType::fp32 ? 0.0 : 4.0) + 8.0;  // master copy, Adam m and v
-  r.optimizer = state_per_param * params / (sh_o ? dp : 1.0);
-
-  // ---- activations of one micro-batch (Korthikanti et al. 2022 per recompute mode)
+  // ---- activations of one micro-batch (Korthikanti et al. 2022 per recompute mode), per layer
   const auto slices = slice_shapes(p);
-  const double layer = layer_activation_bytes(m, p);
-  double checkpoint = 0, aux = 0, ctx_aux_max = 0;  // per layer: its input; what attention keeps; selective's recompute
+  layer_ = layer_activation_bytes(m, p);
   for (const auto& s : slices) {
     const double T = static_cast<double>(s.batch * s.seq);
-    checkpoint += e * rows(p, s) * h;
+    checkpoint_ += e * rows(p, s) * h;
     const double a = attention_aux_bytes(m, p, sh, s);
-    aux += a;
-    ctx_aux_max += e * T * static_cast<double>(sh.A) + a;
+    aux_ += a;
+    ctx_aux_max_ += e * T * static_cast<double>(sh.A) + a;
   }
-  double per_mb = 0;
-  MemoryStage stage = st;
-  Plan q = p;  // chunks of this stage's layers
-  const auto chunks = recompute_chunks(q, stage.layers);
-  const int rc_layers = recomputed_layers(q, stage.layers);
-  switch (p.recompute) {
-    case Recompute::none: per_mb = layer * st.layers; break;
-    case Recompute::selective:
-      per_mb = (layer - aux) * st.layers;
-      r.recomputed = ctx_aux_max;
-      break;
-    case Recompute::full: {
-      int largest = 0;
-      for (const auto& k : chunks) largest = std::max(largest, k.layers());
-      per_mb = layer * (st.layers - rc_layers) + checkpoint * static_cast<double>(chunks.size());
-      r.recomputed = layer * largest - checkpoint;  // the chunk's tensors but its input, which is kept anyway
-      break;
-    }
-  }
-  if (st.head) per_mb += 2.0 * checkpoint;  // the final norm's input and output (sequence-sharded under SP)
-  r.activations = per_mb * std::max(1, st.in_flight);
 
-  // ---- the largest op's transient buffers (one slice)
+  // ---- the largest op's transient buffers (one slice), with and without the head
   for (const auto& s : slices) {
     const double T = static_cast<double>(s.batch * s.seq);
     const auto att = sh.attention(s.batch, s.seq, s.q_offset, true);
-    double t = e * T * static_cast<double>(sh.F + sh.F1);  // activation backward: its input and output gradients
-    if (st.head) t = std::max(t, 8.0 * T * static_cast<double>(sh.V));  // fp32 logits and their gradient at the loss
-    if (hardware::materialises_scores(p.attention)) t = std::max(t, 2.0 * e * att.score_elements());  // dP and dS
-    else t = std::max(t, 4.0 * T * static_cast<double>(sh.A));  // flash backward's fp32 dQ accumulator
-    r.temporaries = std::max(r.temporaries, t);
+    const double act = e * T * static_cast<double>(sh.F + sh.F1);  // activation backward: its input and output gradients
+    const double logits = 8.0 * T * static_cast<double>(sh.V);      // fp32 logits and their gradient at the loss
+    const double attn = hardware::materialises_scores(p.attention) ? 2.0 * e * att.score_elements()  // dP and dS
+                                                                   : 4.0 * T * static_cast<double>(sh.A);  // flash backward's fp32 dQ accumulator
+    temporaries_[0] = std::max(temporaries_[0], std::max(act, attn));
+    temporaries_[1] = std::max(temporaries_[1], std::max(std::max(act, logits), attn));
   }
 
   // ---- communication buffers
-  if (zero && p.zero >= 2) {
-    // full-size fp32 gradients of a bucket (ZeRO-3: a layer) until reduce-scattered; two in flight
-    const double bucket = p.shards_weights() ? 4.0 * static_cast<double>(sh.layer_params())
-                                             : std::min(p.dp_bucket_mb * 1e6, 4.0 * params);
-    r.dp_buckets = 2.0 * bucket;
-  }
   const int tp_nodes = std::max(1, p.tp / c.node.gpus_per_node);
   const int dp_nodes = std::max(1, c.nodes / tp_nodes);
-  r.nccl = hardware::nccl_buffer_bytes(c, p.tp, tp_nodes) + hardware::nccl_buffer_bytes(c, p.dp, dp_nodes);
+  nccl_ = hardware::nccl_buffer_bytes(c, p.tp, tp_nodes) + hardware::nccl_buffer_bytes(c, p.dp, dp_nodes);
   if (p.grid_tp()) {
     // a grid rank's communicators: its row and column (q ranks each), depth x dp for the gradients.
     // The row's q ranks are adjacent in rank order (TpGridOrder::row; col: the column's); the other
@@ -158,20 +118,105 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& 
     const int q = p.tp_q, gpn = c.node.gpus_per_node;
     const int inner = std::max(1, q / gpn), outer = std::max(1, std::min(q, q * q / gpn));
     const int grad_nodes = std::max(1, std::min(p.tp_d * p.dp, static_cast<int>(c.nodes)));
-    r.nccl = hardware::nccl_buffer_bytes(c, q, inner) + hardware::nccl_buffer_bytes(c, q, outer) +
-             hardware::nccl_buffer_bytes(c, p.tp_d * p.dp, grad_nodes);
+    nccl_ = hardware::nccl_buffer_bytes(c, q, inner) + hardware::nccl_buffer_bytes(c, q, outer) +
+            hardware::nccl_buffer_bytes(c, p.tp_d * p.dp, grad_nodes);
     // SUMMA's double buffers: two received input blocks and two weight blocks of the widest linear
     // (FC1 forward: [T, h/q] and [h/q, F1]; the head's [h/q, vocab/q] where it is wider)
-    double buffers = 0;
-    for (const auto& s : slices) {
-      const double T = static_cast<double>(s.batch * s.seq);
-      const double wide = static_cast<double>(std::max(sh.F1, st.head ? sh.V : std::int64_t{0}));
-      buffers = std::max(buffers, 2.0 * e * (T * h + h * wide));
-    }
-    r.temporaries = std::max(r.temporaries, buffers);
+    for (int head = 0; head < 2; ++head)
+      for (const auto& s : slices) {
+        const double T = static_cast<double>(s.batch * s.seq);
+        const double wide = static_cast<double>(std::max(sh.F1, head ? sh.V : std::int64_t{0}));
+        grid_buffers_[head] = std::max(grid_buffers_[head], 2.0 * e * (T * h + h * wide));
+      }
   }
-  if (c.gpu.arch == hardware::GpuArch::cpu) r.nccl = 0;  // MPI on the CPU backend
+  if (c.gpu.arch == hardware::GpuArch::cpu) nccl_ = 0;  // MPI on the CPU backend
+}
+
+MemoryEstimate PlanMemory::stage(const MemoryStage& st) const {
+  const Plan& p = p_;
+  MemoryEstimate r;
+  r.capacity = capacity_;
+  r.reserve_fraction = reserve_fraction_;
+  r.cuda_context = cuda_context_;
+  const double e = e_;
+  const bool zero = p.dp > 1;  // ZeRO shards over dp ranks; at dp 1 every stage is stage 0
+
+  // ---- model state: parameters x bytes
+  double params = layer_params_ * st.layers;
+  if (st.embedding) params += embedding_params_;
+  if (st.head) params += final_norm_params_ + (m_.tied_embeddings && st.embedding ? 0 : lm_head_params_);
+  const double dp = p.dp;
+  const bool sh_w = zero && p.shards_weights(), sh_g = zero && p.shards_gradients(), sh_o = zero && p.shards_optimizer();
+  r.weights = params * e / (sh_w ? dp : 1.0);
+  if (sh_w) {
+    // the root unit (embedding, positions, final norm, head) stays gathered; two layers at once
+    double root = 0;
+    if (st.embedding) root += embedding_params_;
+    if (st.head) root += final_norm_params_ + (m_.tied_embeddings && st.embedding ? 0 : lm_head_params_);
+    r.gathered_weights = e * (root + std::min(2, st.layers) * layer_params_);
+  }
+  r.gradients = 4.0 * params / (sh_g ? dp : 1.0);
+  const double state_per_param = (fp32_ ? 0.0 : 4.0) + 8.0;  // master copy, Adam m and v
+  r.optimizer = state_per_param * params / (sh_o ? dp : 1.0);
+
+  // ---- activations of one micro-batch (Korthikanti et al. 2022 per recompute mode)
+  double per_mb = 0;
+  switch (p.recompute) {
+    case Recompute::none: per_mb = layer_ * st.layers; break;
+    case Recompute::selective:
+      per_mb = (layer_ - aux_) * st.layers;
+      r.recomputed = ctx_aux_max_;
+      break;
+    case Recompute::full: {
+      // chunks of this stage's layers
+      const auto chunks = recompute_chunks(p, st.layers);
+      const int rc_layers = recomputed_layers(p, st.layers);
+      int largest = 0;
+      for (const auto& k : chunks) largest = std::max(largest, k.layers());
+      per_mb = layer_ * (st.layers - rc_layers) + checkpoint_ * static_cast<double>(chunks.size());
+      r.recomputed = layer_ * largest - checkpoint_;  // the chunk's tensors but its input, which is kept anyway
+      break;
+    }
+  }
+  if (st.head) per_mb += 2.0 * checkpoint_;  // the final norm's input and output (sequence-sharded under SP)
+  r.activations = per_mb * std::max(1, st.in_flight);
+
+  // ---- the largest op's transient buffers (one slice)
+  r.temporaries = temporaries_[st.head ? 1 : 0];
+
+  // ---- communication buffers
+  if (zero && p.zero >= 2) {
+    // full-size fp32 gradients of a bucket (ZeRO-3: a layer) until reduce-scattered; two in flight
+    const double bucket = p.shards_weights() ? 4.0 * layer_params_ : std::min(p.dp_bucket_mb * 1e6, 4.0 * params);
+    r.dp_buckets = 2.0 * bucket;
+  }
+  r.nccl = nccl_;
+  if (p.grid_tp()) r.temporaries = std::max(r.temporaries, grid_buffers_[st.head ? 1 : 0]);
   return r;
+}
+
+MemoryKey memory_key(const Plan& p) {
+  MemoryKey k;
+  const bool buckets = p.zero >= 2;  // the bucket size sizes dp_buckets only under ZeRO-2 (ZeRO-3: a layer)
+  k.fields = {p.tp, static_cast<std::int64_t>(p.tp_layout), p.tp_q, p.tp_d, p.dp, p.pp, p.vp, static_cast<std::int64_t>(p.schedule),
+              p.micro_batch, p.global_batch, p.seq_len, static_cast<std::int64_t>(p.dtype), p.sequence_parallel, p.row_slices,
+              static_cast<std::int64_t>(p.row_axis), static_cast<std::int64_t>(p.recompute), static_cast<std::int64_t>(p.recompute_method),
+              p.recompute_layers, p.zero, static_cast<std::int64_t>(p.attention),
+              buckets ? static_cast<std::int64_t>(std::llround(p.dp_bucket_mb * 1e6)) : -1};
+  k.pipeline_layers = p.pipeline_layers;
+  return k;
+}
+
+std::size_t MemoryKeyHash::operator()(const MemoryKey& k) const {
+  std::size_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (std::int64_t v : k.fields) mix(static_cast<std::uint64_t>(v));
+  for (int v : k.pipeline_layers) mix(static_cast<std::uint64_t>(v));
+  return h;
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, const MemoryStage& st) {
+  return PlanMemory(m, c, p).stage(st);
 }
 
 std::vector<char> saved_activations(const StepGraph& g) {

@@ -20,6 +20,7 @@
 // A pipeline stage plugs in through MemoryStage: which layers it holds, whether it holds the
 // embedding and the head, and how many micro-batches' activations it keeps at once.
 #pragma once
+#include <array>
 #include <vector>
 #include <cstdint>
 
@@ -68,6 +69,43 @@ struct MemoryEstimate {
 /// (pp > 1): the stage that needs the most (worst_stage_memory).
 MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
 MemoryEstimate estimate_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, const MemoryStage& stage);
+
+/// @brief The closed form split in two: what depends on the plan alone (shapes, per-layer
+/// activation bytes, transient and communication buffers), computed once, and each MemoryStage's
+/// arithmetic on it (stage). estimate_memory(model, cluster, plan, stage) is
+/// PlanMemory(model, cluster, plan).stage(stage); a pipelined plan's stages share one. Keeps
+/// references to `model` and `plan`: they must outlive it.
+class PlanMemory {
+ public:
+  PlanMemory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
+  MemoryEstimate stage(const MemoryStage& stage) const;
+
+ private:
+  const ModelSpec& m_;
+  const Plan& p_;
+  double capacity_ = 0, reserve_fraction_ = 0, cuda_context_ = 0;
+  double e_ = 0;  ///< bytes per activation element
+  bool fp32_ = false;
+  double layer_params_ = 0, embedding_params_ = 0, final_norm_params_ = 0, lm_head_params_ = 0;
+  double layer_ = 0, checkpoint_ = 0, aux_ = 0, ctx_aux_max_ = 0;  ///< per layer, all row slices
+  double temporaries_[2] = {0, 0};   ///< [holds the head]
+  double grid_buffers_[2] = {0, 0};  ///< SUMMA's double buffers [holds the head]
+  double nccl_ = 0;
+};
+
+/// @brief The Plan fields estimate_memory(model, cluster, plan) reads, and only those: plans with
+/// equal keys need the same memory (the strategy, its knobs but row slicing, column chunks, the
+/// stack and the grid order do not change it; the bucket size only under ZeRO-2). The tuner prices
+/// each distinct key once (tests/tuner check that every field left out leaves the estimate as it is).
+struct MemoryKey {
+  std::array<std::int64_t, 21> fields{};
+  std::vector<int> pipeline_layers;
+  bool operator==(const MemoryKey&) const = default;
+};
+MemoryKey memory_key(const Plan& plan);
+struct MemoryKeyHash {
+  std::size_t operator()(const MemoryKey& k) const;
+};
 
 /// @brief Saved-activation bytes of one transformer layer for one micro-batch as the plan runs it
 /// without recompute: its input and the attention residual's output, both norm outputs

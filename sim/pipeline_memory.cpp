@@ -31,10 +31,11 @@ const std::vector<std::vector<int>>& frontier(const Plan& p, int stage) {
   return cache.emplace(key, std::move(f)).first->second;  // std::map: references stay valid
 }
 
-/// The stage's model chunks as MemoryStages (one micro-batch in flight each).
-std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int stage) {
-  const auto vs = virtual_stage_layers(m, p);
+/// The stage's model chunks as MemoryStages (one micro-batch in flight each); `vs`: the plan's
+/// virtual_stage_layers.
+std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int stage, const std::vector<LayerRange>& vs) {
   std::vector<MemoryStage> out;
+  out.reserve(static_cast<std::size_t>(p.vp));
   for (int c = 0; c < p.vp; ++c) {
     const LayerRange& r = vs[static_cast<std::size_t>(c * p.pp + stage)];
     out.push_back({.layers = r.size(), .embedding = r.first == 0, .head = r.end == m.layers, .in_flight = 1});
@@ -47,18 +48,16 @@ std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int sta
 /// asks for the worst stage of tens of thousands of plans.
 class StageMemo {
  public:
-  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : m_(m), c_(c), p_(p) {}
+  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : plan_(m, c, p) {}
   const MemoryEstimate& operator()(const MemoryStage& st) {
     for (const auto& [k, v] : seen_)
       if (k.layers == st.layers && k.embedding == st.embedding && k.head == st.head && k.in_flight == st.in_flight) return v;
-    seen_.emplace_back(st, estimate_memory(m_, c_, p_, st));
+    seen_.emplace_back(st, plan_.stage(st));
     return seen_.back().second;
   }
 
  private:
-  const ModelSpec& m_;
-  const hardware::ClusterSpec& c_;
-  const Plan& p_;
+  PlanMemory plan_;  // what the stages share
   std::vector<std::pair<MemoryStage, MemoryEstimate>> seen_;
 };
 
@@ -85,8 +84,8 @@ MemoryEstimate stage_memory(StageMemo& memo, const Plan& p, int stage, const std
   return r;
 }
 
-MemoryEstimate stage_memory(StageMemo& memo, const ModelSpec& m, const Plan& p, int stage) {
-  const auto chunks = chunk_stages(m, p, stage);
+MemoryEstimate stage_memory(StageMemo& memo, const ModelSpec& m, const Plan& p, int stage, const std::vector<LayerRange>& vs) {
+  const auto chunks = chunk_stages(m, p, stage, vs);
   std::vector<double> bytes;
   bytes.reserve(chunks.size());
   for (const auto& ch : chunks) bytes.push_back(memo(ch).activations);
@@ -97,14 +96,15 @@ MemoryEstimate stage_memory(StageMemo& memo, const ModelSpec& m, const Plan& p, 
 
 MemoryEstimate estimate_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, int stage) {
   StageMemo memo(m, c, p);
-  return stage_memory(memo, m, p, stage);
+  return stage_memory(memo, m, p, stage, virtual_stage_layers(m, p));
 }
 
 MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
   StageMemo memo(m, c, p);
-  MemoryEstimate worst = stage_memory(memo, m, p, 0);
+  const auto vs = virtual_stage_layers(m, p);
+  MemoryEstimate worst = stage_memory(memo, m, p, 0, vs);
   for (int s = 1; s < p.pp; ++s) {
-    MemoryEstimate e = stage_memory(memo, m, p, s);
+    MemoryEstimate e = stage_memory(memo, m, p, s, vs);
     if (e.total() > worst.total()) worst = e;
   }
   return worst;
@@ -121,7 +121,7 @@ MemoryEstimate estimate_stage_memory(const StepGraph& g, const hardware::Cluster
   }
   const int stage = pipeline_position(p, g.rank).stage;
   StageMemo memo(g.model, c, p);
-  return stage_memory(memo, p, stage, chunk_stages(g.model, p, stage), bytes);
+  return stage_memory(memo, p, stage, chunk_stages(g.model, p, stage, virtual_stage_layers(g.model, p)), bytes);
 }
 
 }  // namespace sim

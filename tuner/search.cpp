@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "common/config_error.hpp"
+#include "sim/memory.hpp"
 #include "sim/strategy.hpp"
 
 namespace tuner {
@@ -164,17 +165,22 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
   // the example of a memory refusal is the plan closest to fitting (smallest excess; first on ties)
   double closest = std::numeric_limits<double>::infinity();
-  auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, std::string msg, double over = 0) {
+  // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples)
+  auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, auto&& msg, double over = 0) {
+    auto text = [&]() -> std::string {
+      if constexpr (std::is_invocable_v<decltype(msg)>) return msg();
+      else return std::string(msg);
+    };
     if (const std::size_t si = strategy_index(p); si < refused_of.size()) {
       auto& [n, first] = refused_of[si][static_cast<int>(r)];
-      if (n++ == 0) first = msg;
+      if (n++ == 0) first = text();
     }
     auto& f = refused[static_cast<int>(r)];
     const bool better = r == sim::Infeasibility::memory && over < closest;
     if (f.count++ == 0 || better) {
       f.reason = r;
       f.example = p;
-      f.message = std::move(msg);
+      f.message = text();
       if (r == sim::Infeasibility::memory) closest = over;
     }
     ++res.infeasible;
@@ -204,8 +210,22 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                        cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
   };
 
+  // memory of each distinct sim::memory_key (most plans differ from another only in what leaves
+  // memory as it is: the strategy and its knobs), priced once
   std::vector<sim::MemoryEstimate> mem(plans.size());
-  parallel_for(plans.size(), res.threads, [&](std::size_t i) { mem[i] = sim::estimate_memory(model, cluster, plans[i]); });
+  {
+    std::unordered_map<sim::MemoryKey, std::size_t, sim::MemoryKeyHash> first_of;
+    first_of.reserve(plans.size());
+    std::vector<std::size_t> same(plans.size()), distinct;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const auto [it, fresh] = first_of.try_emplace(sim::memory_key(plans[i]), i);
+      if (fresh) distinct.push_back(i);
+      same[i] = it->second;
+    }
+    parallel_for(distinct.size(), res.threads, [&](std::size_t k) { mem[distinct[k]] = sim::estimate_memory(model, cluster, plans[distinct[k]]); });
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      if (same[i] != i) mem[i] = mem[same[i]];
+  }
   // Memory savers only cost time where a plan fits without them. Among plans alike but for them
   // (same layout, strategy, knobs, kernel, buckets): with a ZeRO stage and recompute mode that
   // fits, more recompute (none < selective < full) at that stage, and a higher stage >= 2 at that
@@ -222,6 +242,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     groups[it->second].push_back(i);
   }
   std::vector<char> dominated(plans.size(), 0);
+  // block recompute: per memory key of a full-recompute plan, the fewest layers that fit and that plan's memory
+  std::unordered_map<sim::MemoryKey, std::pair<int, sim::MemoryEstimate>, sim::MemoryKeyHash> fewest_of;
   const std::size_t plans_checked = plans.size();  // the block-recompute plans added below are considered too
   for (auto& members : groups) {
     // fits[zero][recompute]
@@ -243,17 +265,27 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       if (fit[p.zero][static_cast<int>(sim::Recompute::none)] >= 0) continue;
       sim::Plan q = p;
       q.recompute_method = sim::RecomputeMethod::block;
-      int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        q.recompute_layers = mid;
-        if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
-        else lo = mid + 1;
+      // the fewest layers depend only on the memory key (plans differing in the strategy alone search alike)
+      const auto [known, fresh] = fewest_of.try_emplace(sim::memory_key(p));
+      if (fresh) {
+        int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          q.recompute_layers = mid;
+          if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
+          else lo = mid + 1;
+        }
+        known->second.first = lo;
+        if (lo < model.layers) {
+          q.recompute_layers = lo;
+          known->second.second = sim::estimate_memory(model, cluster, q);
+        }
       }
+      const int lo = known->second.first;
       if (lo >= model.layers) continue;
       q.recompute_layers = lo;
       plans.push_back(q);
-      mem.push_back(sim::estimate_memory(model, cluster, q));
+      mem.push_back(known->second.second);
       dominated.push_back(0);
       dominated[i] = 1;  // the same plan recomputing more layers
     }
@@ -262,7 +294,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::vector<Candidate> cand;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     if (!mem[i].fits()) {
-      refuse(plans[i], sim::Infeasibility::memory, memory_message(plans[i], mem[i]), mem[i].over());
+      refuse(plans[i], sim::Infeasibility::memory, [&] { return memory_message(plans[i], mem[i]); }, mem[i].over());
       continue;
     }
     if (dominated[i]) {
