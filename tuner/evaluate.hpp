@@ -50,10 +50,11 @@ class Evaluator {
   /// A lower bound of the step time. Per micro-batch, the engine can neither run the compute
   /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
   /// kernel before the host has issued it (launch cost x launches, in graph order). Both sums are
-  /// linear in the layer count, so they are taken from graphs of 1 and 2 layers and extrapolated,
-  /// once per plan class (strategy and its knobs, tp, micro-batch, SP, sequence, dtype, stack,
-  /// recompute mode, attention kernel: every dp, ZeRO stage and bucket size share the class; a
-  /// recomputed layer adds what a layer recomputed adds in graphs of 1 and 2 layers). Bound =
+  /// linear in the layer count (every layer's tasks are alike), so they are taken from a graph of
+  /// one layer - its layer's tasks times the layers, plus the rest - once per plan class (strategy
+  /// and its knobs, tp, micro-batch, SP, sequence, dtype, stack, recompute mode, attention kernel:
+  /// every dp, ZeRO stage and bucket size share the class; a recomputed layer adds what a layer
+  /// recomputed adds). Bound =
   /// (accum - 1) x max(compute, host) + max(compute + optimizer, host), the optimizer over this
   /// rank's ZeRO shard. Pipelined plans: per pipeline rank r, its own work m x W_r
   /// cannot start before micro-batch 0 has passed the virtual stages below it nor end before the

@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "hardware/cost_model.hpp"
+#include "sim/cost_table.hpp"
 #include "sim/step_graph.hpp"
 #include "tests/tuner/toy.hpp"
 #include "tuner/evaluate.hpp"
@@ -172,4 +175,70 @@ TEST_CASE("the search's cheap bound is strictly below the full bound on every fe
   MESSAGE(checked << " plans checked");
   CHECK(checked > 1000);
   CHECK(strict == checked);
+}
+
+TEST_CASE("a graph of 2 layers adds exactly the tasks of the 1-layer graph's layer (the class bound's premise)") {
+  // Evaluator::class_bound prices a class from one graph of one layer: the layer's compute-stream
+  // solo time and launches times the layer count, plus the rest. That needs a second layer to add
+  // exactly what the first layer's tasks cost, for every strategy, slicing, recompute mode and
+  // grid the search builds. Checked on every 64th plan of the default space that passes
+  // check_plan, and every grid plan, each made into its class's plan as class_bound makes it
+  // (dp 1, pp 1, no ZeRO, one micro-batch, full recompute of every layer); exact (integer
+  // picoseconds summed in doubles).
+  const auto m = sim::load_model("gpt3-13b");
+  auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  tuner::SearchSpace s;
+  s.global_batch = 32;
+  const std::int64_t launch = c.host.launch_for(hardware::Stack::eager).ps;
+  struct Sums {
+    double compute = 0, launches = 0, layer_compute = 0, layer_launches = 0;
+  };
+  auto sums = [&](const sim::Plan& q, int layers) {
+    sim::ModelSpec mm = m;
+    mm.layers = layers;
+    const sim::StepGraph g = sim::build_step_graph(mm, c, q);
+    Sums r;
+    for (const auto& t : g.tasks) {
+      if (t.once_per_step || t.step_start) continue;
+      const double l = static_cast<double>(launch * t.launches);
+      r.launches += l;
+      if (t.layer >= 0) r.layer_launches += l;
+      if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
+      const double solo = static_cast<double>(sim::solo_time(*cost, t, q.stack).ps);
+      r.compute += solo;
+      if (t.layer >= 0) r.layer_compute += solo;
+    }
+    return r;
+  };
+  std::size_t checked = 0, seen = 0;
+  std::set<std::string> strategies;
+  tuner::enumerate_plans(m, c, s, [&](const sim::Plan& p) {
+    if (sim::check_plan(m, c, p) || (seen++ % 64 != 0 && !p.grid_tp())) return;  // every grid plan (they are few)
+    sim::Plan q = p;
+    q.dp = 1;
+    q.zero = 0;
+    q.global_batch = q.micro_batch;
+    q.recompute_method = sim::RecomputeMethod::uniform;
+    q.recompute_layers = 1;
+    q.pp = 1;
+    q.vp = 1;
+    q.schedule = sim::PipelineSchedule::one_f_one_b;
+    q.pipeline_layers.clear();
+    q.p2p_overlap = false;
+    const Sums one = sums(q, 1), two = sums(q, 2);
+    const std::string d = sim::describe(q);
+    CAPTURE(d);
+    CHECK(two.compute - one.compute == one.layer_compute);
+    CHECK(two.launches - one.launches == one.layer_launches);
+    CHECK(two.layer_compute - one.layer_compute == one.layer_compute);
+    CHECK(two.layer_launches - one.layer_launches == one.layer_launches);
+    strategies.insert(std::string(q.strategy->name) + (q.grid_tp() ? " grid" : ""));
+    ++checked;
+  });
+  std::string names;
+  for (const auto& n : strategies) names += n + "; ";
+  MESSAGE(checked << " plans checked, strategies / layouts: " << names);
+  CHECK(checked > 100);
+  CHECK(strategies.size() >= 6);  // none, domino, te-pipelined, async-tp, te-bulk, and a grid
 }
