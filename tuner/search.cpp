@@ -17,6 +17,7 @@
 
 #include "common/config_error.hpp"
 #include "sim/memory.hpp"
+#include "tuner/pricing_cache.hpp"
 #include "sim/strategy.hpp"
 
 namespace tuner {
@@ -150,7 +151,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                                             hardware::to_string(space.stack)));
   SearchResult res;
   res.threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const Evaluator ev(model, cluster, cost);
+  // every GEMM and attention shape priced once for the whole search (the bounds' class graphs, the
+  // screening and the whole simulations ask for the same few thousand shapes again and again)
+  const PricingCache priced(cost);
+  const Evaluator ev(model, cluster, priced);
   const Distribution& dist = opt.distribution;
   if (dist.size > 1 && (!dist.allgather || dist.rank < 0 || dist.rank >= dist.size))
     throw std::invalid_argument("tuner::search: a distribution needs an all-gather and a rank in [0, size)");
