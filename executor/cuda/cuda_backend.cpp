@@ -34,7 +34,9 @@ class CudaBackend final : public Backend {
     device_->prepare(g, plan_, setup);
   }
 
-  void begin_micro_batch(const Batch& batch) override { device_->begin_micro_batch(batch.tokens, batch.targets, batch.positions); }
+  void begin_micro_batch(const Batch& batch) override {
+    device_->begin_micro_batch(batch.tokens, batch.targets, batch.positions, batch.column_tokens, batch.column_positions);
+  }
 
   void issue(std::uint32_t t, std::span<const std::uint32_t> waits) override { device_->issue(t, waits); }
 

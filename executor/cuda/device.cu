@@ -16,6 +16,7 @@
 #include "executor/cuda/device.hpp"
 #include "executor/cuda/elementwise.cuh"
 #include "executor/cuda/flash_attention.cuh"
+#include "executor/cuda/grid.cuh"
 #include "executor/cuda/zero_buckets.cuh"
 #include "executor/cuda/launch_plan.hpp"
 #include "executor/cuda/matmul.cuh"
@@ -150,6 +151,8 @@ class GpuDevice final : public Device {
     if (dp_comm_) ncclCommDestroy(dp_comm_);
     for (auto& [key, c] : pipe_comm_) if (c) ncclCommDestroy(c);
     if (embd_comm_) ncclCommDestroy(embd_comm_);
+    for (ncclComm_t c : {row_comm_, col_comm_, depth_comm_})
+      if (c) ncclCommDestroy(c);
     gemms_.clear();
     for (auto e : events_) cudaEventDestroy(e);
     for (auto e : start_) cudaEventDestroy(e);
@@ -175,8 +178,12 @@ class GpuDevice final : public Device {
     streams_.resize(g.streams.size());
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     const int lanes = o_.tp * o_.dp;
+    if (g.plan.grid_tp()) make_grid_comms(g.plan);
     for (const auto& grp : g.groups) {
-      if (grp.name == "tp") group_comm_.push_back(tp_comm_);
+      if (grp.name == "row" && row_comm_) group_comm_.push_back(row_comm_);
+      else if (grp.name == "col" && col_comm_) group_comm_.push_back(col_comm_);
+      else if (grp.name == "depth_dp" && depth_comm_) group_comm_.push_back(depth_comm_);
+      else if (grp.name == "tp") group_comm_.push_back(tp_comm_);
       else if (grp.name == "dp") group_comm_.push_back(dp_comm_);
       else if (grp.name == "embd" && embd_comm_) group_comm_.push_back(embd_comm_);
       else if ((grp.name == "pp_fwd" || grp.name == "pp_bwd") && pipe_comm_.count({grp.name == "pp_fwd" ? 0 : 1, grp.instance / lanes}))
@@ -217,6 +224,10 @@ class GpuDevice final : public Device {
     if (plan.bucket_scratch_bytes > 0)
       for (std::size_t si = 0; si < g.streams.size(); ++si)
         if (g.streams[si].kind == sim::StreamKind::comm) bucket_scratch_[static_cast<sim::StreamId>(si)] = static_cast<char*>(alloc(plan.bucket_scratch_bytes));
+    // grids: a reduced weight-gradient partial or one norm statistic per communication stream
+    if (plan.grid_scratch_bytes > 0)
+      for (std::size_t si = 0; si < g.streams.size(); ++si)
+        if (g.streams[si].kind == sim::StreamKind::comm) grid_scratch_[static_cast<sim::StreamId>(si)] = static_cast<char*>(alloc(plan.grid_scratch_bytes));
     // weights: the same step-0 values as every backend (the executor's init_weight), in the run's dtype
     std::map<sim::TensorId, std::vector<ShardPiece>> shard_of;  // ZeRO parameter shards: their pieces
     for (std::uint32_t i = 0; i < g.size(); ++i)
@@ -244,8 +255,14 @@ class GpuDevice final : public Device {
           masters_[static_cast<sim::TensorId>(i)] = master;
         }
       }
-      if (ti.role == sim::TensorRole::input && ti.op == Op::embedding)
+      if (ti.role == sim::TensorRole::input && ti.op == Op::embedding) {
         positions_[static_cast<sim::TensorId>(i)] = static_cast<int*>(alloc(static_cast<std::size_t>(ti.rows) * sizeof(int)));
+        if (g.plan.grid_tp()) {  // the grid column's q x T tokens and positions (the vocab-parallel embedding)
+          const std::size_t n = static_cast<std::size_t>(ti.rows) * static_cast<std::size_t>(g.plan.tp_q);
+          column_tokens_[static_cast<sim::TensorId>(i)] = static_cast<int*>(alloc(n * sizeof(int)));
+          column_positions_[static_cast<sim::TensorId>(i)] = static_cast<int*>(alloc(n * sizeof(int)));
+        }
+      }
     }
     // AdamW state: the optimizer's operands pair gradient k with weight k
     for (std::size_t i = 0; i < g.size(); ++i) {
@@ -288,7 +305,9 @@ class GpuDevice final : public Device {
   }
 
   void begin_micro_batch(const std::vector<std::vector<std::int32_t>>& tokens, const std::vector<std::vector<std::int32_t>>& targets,
-                         const std::vector<std::vector<std::int32_t>>& positions) override {
+                         const std::vector<std::vector<std::int32_t>>& positions,
+                         const std::vector<std::vector<std::int32_t>>& column_tokens,
+                         const std::vector<std::vector<std::int32_t>>& column_positions) override {
     const auto& g = *g_;
     std::fill(issued_.begin(), issued_.end(), false);
     cudaStream_t s = streams_[0];
@@ -309,6 +328,18 @@ class GpuDevice final : public Device {
         pstage = positions.at(sl);
         CUDA_CHECK(cudaMemcpyAsync(positions_.at(static_cast<sim::TensorId>(i)), pstage.data(), pstage.size() * sizeof(int),
                                    cudaMemcpyHostToDevice, s));
+        if (g.plan.grid_tp()) {
+          auto& ctok = staging_col_[i];
+          auto& cpos = staging_col_pos_[i];
+          ctok = column_tokens.at(sl);
+          cpos = column_positions.at(sl);
+          if (static_cast<std::int64_t>(ctok.size()) != ti.rows * g.plan.tp_q || cpos.size() != ctok.size())
+            throw std::logic_error(cat("batch slice ", sl, " has ", ctok.size(), " column tokens, expected ", ti.rows * g.plan.tp_q));
+          CUDA_CHECK(cudaMemcpyAsync(column_tokens_.at(static_cast<sim::TensorId>(i)), ctok.data(), ctok.size() * sizeof(int),
+                                     cudaMemcpyHostToDevice, s));
+          CUDA_CHECK(cudaMemcpyAsync(column_positions_.at(static_cast<sim::TensorId>(i)), cpos.data(), cpos.size() * sizeof(int),
+                                     cudaMemcpyHostToDevice, s));
+        }
       }
     }
     CUDA_CHECK(cudaEventRecord(t0_, s));
@@ -377,7 +408,7 @@ class GpuDevice final : public Device {
       const cudaError_t q = cudaStreamQuery(streams_[i]);
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) CUDA_CHECK(q);
-      std::vector<ncclComm_t> comms{tp_comm_, dp_comm_};
+      std::vector<ncclComm_t> comms{tp_comm_, dp_comm_, row_comm_, col_comm_, depth_comm_};
       comms.insert(comms.end(), owned_comms_.begin(), owned_comms_.end());  // ZeRO's per-stream communicators
       for (ncclComm_t c : comms) {
         ncclResult_t async = ncclSuccess;
@@ -400,7 +431,9 @@ class GpuDevice final : public Device {
     if (tp_comm_) ncclCommAbort(tp_comm_);
     if (dp_comm_) ncclCommAbort(dp_comm_);
     for (ncclComm_t c : owned_comms_) ncclCommAbort(c);
-    tp_comm_ = dp_comm_ = nullptr;
+    for (ncclComm_t c : {row_comm_, col_comm_, depth_comm_})
+      if (c) ncclCommAbort(c);
+    tp_comm_ = dp_comm_ = row_comm_ = col_comm_ = depth_comm_ = nullptr;
     owned_comms_.clear();
     stream_comm_.clear();
     group_comm_.assign(group_comm_.size(), nullptr);
@@ -417,6 +450,11 @@ class GpuDevice final : public Device {
         break;
       }
     std::string out;
+    if (const auto it = grid_members_.find(group); it != grid_members_.end()) {
+      for (int r : it->second)
+        if (r != o_.world_rank) out += cat(out.empty() ? "" : ", ", r);
+      return out.empty() ? "no other rank" : cat(out.find(',') == std::string::npos ? "rank " : "ranks ", out);
+    }
     const bool dp = group == "dp";
     const int n = dp ? o_.dp : o_.tp;
     for (int k = 0; k < n; ++k) {
@@ -453,6 +491,30 @@ class GpuDevice final : public Device {
     return comm;
   }
 
+  /// 2D / 2.5D: NCCL communicators of the grid row (ranks ordered by column), column (ordered by
+  /// row) and, with depth, depth x dp (world rank = tp rank + tp x dp rank; pp = 1), the simulator's
+  /// groups (sim/builder_grid.cpp). Collective over MPI_COMM_WORLD (prepare runs on every rank).
+  void make_grid_comms(const sim::Plan& p) {
+    const int q = p.tp_q, d = p.tp_d, base = o_.world_rank - tp_rank_, dp_rank = o_.world_rank / o_.tp;
+    const auto at = p.grid_coord(tp_rank_);
+    grid_row_ = at.row;
+    grid_col_ = at.col;
+    const int layer = (o_.world_rank / o_.tp) * d + at.depth;
+    const bool rows_inner = p.tp_grid_order == sim::TpGridOrder::row;
+    auto tp_rank_of = [&](int row, int col) { return (rows_inner ? col + q * row : row + q * col) + q * q * at.depth; };
+    for (int k = 0; k < q; ++k) {
+      grid_members_["row"].push_back(base + tp_rank_of(at.row, k));
+      grid_members_["col"].push_back(base + tp_rank_of(k, at.col));
+    }
+    row_comm_ = make_comm(layer * q + at.row, at.col, q);
+    col_comm_ = make_comm(layer * q + at.col, at.row, q);
+    if (d > 1) {
+      for (int r = 0; r < o_.dp; ++r)
+        for (int k = 0; k < d; ++k) grid_members_["depth_dp"].push_back(tp_rank_ % (q * q) + k * q * q + r * o_.tp);
+      depth_comm_ = make_comm(tp_rank_ % (q * q), dp_rank * d + at.depth, d * o_.dp);
+    }
+  }
+
   void* alloc(std::size_t bytes) {
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -474,6 +536,7 @@ class GpuDevice final : public Device {
   }
   template <typename T> void run_compute_as(std::uint32_t t, cudaStream_t s);
   void run_collective(std::uint32_t t, cudaStream_t s);
+  template <typename T> void run_grid_norm_collective(std::uint32_t t, cudaStream_t s, ncclComm_t comm);
 
   DeviceOptions o_;
   int device_ = 0, tp_rank_ = 0;
@@ -483,6 +546,14 @@ class GpuDevice final : public Device {
   cublasHandle_t blas_ = nullptr;
   void* lt_workspace_ = nullptr;
   ncclComm_t tp_comm_ = nullptr, dp_comm_ = nullptr, embd_comm_ = nullptr;
+  ncclComm_t row_comm_ = nullptr, col_comm_ = nullptr, depth_comm_ = nullptr;  // 2D / 2.5D grids
+  int grid_row_ = 0, grid_col_ = 0;                                           // this rank's place on the grid
+  std::map<std::string, std::vector<int>> grid_members_;                     // world ranks of row / col / depth_dp
+  std::map<sim::StreamId, char*> grid_scratch_;                               // grids: per communication stream
+  std::map<sim::TensorId, int*> column_tokens_, column_positions_;           // grids: the column's tokens per embedding input
+  std::map<std::size_t, std::vector<std::int32_t>> staging_col_, staging_col_pos_;
+  /// Which vocabulary block this rank's logits hold: its TP rank, on a grid its column.
+  int vocab_rank() const { return g_ && g_->plan.grid_tp() ? grid_col_ : tp_rank_; }
   std::map<std::pair<int, int>, ncclComm_t> pipe_comm_;  // (direction 0 fwd / 1 bwd, boundary) -> its two-rank communicator
   std::vector<ncclComm_t> group_comm_;  // indexed by sim::GroupId
   bool faulted_ = false;                // the watchdog aborted the communicators
@@ -520,7 +591,7 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
   auto out = g.outputs(t);
   const auto T_ = [&](sim::TensorId id) -> const sim::TensorInfo& { return g.tensors[id]; };
   const bool rms = m.norm == sim::Norm::rmsnorm;
-  const int h = static_cast<int>(m.hidden);
+  const int H = static_cast<int>(m.hidden), h = H / (g.plan.grid_tp() ? g.plan.tp_q : 1);  // a grid rank holds h = H/q columns
   switch (l.kind) {
     case LaunchKind::gemm: {
       const auto& c = *l.gemm;
@@ -587,13 +658,13 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
       else cuda::swiglu_backward<T>(as<T>(in[0]), as<T>(in[1]), as<T>(out[0]), T_(in[0]).rows, T_(in[1]).cols, s);
       return;
     case LaunchKind::residual_forward: {  // inputs {x, partial_0, ...}, outputs {out}
-      if (in.size() > 2 && T_(in[1]).cols == m.hidden) {  // TE's token chunks: partial k holds rows [k n/C, (k + 1) n/C)
+      if (in.size() > 2 && T_(in[1]).cols == h) {  // TE's token chunks: partial k holds rows [k n/C, (k + 1) n/C)
         const long long rows = T_(in[1]).rows;
         for (std::size_t k = 1; k < in.size(); ++k) {
           cuda::Partials<T> one;
           one.p[one.count++] = as<T>(in[k]);
-          const long long at = static_cast<long long>(k - 1) * rows * m.hidden;
-          cuda::residual_forward<T>(as<T>(in[0]) + at, one, as<T>(out[0]) + at, rows, m.hidden, s);
+          const long long at = static_cast<long long>(k - 1) * rows * h;
+          cuda::residual_forward<T>(as<T>(in[0]) + at, one, as<T>(out[0]) + at, rows, h, s);
         }
         return;
       }
@@ -601,7 +672,7 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
       if (in.size() - 1 > static_cast<std::size_t>(cuda::Partials<T>::kMax))
         throw std::logic_error("cuda backend: more column chunks than residual_forward takes");
       for (std::size_t k = 1; k < in.size(); ++k) parts.p[parts.count++] = as<T>(in[k]);
-      cuda::residual_forward<T>(as<T>(in[0]), parts, as<T>(out[0]), T_(out[0]).rows, m.hidden, s);
+      cuda::residual_forward<T>(as<T>(in[0]), parts, as<T>(out[0]), T_(out[0]).rows, h, s);
       return;
     }
     case LaunchKind::partial_sum: {  // inputs {y_0, r_1, ...}: out = y_0 + r_1 + ..., one partial a launch (then in place)
@@ -615,29 +686,48 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
     }
     case LaunchKind::embedding_forward: {  // inputs {tokens, w_emb (, w_pos)}, outputs {x}
       const long long vl = T_(in[1]).rows;
+      if (g.plan.grid_tp()) {  // the column's q x T tokens in vocabulary block `row`; positions added once (row 0) before the column's reduce-scatter
+        const T* pos_w = in.size() > 2 && grid_row_ == 0 ? as<T>(in[2]) : nullptr;
+        cuda::embedding_forward<T>(column_tokens_.at(in[0]), column_positions_.at(in[0]), as<T>(in[1]), pos_w, grid_row_ * vl, vl,
+                                   as<T>(out[0]), T_(out[0]).rows, h, s);
+        return;
+      }
       const T* pos_w = in.size() > 2 && tp_rank_ == 0 ? as<T>(in[2]) : nullptr;  // positions added once per TP group
       cuda::embedding_forward<T>(as<int>(in[0]), positions_.at(in[0]), as<T>(in[1]), pos_w, tp_rank_ * vl, vl, as<T>(out[0]),
-                                 T_(in[0]).rows, m.hidden, s);
+                                 T_(in[0]).rows, h, s);
       return;
     }
     case LaunchKind::embedding_backward: {  // inputs {dy, tokens}, outputs {d_emb (, d_pos)}
       const long long vl = T_(out[0]).rows;
+      if (g.plan.grid_tp()) {  // dy gathered over the column: the column's q x T tokens
+        cuda::embedding_backward<T>(column_tokens_.at(in[1]), column_positions_.at(in[1]), as<T>(in[0]), as<float>(out[0]),
+                                    out.size() > 1 ? as<float>(out[1]) : nullptr, grid_row_ * vl, vl, T_(in[0]).rows, h, s);
+        return;
+      }
       cuda::embedding_backward<T>(as<int>(in[1]), positions_.at(in[1]), as<T>(in[0]), as<float>(out[0]),
-                                  out.size() > 1 ? as<float>(out[1]) : nullptr, tp_rank_ * vl, vl, T_(in[1]).rows, m.hidden, s);
+                                  out.size() > 1 ? as<float>(out[1]) : nullptr, tp_rank_ * vl, vl, T_(in[1]).rows, h, s);
       return;
     }
     case LaunchKind::cross_entropy_stats: {  // inputs {logits, targets}, outputs {stats}
       const auto& L = T_(in[0]);
-      cuda::cross_entropy_stats(as<float>(in[0]), as<int>(in[1]), tp_rank_ * L.cols, L.cols, as<float>(out[0]), L.rows, s);
+      cuda::cross_entropy_stats(as<float>(in[0]), as<int>(in[1]), vocab_rank() * L.cols, L.cols, as<float>(out[0]), L.rows, s);
       return;
     }
     case LaunchKind::cross_entropy_loss: {  // inputs {logits, stats, targets}, outputs {dlogits, loss}
       const auto& L = T_(in[0]);
       const float scale = 1.0f / static_cast<float>(setup_.tokens_per_step);
-      cuda::cross_entropy_loss(as<float>(in[0]), as<float>(in[1]), as<int>(in[2]), tp_rank_ * L.cols, L.cols, scale, as<float>(out[0]),
+      cuda::cross_entropy_loss(as<float>(in[0]), as<float>(in[1]), as<int>(in[2]), vocab_rank() * L.cols, L.cols, scale, as<float>(out[0]),
                                as<float>(out[1]), L.rows, s);
       return;
     }
+    case LaunchKind::grid_norm_forward:  // inputs {x, w, stats}, outputs {y}
+      cuda::grid_norm_forward<T>(rms, as<T>(in[0]), as<T>(in[1]), as<float>(in[2]), as<T>(out[0]), T_(in[0]).rows, h, H, s);
+      return;
+    case LaunchKind::grid_norm_backward:  // inputs {d_out, x, w (, residual dy)}, outputs {dx, dw}
+      cuda::grid_norm_backward<T>(rms, as<T>(in[0]), as<T>(in[1]), as<T>(in[2]), in.size() > 3 ? as<T>(in[3]) : nullptr,
+                                  as<float>(l.stats), as<float>(l.sums), as<T>(out[0]), as<float>(out[1]), T_(in[0]).rows, h, H,
+                                  props_.multiProcessorCount, s);
+      return;
     case LaunchKind::adamw: {
       ++opt_step_;
       const auto& a = setup_.adamw;
@@ -668,7 +758,7 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
         float* stats = as<float>(out[0]);
         cuda::stats_max(stats, stats_max_, n, s);
         NCCL_CHECK(ncclAllReduce(stats_max_, stats_max_, static_cast<std::size_t>(n), ncclFloat, ncclMax, comm, s));
-        cuda::stats_rescale(stats, stats_max_, n, tp_rank_ == 0, s);
+        cuda::stats_rescale(stats, stats_max_, n, vocab_rank() == 0, s);  // a grid: the row's column 0
         NCCL_CHECK(ncclAllReduce(stats, stats, static_cast<std::size_t>(n) * 3, ncclFloat, ncclSum, comm, s));
         return;
       }
@@ -696,6 +786,38 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
       NCCL_CHECK(ncclGroupEnd());
       return;
     }
+    case LaunchKind::broadcast:  // a SUMMA step's block from rank `root` of the row / column (the root's input is its output too)
+      NCCL_CHECK(ncclBroadcast(ptr(in[0]), ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), l.root, comm, s));
+      return;
+    case LaunchKind::reduce: {  // the partials onto rank `root`: its input-gradient block (set), or its weight gradient (+=)
+      const auto dt = g.tensors[in[0]].dtype;
+      int me = 0;
+      NCCL_CHECK(ncclCommUserRank(comm, &me));
+      if (!l.accumulate) {
+        NCCL_CHECK(ncclReduce(ptr(in[0]), ptr(out[1]), count(in[0]), nccl_dtype(dt), ncclSum, l.root, comm, s));
+        return;
+      }
+      char* sum = grid_scratch_.at(task.stream);
+      NCCL_CHECK(ncclReduce(ptr(in[0]), sum, count(in[0]), nccl_dtype(dt), ncclSum, l.root, comm, s));
+      if (me != l.root) return;
+      const long long n = static_cast<long long>(count(in[0]));
+      switch (dt) {
+        case common::DType::fp32: cuda::accumulate_fp32<float>(as<float>(out[1]), reinterpret_cast<const float*>(sum), n, s); return;
+        case common::DType::bf16: cuda::accumulate_fp32<__nv_bfloat16>(as<float>(out[1]), reinterpret_cast<const __nv_bfloat16*>(sum), n, s); return;
+        case common::DType::fp16: cuda::accumulate_fp32<__half>(as<float>(out[1]), reinterpret_cast<const __half*>(sum), n, s); return;
+        case common::DType::fp8: break;
+      }
+      throw std::logic_error("cuda backend: fp8 plans are refused by check_cuda_plan");
+    }
+    case LaunchKind::grid_norm_stats:
+    case LaunchKind::grid_norm_sums:
+      switch (act_) {
+        case common::DType::fp32: return run_grid_norm_collective<float>(t, s, comm);
+        case common::DType::bf16: return run_grid_norm_collective<__nv_bfloat16>(t, s, comm);
+        case common::DType::fp16: return run_grid_norm_collective<__half>(t, s, comm);
+        case common::DType::fp8: break;
+      }
+      throw std::logic_error("cuda backend: fp8 plans are refused by check_cuda_plan");
     case LaunchKind::bucket_reduce_scatter: {  // ZeRO: pack, reduce-scatter, add into the shard, zero the gradients
       const BucketLayout b = bucket_layout(g, t);
       char* scratch = bucket_scratch_.at(task.stream);
@@ -723,6 +845,30 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
     default: break;
   }
   throw std::logic_error(cat("cuda backend: ", g.task_name(t), " is not a collective"));
+}
+
+// A norm's row statistics on a grid (executor/grid_pieces.hpp): the local part on this
+// communication stream, then the row's sum.
+template <typename T>
+void GpuDevice::run_grid_norm_collective(std::uint32_t t, cudaStream_t s, ncclComm_t comm) {
+  const auto& g = *g_;
+  const auto& l = plan_->launches[t];
+  auto in = g.inputs(t), out = g.outputs(t);
+  const bool rms = g.model.norm == sim::Norm::rmsnorm;
+  const int H = static_cast<int>(g.model.hidden), h = H / g.plan.tp_q;
+  const long long n = g.tensors[out[0]].rows;
+  float* stats = as<float>(out[0]);
+  if (l.kind == LaunchKind::grid_norm_stats) {  // inputs {x}, outputs {stats}: statistic `part` into its column
+    float* v = reinterpret_cast<float*>(grid_scratch_.at(g.tasks[t].stream));
+    cuda::grid_norm_stats<T>(rms, l.part, as<T>(in[0]), stats, v, n, h, H, s);
+    NCCL_CHECK(ncclAllReduce(v, v, static_cast<std::size_t>(n), ncclFloat, ncclSum, comm, s));
+    cuda::grid_stats_scatter(v, stats, l.part, n, s);
+    return;
+  }
+  // the norm backward's operands {d_out, x, w, ...} and the forward's statistics -> (sum dxhat, sum dxhat . xhat)
+  const auto norm_in = g.inputs(l.norm_task);
+  cuda::grid_norm_backward_sums<T>(rms, as<T>(norm_in[0]), as<T>(norm_in[1]), as<T>(norm_in[2]), as<float>(l.stats), stats, n, h, H, s);
+  NCCL_CHECK(ncclAllReduce(stats, stats, static_cast<std::size_t>(2 * n), ncclFloat, ncclSum, comm, s));
 }
 
 }  // namespace

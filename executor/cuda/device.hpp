@@ -61,10 +61,13 @@ class Device {
   /// `plan` must outlive the device.
   virtual void prepare(const sim::StepGraph& graph, const LaunchPlan& plan, const DeviceSetup& setup) = 0;
   /// Uploads token ids, targets and positions, [micro-batch x row_slices + slice][row]
-  /// (executor::batch_index), and marks time zero.
+  /// (executor::batch_index), on a 2D / 2.5D grid also the grid column's tokens and positions
+  /// (executor::Batch; empty under 1D), and marks time zero.
   virtual void begin_micro_batch(const std::vector<std::vector<std::int32_t>>& tokens,
                                  const std::vector<std::vector<std::int32_t>>& targets,
-                                 const std::vector<std::vector<std::int32_t>>& positions) = 0;
+                                 const std::vector<std::vector<std::int32_t>>& positions,
+                                 const std::vector<std::vector<std::int32_t>>& column_tokens,
+                                 const std::vector<std::vector<std::int32_t>>& column_positions) = 0;
   /// Issues task t on its stream after `waits` (earlier tasks on other streams): one
   /// cudaStreamWaitEvent per wait, the call(s), one cudaEventRecord if a later task waits on t.
   virtual void issue(std::uint32_t t, std::span<const std::uint32_t> waits) = 0;

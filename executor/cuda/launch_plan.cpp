@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "executor/cuda/attention_layout.hpp"
+#include "executor/grid_pieces.hpp"
 #include "executor/tp_pieces.hpp"
 #include "executor/zero_layout.hpp"
 #include "common/config_reader.hpp"
@@ -150,6 +151,44 @@ GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t, const TpPieces& piece
   return c;
 }
 
+/// A SUMMA step's GEMM (executor/grid_pieces.hpp): forward y (+)= a . b (the head: a . b^T), input
+/// gradient c = dy . b^T (the head: dy . b), weight gradient e = a^T . dy (the head: dy^T . a).
+GemmCall plan_grid_gemm(const sim::StepGraph& g, std::size_t t, GridPieces::Kind kind) {
+  const auto& task = g.tasks[t];
+  const auto& op = std::get<hardware::GemmOp>(task.kind);
+  const auto in = g.inputs(t);
+  const auto out = g.outputs(t);
+  const bool head = task.op == Op::lm_head;
+  GemmCall c{.m = op.m, .n = op.n, .k = op.k};
+  c.c = out[0];
+  using K = GridPieces::Kind;
+  if (kind == K::summa_fwd) {  // inputs {a, b, y}
+    if (in.size() != 3) unsupported(g, t, "a SUMMA step needs inputs {a, b, y}");
+    c.a = in[0];
+    c.b = in[1];
+    c.trans_b = head;
+    c.accumulate = task.chunk > 0;
+  } else if (kind == K::summa_dgrad) {  // inputs {dy, b}
+    c.a = in[0];
+    c.b = in[1];
+    c.trans_b = !head;
+  } else {  // inputs {a, dy}
+    c.trans_a = true;
+    c.a = head ? in[1] : in[0];
+    c.b = head ? in[0] : in[1];
+  }
+  c.lda = g.tensors[c.a].cols;
+  c.ldb = g.tensors[c.b].cols;
+  c.ldc = g.tensors[c.c].cols;
+  check_gemm_shapes(g, t, c);
+  const DType da = g.tensors[c.a].dtype, db = g.tensors[c.b].dtype;
+  if (da != db) {
+    if (da != DType::fp32) unsupported(g, t, "GEMM operands of different dtypes where A is not fp32");
+    c.cast_a = true;  // the head's fp32 dlogits
+  }
+  return c;
+}
+
 LaunchKind elementwise_kind(const sim::StepGraph& g, std::size_t t) {
   const auto& task = g.tasks[t];
   const auto& e = std::get<hardware::ElementwiseOp>(task.kind);
@@ -207,6 +246,12 @@ std::string_view to_string(LaunchKind k) {
     case LaunchKind::flash_attention_backward: return "flash_attention_backward";
     case LaunchKind::bucket_reduce_scatter: return "bucket_reduce_scatter";
     case LaunchKind::param_all_gather: return "param_all_gather";
+    case LaunchKind::broadcast: return "broadcast";
+    case LaunchKind::reduce: return "reduce";
+    case LaunchKind::grid_norm_stats: return "grid_norm_stats";
+    case LaunchKind::grid_norm_sums: return "grid_norm_sums";
+    case LaunchKind::grid_norm_forward: return "grid_norm_forward";
+    case LaunchKind::grid_norm_backward: return "grid_norm_backward";
   }
   return "?";
 }
@@ -229,6 +274,8 @@ LaunchPlan plan_launches(const sim::StepGraph& g, int tp_rank) {
   LaunchPlan p;
   const std::size_t n = g.size();
   const TpPieces pieces(g);
+  const GridPieces grid(g);
+  using GK = GridPieces::Kind;
 
   // ---- tensors: one arena, each tensor at a 256-byte aligned offset ----
   p.tensors.resize(g.tensors.size());
@@ -252,7 +299,53 @@ LaunchPlan plan_launches(const sim::StepGraph& g, int tp_rank) {
     l.stream = task.stream;
     l.once_per_step = task.once_per_step;
     l.step_start = task.step_start;
-    if (std::holds_alternative<hardware::GemmOp>(task.kind)) {
+    if (const GK gk = grid.kind[t]; gk != GK::none) {  // 2D / 2.5D grids
+      switch (gk) {
+        case GK::summa_fwd:
+        case GK::summa_dgrad:
+        case GK::summa_wgrad: l.kind = LaunchKind::gemm; l.gemm = plan_grid_gemm(g, t, gk); break;
+        case GK::broadcast: l.kind = LaunchKind::broadcast; l.root = task.chunk; break;
+        case GK::reduce_set:
+        case GK::reduce_add: {
+          l.kind = LaunchKind::reduce;
+          l.root = task.chunk;
+          l.accumulate = gk == GK::reduce_add;
+          const auto out = g.outputs(t);
+          if (out.size() != 2) unsupported(g, t, "a SUMMA reduce needs outputs {partial, result}");
+          const auto& part = g.tensors[out[0]];
+          const auto& dst = g.tensors[out[1]];
+          if (part.rows * part.cols != dst.rows * dst.cols) unsupported(g, t, "reduces into a tensor of another size");
+          if (l.accumulate && dst.dtype != DType::fp32) unsupported(g, t, "weight gradients must be fp32");
+          if (!l.accumulate && dst.dtype != part.dtype) unsupported(g, t, "an input-gradient reduce between dtypes");
+          if (l.accumulate) p.grid_scratch_bytes = std::max(p.grid_scratch_bytes, align_up(part.bytes()));
+          break;
+        }
+        case GK::norm_stats_fwd: {
+          l.kind = LaunchKind::grid_norm_stats;
+          l.part = task.chunk;
+          const auto& st = g.tensors[g.outputs(t)[0]];
+          p.grid_scratch_bytes = std::max(p.grid_scratch_bytes, align_up(static_cast<std::uint64_t>(st.rows) * 4));
+          break;
+        }
+        case GK::norm_stats_bwd:
+          l.kind = LaunchKind::grid_norm_sums;
+          l.stats = grid.fwd_stats[t];
+          l.norm_task = grid.norm_task[t];
+          break;
+        case GK::norm_fwd: l.kind = LaunchKind::grid_norm_forward; break;
+        case GK::norm_bwd:
+          l.kind = LaunchKind::grid_norm_backward;
+          l.stats = grid.fwd_stats[t];
+          l.sums = grid.bwd_sums[t];
+          break;
+        case GK::none: break;
+      }
+      if (task.is_collective() && g.on_compute(t)) unsupported(g, t, "a collective on a compute stream");
+      if (l.gemm && l.gemm->cast_a) {
+        const auto& a = g.tensors[l.gemm->a];
+        p.cast_scratch_bytes = std::max<std::uint64_t>(p.cast_scratch_bytes, static_cast<std::uint64_t>(a.rows * a.cols) * act_bytes);
+      }
+    } else if (std::holds_alternative<hardware::GemmOp>(task.kind)) {
       l.kind = LaunchKind::gemm;
       l.gemm = plan_gemm(g, t, pieces, tp_rank);
       if (l.gemm->cast_a) {

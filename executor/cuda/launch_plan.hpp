@@ -39,6 +39,14 @@ enum class LaunchKind : std::uint8_t {
   adamw,                ///< fused AdamW over every weight (ZeRO: over this rank's shards); zeroes the gradients
   bucket_reduce_scatter,  ///< ZeRO: pack a DP bucket's fp32 gradients, NCCL ReduceScatter, add into the shard, zero the gradients
   param_all_gather,       ///< ZeRO: NCCL AllGather of a parameter shard, unpacked into the bucket's weights
+  // 2D / 2.5D grids (executor/grid_pieces.hpp): SUMMA's collectives rooted at rank Launch::root of
+  // the row / column communicator, and the norms split over a grid row
+  broadcast,              ///< NCCL Broadcast of the input (root) into the output (every rank)
+  reduce,                 ///< NCCL Reduce of the partial onto the root: sets its outputs[1], or adds it (Launch::accumulate, fp32 gradient)
+  grid_norm_stats,        ///< local row statistic Launch::part of x, NCCL AllReduce, into its column of the [T, 2] statistics
+  grid_norm_sums,         ///< the norm backward's local row sums (from Launch::norm_task's operands), NCCL AllReduce
+  grid_norm_forward,      ///< the norm of the local columns with the row statistics
+  grid_norm_backward,     ///< the norm backward with the forward statistics and the all-reduced sums
 };
 std::string_view to_string(LaunchKind k);
 
@@ -76,6 +84,12 @@ struct Launch {
   std::optional<std::uint32_t> record;       ///< event to cudaEventRecord after the call
   std::optional<GemmCall> gemm;              ///< for LaunchKind::gemm
   int send_to = -1, recv_from = -1;          ///< for LaunchKind::tp_exchange: TP ranks (ranks of the TP communicator)
+  // grids (executor/grid_pieces.hpp)
+  int root = -1;                       ///< broadcast, reduce: the root's rank in the row / column communicator
+  bool accumulate = false;             ///< reduce: the root adds the sum into an fp32 weight gradient
+  int part = 0;                        ///< grid_norm_stats: 0 the sum of x, 1 the squared deviations
+  sim::TensorId stats = 0, sums = 0;   ///< grid_norm_sums / backward: the forward's statistics; backward: the sums
+  std::uint32_t norm_task = 0;         ///< grid_norm_sums: the norm backward whose operands it reads
 };
 
 /// @brief Where a tensor lives in the rank's device arena.
@@ -92,6 +106,7 @@ struct LaunchPlan {
   std::uint64_t attention_scratch_bytes = 0;  ///< largest attention task's scratch (compute stream only)
   std::uint64_t cast_scratch_bytes = 0;       ///< largest fp32 GEMM operand cast to the low-precision dtype
   std::uint64_t bucket_scratch_bytes = 0;     ///< ZeRO: largest padded bucket in fp32 plus its shard (per communication stream)
+  std::uint64_t grid_scratch_bytes = 0;       ///< grids: the largest accumulated reduce or norm statistic (per communication stream)
   std::uint64_t weight_params = 0;            ///< elements over all weights (AdamW master, m, v)
   std::size_t cross_stream_edges = 0;         ///< dependencies that became event waits
 };

@@ -367,4 +367,57 @@ TEST_CASE("te-pipelined and async-tp: exchanges as grouped send/recv to TP peers
   }
 }
 
+TEST_CASE("2D and 2.5D grids: SUMMA broadcasts and reduces rooted at the step, GEMMs per step, the norms' row statistics") {
+  // tiny-llama (2 layers, h 64, vocab 256, untied head) on 2D [2,2] and 2.5D [2,2,2], micro-batch 4:
+  // 9 SUMMA products (4 linears a layer and the LM head) of q = 2 steps (executor/grid_pieces.hpp).
+  // Not run on a GPU here: this checks the translation of the simulator's grid graph.
+  for (const bool deep : {false, true}) {
+    CAPTURE(deep);
+    sim::PlanInput in;
+    in.tp_layout = deep ? sim::TpLayout::two_five_d : sim::TpLayout::two_d;
+    in.tp_q = 2;
+    if (deep) in.tp_d = 2;
+    in.tp = deep ? 8 : 4;
+    in.micro_batch = 4;
+    in.global_batch = 4;
+    in.dtype = common::DType::bf16;
+    auto b = build("tiny-llama", in);
+    const auto p = executor::cuda::plan_launches(b.graph, 0);
+    check_events(b.graph, p);
+    std::map<LaunchKind, int> n;
+    int accumulated_steps = 0, accumulated_reduces = 0;
+    for (std::size_t i = 0; i < p.launches.size(); ++i) {
+      const auto& l = p.launches[i];
+      const auto& t = b.graph.tasks[i];
+      ++n[l.kind];
+      if (l.kind == LaunchKind::broadcast || l.kind == LaunchKind::reduce) CHECK(l.root == t.chunk);  // step s: rank s of the row / column
+      accumulated_reduces += l.kind == LaunchKind::reduce && l.accumulate;
+      if (l.kind != LaunchKind::gemm) continue;
+      CHECK(l.gemm->parts.empty());
+      if (t.phase == sim::Phase::fwd) {
+        accumulated_steps += l.gemm->accumulate;
+        CHECK(l.gemm->accumulate == (t.chunk > 0));  // y (+)= a . b: set at step 0
+        CHECK(l.gemm->trans_b == (t.op == sim::Op::lm_head));
+      } else if (t.phase == sim::Phase::bwd_dgrad) {
+        CHECK(l.gemm->trans_b == (t.op != sim::Op::lm_head));
+        CHECK(l.gemm->cast_a == (t.op == sim::Op::lm_head));  // the head's fp32 dlogits
+      } else {
+        CHECK(l.gemm->trans_a);
+        CHECK_FALSE(l.gemm->accumulate);  // a partial; the column reduce adds it to the gradient
+      }
+    }
+    CHECK(n[LaunchKind::gemm] == 9 * 3 * 2);
+    CHECK(accumulated_steps == 9);
+    CHECK(n[LaunchKind::broadcast] == 9 * 4 * 2);
+    CHECK(n[LaunchKind::reduce] == 9 * 2 * 2);
+    CHECK(accumulated_reduces == 9 * 2);
+    CHECK(n[LaunchKind::grid_norm_forward] == 5);  // 2 per layer and the final norm
+    CHECK(n[LaunchKind::grid_norm_backward] == 5);
+    CHECK(n[LaunchKind::grid_norm_stats] == 2 * 5);
+    CHECK(n[LaunchKind::grid_norm_sums] == 5);
+    CHECK(n[LaunchKind::norm_forward] == 0);
+    CHECK(p.grid_scratch_bytes > 0);
+  }
+}
+
 #endif  // SLICETUNE_HAVE_CUDA_BACKEND
