@@ -92,10 +92,15 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
 Duration Evaluator::cheap_lower_bound(const sim::Plan& p) const {
   const GemmParts g = gemm_parts(p);
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
-  // the busiest pipeline rank holds at least layers / pp of them; the head, the optimizer and the
-  // rank's other kernels only add (gemm_lower_bound counts the head and optimizer)
-  const double per_mb = p.pp > 1 ? static_cast<double>(g.layer_ps) * model_.layers / p.pp
-                                 : static_cast<double>(g.layer_ps) * model_.layers + static_cast<double>(g.head_ps);
+  if (p.pp > 1) {
+    // pipeline_lower_bound with only the GEMMs and attention of each virtual stage (at the stack's
+    // kernel efficiency), no embedding, optimizer or host: each term is at most the full bound's
+    ClassBound b;
+    b.layer_ps = static_cast<double>(g.layer_ps) / eff;
+    b.head_ps = static_cast<double>(g.head_ps) / eff;
+    return Duration::from_ps(static_cast<std::int64_t>(std::floor(pipeline_work_bound(p, b, false) * (1 - 1e-9))));
+  }
+  const double per_mb = static_cast<double>(g.layer_ps) * model_.layers + static_cast<double>(g.head_ps);
   // strictly below gemm_lower_bound's floor of the same sum in integers (the search relies on it)
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(per_mb * p.grad_accum_steps() / eff * (1 - 1e-9))));
 }

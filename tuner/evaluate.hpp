@@ -65,11 +65,11 @@ class Evaluator {
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
-  /// A bound below gemm_lower_bound (so below compute_lower_bound) that costs a map lookup: the
-  /// GEMM and attention solo time per micro-batch of the plan's class (cached), times the
-  /// micro-batches, over at least layers / pp layers per pipeline rank, without the optimizer. The
-  /// search orders and prunes by it first and computes compute_lower_bound only for the plans it
-  /// cannot prune (tuner/search.cpp).
+  /// A bound below compute_lower_bound that costs a map lookup and a little arithmetic: the GEMM
+  /// and attention solo time per micro-batch of the plan's class (cached), times the
+  /// micro-batches, without the optimizer; pipelined plans: pipeline_lower_bound's pipeline (fill
+  /// and drain included) over those kernels alone. The search orders and prunes by it first and
+  /// computes compute_lower_bound only for the plans it cannot prune (tuner/search.cpp).
   Duration cheap_lower_bound(const sim::Plan& p) const;
   /// Reduced-layer estimate (see Estimate). Pipelined plans (tuner/pipeline_estimate.cpp): one
   /// micro-batch through the stage graphs of a model cut to 1 and 2 layers per virtual stage gives
@@ -98,6 +98,9 @@ class Evaluator {
     double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
   };
   Duration pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const;
+  /// pipeline_lower_bound's maximum over pipeline ranks, in ps (without the GEMM bound's floor);
+  /// `optimizer`: each rank's optimizer step included.
+  double pipeline_work_bound(const sim::Plan& p, const ClassBound& b, bool optimizer) const;
   Estimate pipeline_estimate(const sim::Plan& p) const;
   struct ClassKey {
     std::string_view strategy;  ///< its name

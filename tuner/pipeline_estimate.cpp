@@ -223,7 +223,7 @@ Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
   return e;
 }
 
-Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const {
+double Evaluator::pipeline_work_bound(const sim::Plan& p, const ClassBound& b, bool optimizer) const {
   const auto vs = sim::virtual_stage_layers(model_, p);
   const int V = p.virtual_stages();
   auto C = [&](int v) {  // a virtual stage's solo compute per micro-batch, forward and backward
@@ -237,10 +237,16 @@ Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b
       W += C(c * p.pp + r);
       layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
     }
-    const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_optimizer_params(model_, p, r)}, p.stack).ps);
+    const double opt =
+        optimizer ? static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_optimizer_params(model_, p, r)}, p.stack).ps) : 0.0;
     best = std::max({best, below + m * W + opt, m * b.host_layer_ps * layers});
     below += C(r);
   }
+  return best;
+}
+
+Duration Evaluator::pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const {
+  const double best = pipeline_work_bound(p, b, true);
   return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(best * (1 - 1e-12)))), gemm_lower_bound(p));
 }
 
