@@ -395,7 +395,7 @@ TEST_CASE("2D and 2.5D grids (SUMMA, Tesseract) train like 1D tensor parallelism
                            "--micro-batch 4 --global-batch 4 --tp-layout 2.5d --tp-q 2 --tp-d 2 --tp-grid-order col"));
 }
 
-TEST_CASE("2D grid: every SUMMA broadcast and reduce is a measured task that validate compares") {
+TEST_CASE("2D and 2.5D grids: every SUMMA broadcast and reduce is a measured task that validate compares") {
   // tiny-llama: 2 layers x 4 linears + the LM head = 9 SUMMA products of q = 2 steps. Per product
   // the row broadcasts its input in the forward and the weight gradient (2q), the column its
   // weight in the forward and the input gradient (2q); the row reduces the input gradient's q
@@ -429,6 +429,21 @@ TEST_CASE("2D grid: every SUMMA broadcast and reduce is a measured task that val
   CHECK(tasks["Broadcast (row)"] == 36);
   CHECK(tasks["Reduce (col)"] == 18);
   CHECK(tasks["AllReduce (row)"] == 2 * (2 * 2 + 2) + 2 + 1 + 1);  // norms: 2 stats fwd + 1 bwd, x 2 per layer + final; the loss
+  // 2.5D [2,2,2]: the same SUMMA tasks per rank, and the weight gradients summed over the depth
+  // (one bucket: tiny-llama's gradients are below the default 25 MB)
+  const std::string deep = "--model tiny-llama --micro-batch 4 --tp-layout 2.5d --tp-q 2 --tp-d 2";
+  REQUIRE(launch(8, fmt::format("run {} --steps 4 --warmup 1 --quiet --out executor_grid25_run.json", deep), "executor_grid25_run.log") == 0);
+  const std::string cmd25 = fmt::format("timeout 60 {} validate {} --measured executor_grid25_run.json --json > "
+                                        "executor_grid25_validate.json 2> executor_grid25_validate.log",
+                                        SLICETUNE_BINARY, deep);
+  REQUIRE(std::system(cmd25.c_str()) == 0);
+  const auto v25 = nlohmann::json::parse(slurp("executor_grid25_validate.json"));
+  std::map<std::string, int> deep_tasks;
+  for (const auto& row : v25.at("classes"))
+    deep_tasks[row.at("class").get<std::string>()] = row.at("tasks").get<int>();
+  CHECK(deep_tasks["Broadcast (col)"] == 36);
+  CHECK(deep_tasks["Reduce (row)"] == 18);
+  CHECK(deep_tasks["AllReduce (depth_dp)"] == 1);
 }
 
 TEST_CASE("bad input: one-line errors naming the flag") {
