@@ -20,7 +20,7 @@ namespace {
 const std::set<std::string> kSwitches{
     "--sequence-parallel", "--bf16", "--fp16", "--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
     "--disable-bias-linear", "--add-bias-linear", "--overlap-grad-reduce", "--overlap-param-gather", "--use-distributed-optimizer",
-    "--recompute-activations", "--tp-comm-overlap", "--enable-cuda-graph", "--external-cuda-graph", "--accumulate-allreduce-grads-in-fp32",
+    "--recompute-activations", "--tp-comm-overlap", "--tp-comm-overlap-rs-dgrad", "--enable-cuda-graph", "--external-cuda-graph", "--accumulate-allreduce-grads-in-fp32",
     "--grad-reduce-in-bf16", "--use-rotary-position-embeddings", "--squared-relu", "--openai-gelu", "--quick-geglu", "--llama-model",
     "--no-gradient-accumulation-fusion", "--use-flash-attn", "--use-mcore-models", "--use-legacy-models", "--no-masked-softmax-fusion",
     "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-bias-swiglu-fusion", "--no-rope-fusion", "--mock-data",
@@ -172,6 +172,7 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
   std::optional<long long> query_groups, kv_channels, bucket_elements;
   std::optional<std::string> normalization, position;
   bool bf16 = false, fp16 = false, fp8 = false, grad_bf16 = false;
+  std::vector<std::string> selectors;  // declared strategy-selecting switches present
   for (; i < w.size(); ++i) {
     std::string name = w[i].text, value;
     if (is_launcher(name)) {
@@ -197,22 +198,20 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       name = name.substr(0, eq);
     } else {
       // a strategy's argument (bridge/strategy_support.cpp): a selecting switch, or a knob with a value
-      const auto declared = find_argument(name);
-      const bool takes_value = declared ? declared->knob != nullptr : !kSwitches.count(name);
+      const bool takes_value = find_argument(name) ? true : is_selecting_argument(name) ? false : !kSwitches.count(name);
       if (takes_value && i + 1 < w.size() && !w[i + 1].text.starts_with("--")) value = w[++i].text;
     }
     out.flags[name] = value;
+    if (is_selecting_argument(name)) {  // which strategy is decided by all of them together, below
+      selectors.push_back(name);
+      continue;
+    }
     if (const auto declared = find_argument(name)) {
-      if (!declared->knob) {
-        out.plan.strategy = declared->strategy;
-        r.modelled(name, value, fmt::format("strategy {}", declared->strategy->name));
-      } else {
-        const sim::Knob& k = *declared->knob;
-        const auto v = k.parse(value);
-        if (!v) r.fail(name, fmt::format("expected {} (strategy {}'s {}), got '{}'", k.expected(), declared->strategy->name, k.key, value));
-        k.set_input(out.plan, *v);
-        r.modelled(name, value, fmt::format("{} (a knob of strategy {})", k.key, declared->strategy->name));
-      }
+      const sim::Knob& k = *declared->knob;
+      const auto v = k.parse(value);
+      if (!v) r.fail(name, fmt::format("expected {} (strategy {}'s {}), got '{}'", k.expected(), declared->strategy->name, k.key, value));
+      k.set_input(out.plan, *v);
+      r.modelled(name, value, fmt::format("{} (a knob of strategy {})", k.key, declared->strategy->name));
       continue;
     }
     auto pos = [&] { return static_cast<int>(r.integer(name, value)); };
@@ -310,8 +309,12 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
     } else if (name == "--overlap-param-gather") {
       out.plan.overlap_param_gather = true;
       r.modelled(name, value, "overlap_param_gather (the updated parameters gathered during the next forward)");
-    } else if (name == "--tp-comm-overlap" || name == "--tp-comm-overlap-cfg") {
-      r.not_modelled(name, value, "TransformerEngine userbuffers TP overlap is not a slicetune strategy yet");
+    } else if (name == "--tp-comm-overlap-cfg") {
+      r.not_modelled(name, value,
+                     "the userbuffers YAML is not read: te-pipelined's num_splits / num_sm and te-bulk's te_bulk_sms are taken at "
+                     "TE's defaults (4, 16, 16) unless the # slicetune: line or flags say");
+    } else if (name == "--tp-comm-overlap-rs-dgrad") {
+      r.not_modelled(name, value, "TE's ReduceScatter overlapped with the QKV / FC1 input-gradient GEMM (in place of the bulk overlaps) is not modelled");
     } else if (name == "--num-layers") {
       out.model.layers = pos();
       model_flag = true;
@@ -371,6 +374,14 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
     } else {
       out.unknown.push_back({name, value, "not a flag slicetune knows"});
     }
+  }
+  if (!selectors.empty()) {
+    const Selection sel = select_strategy(selectors);
+    for (const auto& name : selectors) {
+      if (sel.strategy) r.modelled(name, "", fmt::format("strategy {}", sel.strategy->name));
+      else r.not_modelled(name, "", sel.why);
+    }
+    if (sel.strategy) out.plan.strategy = sel.strategy;
   }
   if (nproc) {  // both below 2^31: the product fits 64 bits; bounded before it is narrowed
     const long long world = *nproc * nnodes.value_or(1);

@@ -1,8 +1,9 @@
 // How Megatron-LM, DeepSpeed-Domino and NeMo run the registered strategies: the built-in
-// declarations (none, domino), the registry, and what export / import / check derive from it.
+// declarations (none, domino, te-pipelined, te-bulk, async-tp), the registry, and what export / import / check derive from it.
 #include "bridge/strategy_support.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -99,12 +100,174 @@ const StrategySupport& support_domino() {
   return s;
 }
 
+// TransformerEngine's userbuffers overlap (te-pipelined, te-bulk) and PyTorch's async TP
+// (async-tp). Read in Megatron-LM d98e8a6 (2026-08-22), NeMo 8cfedd7 (2025-09-20), TransformerEngine
+// d0067d0 (2026-08-22), DeepSpeedExamples 83757d9 and DeepSpeed 38327e0 (2025-02).
+constexpr std::string_view kSrcMegatronUb =
+    "Megatron-LM megatron/core/model_parallel_config.py ModelParallelConfig: tp_comm_overlap (default False), tp_comm_bulk_dgrad, "
+    "tp_comm_bulk_wgrad, tp_comm_overlap_ag, tp_comm_overlap_rs (default True, read only under tp_comm_overlap); megatron/"
+    "training/arguments.py makes them --tp-comm-overlap and the store_false --disable-tp-comm-bulk-dgrad, --disable-tp-comm-"
+    "bulk-wgrad, --disable-tp-comm-overlap-ag, --disable-tp-comm-overlap-rs (ArgumentGroupFactory in _add_network_size_args; "
+    "written out in _add_training_args before #2896); megatron/core/extensions/transformer_engine.py TELinear and "
+    "TELayerNormColumnParallelLinear pass them to TE as ub_overlap_ag, ub_overlap_rs, ub_bulk_dgrad, ub_bulk_wgrad";
+constexpr std::string_view kSrcNemoUb =
+    "NeMo examples/nlp/language_modeling/conf/megatron_gpt_config.yaml: transformer_engine: False, ub_tp_comm_overlap: False; "
+    "nemo/collections/nlp/models/language_modeling/megatron_gpt_model.py get_specs builds TE's layers (te_gpt) only with "
+    "transformer_engine; megatron_base_model.py build_model_parallel_config sets tp_comm_overlap from ub_tp_comm_overlap, "
+    "build_transformer_config copies model keys named as TransformerConfig fields (tp_comm_bulk_dgrad, tp_comm_overlap_ag, ...: "
+    "not in the YAML, hence Hydra's +); Megatron-core's TE layers read them as in Megatron-LM";
+constexpr std::string_view kSrcDomNoTe =
+    "DeepSpeed-Domino domino/arguments.py defines no --sequence-parallel and no --tp-comm-overlap; domino/language_model.py builds "
+    "its layers with sequence_parallel=False as deepspeed/runtime/domino/transformer.py DominoTransformerLayer (torch.matmul and "
+    "deepspeed.comm all_reduce, no TransformerEngine)";
+// the knobs: TE's per-site userbuffers config, which neither export writes
+constexpr std::string_view kSrcTeDefaultsMegatron =
+    "TransformerEngine transformer_engine/pytorch/module/base.py initialize_ub get_default_config: num_splits 4 and num_sm 16 "
+    "for the pipeline (proj_fprop, fc2_fprop) and bulk (qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad) sites unless ub_cfgs sets "
+    "them; Megatron-LM megatron/training/initialize.py _initialize_tp_communicators: ub_cfgs = yaml.safe_load of "
+    "--tp-comm-overlap-cfg, else {}";
+constexpr std::string_view kSrcTeDefaultsNemo =
+    "NeMo megatron_gpt_model.py initialize_ub_func: TE's initialize_ub with ub_cfgs = model.ub_tp_comm_overlap_cfg (null in "
+    "megatron_gpt_config.yaml: get_default_config's num_splits 4, num_sm 16; conf/tp_overlap/*.yaml are NeMo's presets)";
+constexpr std::string_view kSrcMegatronNoAsyncTp =
+    "Megatron-LM megatron/ has no call of torch's symmetric-memory fused_all_gather_matmul / fused_matmul_reduce_scatter and "
+    "no micro_pipeline_tp setting; its one symmetric-memory TP option, symmetric_ar_type (megatron/core/transformer/"
+    "transformer_config.py, passed to TE in megatron/core/extensions/transformer_engine.py TELinear), replaces an all-reduce, "
+    "not the sequence-parallel AllGather + GEMM / GEMM + ReduceScatter";
+constexpr std::string_view kSrcNemoNoAsyncTp =
+    "NeMo nemo/ has no fused_all_gather_matmul, fused_matmul_reduce_scatter, micro_pipeline_tp or "
+    "enable_async_tensor_parallel; its GPT layers are Megatron-core's (megatron_gpt_model.py model_provider_func: "
+    "MCoreGPTModel)";
+
+// Megatron-LM's --tp-comm-overlap turns on all of TE's methods (bulk and pipelined / ring
+// exchange); each strategy is one of them, so the export also writes the switches that turn the
+// other one off.
+constexpr std::string_view kWhyTpCommOverlap =
+    "TransformerEngine userbuffers for the TP collectives (needs --sequence-parallel); alone it runs the bulk and the "
+    "pipelined / ring-exchange methods together";
+constexpr std::string_view kWhyNoBulkDgrad =
+    "... without the bulk AllGather beside the QKV / FC1 input-gradient GEMM (te-bulk's)";
+constexpr std::string_view kWhyNoBulkWgrad =
+    "... without the bulk ReduceScatter beside the QKV / FC1 weight-gradient GEMM (te-bulk's)";
+constexpr std::string_view kWhyNoOverlapAg =
+    "... without the ring-exchange AllGather + GEMM of QKV / FC1 forward and out-proj / FC2 dgrad (te-pipelined's)";
+constexpr std::string_view kWhyNoOverlapRs =
+    "... without the pipelined GEMM + ReduceScatter of out-proj / FC2 forward (te-pipelined's)";
+constexpr std::string_view kWhyNemoTe = "TransformerEngine's layers (the userbuffers overlap is theirs)";
+constexpr std::string_view kWhyNemoUb =
+    "TransformerEngine userbuffers for the TP collectives (NeMo turns it off without sequence_parallel); alone: bulk and "
+    "pipelined methods together";
+
+constexpr std::string_view kWhyPipelinedKnobMegatron =
+    "TE's default for proj_fprop / fc2_fprop without a --tp-comm-overlap-cfg YAML; other values need that YAML (proj_fprop: "
+    "{num_splits: N, num_sm: M}, the same for fc2_fprop), which the export does not write";
+constexpr std::string_view kWhyPipelinedKnobNemo =
+    "TE's default for proj_fprop / fc2_fprop while model.ub_tp_comm_overlap_cfg is null; other values need that config "
+    "(proj_fprop: {num_splits: N, num_sm: M}, the same for fc2_fprop), which the export does not write";
+constexpr std::string_view kWhyBulkKnobMegatron =
+    "TE's default for qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad without a --tp-comm-overlap-cfg YAML; other values need that "
+    "YAML (each site: {num_sm: N}), which the export does not write";
+constexpr std::string_view kWhyBulkKnobNemo =
+    "TE's default for qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad while model.ub_tp_comm_overlap_cfg is null; other values need "
+    "that config (each site: {num_sm: N}), which the export does not write";
+
+const StrategySupport& support_te_pipelined() {
+  static const StrategySupport s{
+      .strategy = "te-pipelined",
+      .frameworks =
+          {
+              {.framework = Framework::megatron,
+               .runs = true,
+               .selected_by = {"--tp-comm-overlap", "--disable-tp-comm-bulk-dgrad", "--disable-tp-comm-bulk-wgrad"},
+               .selected_why = {kWhyTpCommOverlap, kWhyNoBulkDgrad, kWhyNoBulkWgrad},
+               .knobs = {{.key = "num_splits", .fixed = 4, .why = kWhyPipelinedKnobMegatron, .source = kSrcTeDefaultsMegatron},
+                         {.key = "num_sm", .fixed = 16, .why = kWhyPipelinedKnobMegatron, .source = kSrcTeDefaultsMegatron}},
+               .source = kSrcMegatronUb},
+              {.framework = Framework::nemo,
+               .runs = true,
+               .selected_by = {"model.transformer_engine=True", "model.ub_tp_comm_overlap=True", "+model.tp_comm_bulk_dgrad=False",
+                               "+model.tp_comm_bulk_wgrad=False"},
+               .selected_why = {kWhyNemoTe, kWhyNemoUb, kWhyNoBulkDgrad, kWhyNoBulkWgrad},
+               .knobs = {{.key = "num_splits", .fixed = 4, .why = kWhyPipelinedKnobNemo, .source = kSrcTeDefaultsNemo},
+                         {.key = "num_sm", .fixed = 16, .why = kWhyPipelinedKnobNemo, .source = kSrcTeDefaultsNemo}},
+               .source = kSrcNemoUb},
+              {.framework = Framework::deepspeed_domino,
+               .runs = false,
+               .instead =
+                   "DeepSpeed-Domino has no sequence parallelism and no TransformerEngine layers: it runs its own schedule, "
+                   "domino 2x1 (launch Megatron-LM, --export megatron, for TE's userbuffers overlap)",
+               .source = kSrcDomNoTe},
+          },
+  };
+  return s;
+}
+
+const StrategySupport& support_te_bulk() {
+  static const StrategySupport s{
+      .strategy = "te-bulk",
+      .frameworks =
+          {
+              {.framework = Framework::megatron,
+               .runs = true,
+               .selected_by = {"--tp-comm-overlap", "--disable-tp-comm-overlap-ag", "--disable-tp-comm-overlap-rs"},
+               .selected_why = {kWhyTpCommOverlap, kWhyNoOverlapAg, kWhyNoOverlapRs},
+               .knobs = {{.key = "te_bulk_sms", .fixed = 16, .why = kWhyBulkKnobMegatron, .source = kSrcTeDefaultsMegatron}},
+               .source = kSrcMegatronUb},
+              {.framework = Framework::nemo,
+               .runs = true,
+               .selected_by = {"model.transformer_engine=True", "model.ub_tp_comm_overlap=True", "+model.tp_comm_overlap_ag=False",
+                               "+model.tp_comm_overlap_rs=False"},
+               .selected_why = {kWhyNemoTe, kWhyNemoUb, kWhyNoOverlapAg, kWhyNoOverlapRs},
+               .knobs = {{.key = "te_bulk_sms", .fixed = 16, .why = kWhyBulkKnobNemo, .source = kSrcTeDefaultsNemo}},
+               .source = kSrcNemoUb},
+              {.framework = Framework::deepspeed_domino,
+               .runs = false,
+               .instead =
+                   "DeepSpeed-Domino has no sequence parallelism and no TransformerEngine layers: it runs its own schedule, "
+                   "domino 2x1 (launch Megatron-LM, --export megatron, for TE's bulk overlap)",
+               .source = kSrcDomNoTe},
+          },
+  };
+  return s;
+}
+
+const StrategySupport& support_async_tp() {
+  static const StrategySupport s{
+      .strategy = "async-tp",
+      .frameworks =
+          {
+              {.framework = Framework::megatron,
+               .runs = false,
+               .instead =
+                   "Megatron-LM has no asynchronous TP (PyTorch's symmetric-memory decomposition, torchtitan's "
+                   "enable_async_tensor_parallel): with --sequence-parallel it runs each AllGather / ReduceScatter whole "
+                   "(strategy none), or TE userbuffers with --tp-comm-overlap (te-pipelined is the nearest: its AllGathers are "
+                   "the same copy-engine ring steps)",
+               .source = kSrcMegatronNoAsyncTp},
+              {.framework = Framework::nemo,
+               .runs = false,
+               .instead =
+                   "NeMo has no asynchronous TP: its Megatron-core layers run each sequence-parallel AllGather / ReduceScatter "
+                   "whole (strategy none), or TE userbuffers with ub_tp_comm_overlap (te-pipelined, te-bulk)",
+               .source = kSrcNemoNoAsyncTp},
+              {.framework = Framework::deepspeed_domino,
+               .runs = false,
+               .instead =
+                   "DeepSpeed-Domino has no sequence parallelism, so no AllGather / ReduceScatter to decompose: it runs its own "
+                   "schedule, domino 2x1",
+               .source = kSrcDomNoTe},
+          },
+  };
+  return s;
+}
+
 struct Registry {
   std::vector<const StrategySupport*> supports;
 };
 
 Registry& registry() {
-  static Registry r{.supports = {&support_none(), &support_domino()}};
+  static Registry r{
+      .supports = {&support_none(), &support_domino(), &support_te_pipelined(), &support_te_bulk(), &support_async_tp()}};
   return r;
 }
 
@@ -168,8 +331,10 @@ StrategyInFramework express_strategy(Framework f, const sim::Plan& p) {
     for (const sim::Knob& k : s.knobs) out.annotation.push_back({std::string(k.key), value_of(k)});
     return out;
   }
-  for (std::string_view sel : fs->selected_by)
-    out.args.push_back({std::string(sel), fmt::format("strategy {}: {}", s.name, s.description)});
+  for (std::size_t i = 0; i < fs->selected_by.size(); ++i)
+    out.args.push_back({std::string(fs->selected_by[i]),
+                        i < fs->selected_why.size() ? fmt::format("strategy {}: {}", s.name, fs->selected_why[i])
+                                                    : fmt::format("strategy {}: {}", s.name, s.description)});
   if (fs->selected_by.empty() && &s != &sim::default_strategy()) out.annotation.push_back({"strategy", std::string(s.name)});
   for (const sim::Knob& k : s.knobs) {
     const KnobSupport* ks = find_knob(*fs, k.key);
@@ -189,7 +354,7 @@ StrategyInFramework express_strategy(Framework f, const sim::Plan& p) {
            .declared = false});
     } else if (ks->fixed) {
       if (k.get(p) == *ks->fixed || !k.applies(p))
-        out.notes.push_back(fmt::format("{} {}: {} always runs this ({})", k.key, v, fw, ks->why));
+        out.notes.push_back(fmt::format("{} {}: {} runs this ({})", k.key, v, fw, ks->why));
       else
         out.gaps.push_back(
             {.rule = rule_id(s.name, k.key),
@@ -204,17 +369,54 @@ StrategyInFramework express_strategy(Framework f, const sim::Plan& p) {
   return out;
 }
 
+namespace {
+/// The Megatron-style frameworks whose arguments parse_megatron_args reads.
+constexpr Framework kMegatronStyle[] = {Framework::megatron, Framework::deepspeed_domino};
+}  // namespace
+
 std::optional<ArgumentTarget> find_argument(std::string_view name) {
   for (const sim::Strategy* s : sim::strategies())
-    for (Framework f : {Framework::megatron, Framework::deepspeed_domino}) {
+    for (Framework f : kMegatronStyle) {
       const FrameworkSupport* fs = find_support(*s, f);
       if (!fs || !fs->runs) continue;
-      for (std::string_view sel : fs->selected_by)
-        if (sel == name) return ArgumentTarget{.strategy = s};
       for (const auto& ks : fs->knobs)
         if (!ks.arg.empty() && ks.arg == name && s->knob(ks.key)) return ArgumentTarget{.strategy = s, .knob = s->knob(ks.key)};
     }
   return std::nullopt;
+}
+
+bool is_selecting_argument(std::string_view name) {
+  for (const sim::Strategy* s : sim::strategies())
+    for (Framework f : kMegatronStyle) {
+      const FrameworkSupport* fs = find_support(*s, f);
+      if (fs && fs->runs && std::find(fs->selected_by.begin(), fs->selected_by.end(), name) != fs->selected_by.end()) return true;
+    }
+  return false;
+}
+
+Selection select_strategy(const std::vector<std::string>& present) {
+  std::vector<std::string_view> given(present.begin(), present.end());
+  std::sort(given.begin(), given.end());
+  given.erase(std::unique(given.begin(), given.end()), given.end());
+  Selection out;
+  std::string sets;
+  for (const sim::Strategy* s : sim::strategies())
+    for (Framework f : kMegatronStyle) {
+      const FrameworkSupport* fs = find_support(*s, f);
+      if (!fs || !fs->runs || fs->selected_by.empty()) continue;
+      std::vector<std::string_view> need(fs->selected_by.begin(), fs->selected_by.end());
+      std::sort(need.begin(), need.end());
+      if (need == given) {
+        out.strategy = s;
+        return out;
+      }
+      // say the sets that share an argument with what was given
+      if (std::any_of(need.begin(), need.end(), [&](std::string_view a) { return std::binary_search(given.begin(), given.end(), a); }))
+        sets += fmt::format("{}{} is {}", sets.empty() ? "" : "; ", s->name, fmt::join(fs->selected_by, " "));
+    }
+  out.why = fmt::format("no strategy slicetune models is selected by exactly {} ({})", fmt::join(given, " "),
+                        sets.empty() ? "no declaration names them all" : sets);
+  return out;
 }
 
 const sim::Strategy* own_schedule(Framework f) {

@@ -1,6 +1,7 @@
 // defines: bridge::KnobSupport, FrameworkSupport, StrategySupport (how each framework runs each
 //          registered strategy and expresses its knobs), register_support, find_support,
-//          StrategyInFramework, express_strategy, ArgumentTarget, find_argument
+//          StrategyInFramework, express_strategy, ArgumentTarget, find_argument,
+//          is_selecting_argument, select_strategy
 //
 // Export, import and check read these declarations instead of naming strategies: a new strategy
 // (sim/strategy.hpp) declares here, once per framework, whether the framework runs it and, for each
@@ -27,7 +28,9 @@ struct KnobSupport {
   /// and DeepSpeed-Domino, "key=VALUE" in NeMo's Hydra overrides. The Megatron-style importer reads
   /// it back.
   std::string_view arg;
-  std::optional<int> fixed;  ///< the value the framework always runs (no argument changes it)
+  /// The value the framework runs under the exported arguments: no argument changes it, or only
+  /// one the export does not write (a config file; `why` says which).
+  std::optional<int> fixed;
   /// `fixed` is also the knob's neutral value and the framework's own default (tp_channels 0:
   /// NCCL's choice): a plan holding it needs no note, no annotation and no argument.
   bool quiet_at_fixed = false;
@@ -39,12 +42,20 @@ struct KnobSupport {
 struct FrameworkSupport {
   Framework framework = Framework::megatron;
   bool runs = false;  ///< the framework has this strategy's schedule
-  /// Arguments, as written, that select the strategy ("--tp-comm-overlap"); empty: nothing to
-  /// select (the framework's default or only schedule).
+  /// Arguments, as written, that select the strategy together ("--tp-comm-overlap",
+  /// "--disable-tp-comm-bulk-dgrad", ...); empty: nothing to select (the framework's default or
+  /// only schedule). The importer takes a strategy when the declared selecting arguments present
+  /// are exactly its set, so strategies may share arguments (te-pipelined and te-bulk share
+  /// --tp-comm-overlap and differ in what they switch off).
   std::vector<std::string_view> selected_by;
+  /// What each of `selected_by` does (same order), the export's comment; missing: the
+  /// strategy's description.
+  std::vector<std::string_view> selected_why;
   std::vector<KnobSupport> knobs;  ///< when it runs: one per knob of the strategy
   std::string_view instead;        ///< when it does not: what the framework runs given such a plan
-  std::string_view source;         ///< where that is decided (file, function)
+  /// Where that is decided (file, function): what runs instead, or where the selecting arguments
+  /// are defined and read.
+  std::string_view source;
 };
 
 /// @brief Every framework's support of one strategy (by sim::Strategy::name).
@@ -55,7 +66,8 @@ struct StrategySupport {
 
 /// @brief Declares a strategy's support (a plug-in's, or a test's). `s` must outlive every use (a
 /// static); a second declaration for the same strategy throws std::invalid_argument. The built-in
-/// strategies' declarations (none, domino) are in bridge/strategy_support.cpp.
+/// strategies' declarations (none, domino, te-pipelined, te-bulk, async-tp) are in
+/// bridge/strategy_support.cpp.
 void register_support(const StrategySupport& s);
 /// @brief The declaration of how `f` runs `s`, or null if none was declared.
 const FrameworkSupport* find_support(const sim::Strategy& s, Framework f);
@@ -79,14 +91,26 @@ struct StrategyInFramework {
 };
 StrategyInFramework express_strategy(Framework f, const sim::Plan& p);
 
-/// @brief A Megatron-style argument (Megatron-LM or DeepSpeed-Domino) that some strategy declared:
-/// it selects `strategy`, or (with `knob`) sets one of its knobs.
+/// @brief A Megatron-style argument (Megatron-LM or DeepSpeed-Domino) that some strategy declared
+/// as carrying one of its knobs.
 struct ArgumentTarget {
   const sim::Strategy* strategy = nullptr;
-  const sim::Knob* knob = nullptr;  ///< null: a switch that selects the strategy
+  const sim::Knob* knob = nullptr;
 };
-/// @brief The declared target of argument `name`, if a registered strategy declared one.
+/// @brief The declared knob argument `name` (it takes a value), if a registered strategy declared one.
 std::optional<ArgumentTarget> find_argument(std::string_view name);
+/// @brief Whether `name` is one of the arguments that select a strategy a declaration says
+/// Megatron-LM or DeepSpeed-Domino runs (a switch: it takes no value).
+bool is_selecting_argument(std::string_view name);
+/// @brief The strategy that the selecting arguments `present` (as is_selecting_argument) select:
+/// the one whose Megatron-LM or DeepSpeed-Domino `selected_by` is exactly that set. Null, with
+/// `why` saying which sets would select what, when none is (e.g. --tp-comm-overlap alone runs
+/// TransformerEngine's bulk and pipelined methods together, which no strategy models).
+struct Selection {
+  const sim::Strategy* strategy = nullptr;
+  std::string why;
+};
+Selection select_strategy(const std::vector<std::string>& present);
 
 /// @brief The strategy `f` runs when its arguments select none (declared `runs` with no
 /// `selected_by`; sim::default_strategy() first when it qualifies): none for Megatron-LM and NeMo,

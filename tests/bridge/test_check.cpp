@@ -60,6 +60,9 @@ TEST_CASE("a plan every framework runs as given has no errors and says which env
 TEST_CASE("each documented incompatible combination is refused with its rule and source") {
   using F = bridge::Framework;
   const sim::Strategy* domino = &sim::strategy_domino();
+  const sim::Strategy* te_pipelined = &sim::strategy_te_pipelined();
+  const sim::Strategy* te_bulk = &sim::strategy_te_bulk();
+  const sim::Strategy* async_tp = &sim::strategy_async_tp();
   // Each case: the one rule it must break (the expected value), and why that is the framework's refusal (the rule's source).
   const std::vector<std::pair<std::string, Case>> cases{
       {"world-size", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .dp = 2}, "", {}}},                  // 8 x 2 != 8 GPUs
@@ -91,6 +94,16 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"domino-tp-channels", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .tp_channels = 8, .strategy = domino}, "", {}}},
       {"domino-fp8", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .dtype = common::DType::fp8, .strategy = domino}, "", {}}},
       {"memory", {F::megatron, "gpt3-175b", "dgx-h100", {.tp = 8, .micro_batch = 1}, "", {}}},  // 175B / 8 GPUs: 16 bytes per parameter alone is 350 GB
+      // TE userbuffers' knobs away from TE's defaults (transformer_engine/pytorch/module/base.py initialize_ub
+      // get_default_config: num_splits 4, num_sm 16), which the export's arguments cannot change (no ub config YAML)
+      {"te-pipelined-num-splits", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 1, .num_splits = 2, .sequence_parallel = true, .strategy = te_pipelined}, "", {}}},
+      {"te-pipelined-num-sm", {F::nemo, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 1, .num_sm = 32, .sequence_parallel = true, .strategy = te_pipelined}, "", {}}},
+      {"te-bulk-te-bulk-sms", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 1, .te_bulk_sms = 4, .sequence_parallel = true, .strategy = te_bulk}, "", {}}},
+      // DeepSpeed-Domino has no sequence parallelism and no TransformerEngine layers (domino/arguments.py, language_model.py)
+      {"strategy-te-pipelined", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .global_batch = 16, .sequence_parallel = true, .strategy = te_pipelined}, "", {}}},
+      {"strategy-te-bulk", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .global_batch = 16, .sequence_parallel = true, .strategy = te_bulk}, "", {}}},
+      // Megatron-LM has no asynchronous TP (no symmetric-memory fused_all_gather_matmul / fused_matmul_reduce_scatter in megatron/)
+      {"strategy-async-tp", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 1, .sequence_parallel = true, .strategy = async_tp}, "", {}}},
   };
   std::set<std::string> refused;
   for (const auto& kv : cases) {
@@ -164,10 +177,12 @@ TEST_CASE("slicetune check exits 1 with one line per finding when the framework 
 TEST_CASE("check --rules prints every rule, and docs/bridge.md holds that table as printed") {
   // The binary registers the built-in strategies only (the toy strategy lives in this test program), so its table is the
   // documented one: 22 fixed rules + strategy-none, strategy-domino, Domino's 3 fixed knobs and tp_channels fixed at NCCL's
-  // choice under none (Megatron-LM, NeMo) and domino (DeepSpeed-Domino) (bridge/strategy_support.cpp) = 29.
+  // choice under none (Megatron-LM, NeMo) and domino (DeepSpeed-Domino) = 29, + strategy-te-pipelined, strategy-te-bulk,
+  // strategy-async-tp and te-pipelined's num_splits, num_sm and te-bulk's te_bulk_sms fixed at TE's defaults
+  // (bridge/strategy_support.cpp) = 35.
   const CliRun r = run_cli("check --rules");
   REQUIRE(r.rc == 0);
-  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 29);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 35);
   for (const char* id : {"`world-size`", "`strategy-none`", "`strategy-domino`", "`domino-row-slices`", "`memory`"}) CHECK(r.out.find(id) != std::string::npos);
   std::ifstream in(std::string(SLICETUNE_SOURCE_DIR) + "/docs/bridge.md");
   std::stringstream doc;

@@ -45,7 +45,7 @@ TEST_CASE("the built-in declarations: Megatron-LM and NeMo run none, DeepSpeed-D
   const auto dd = bridge::express_strategy(F::deepspeed_domino, domino);
   CHECK(dd.gaps.empty());
   REQUIRE(dd.notes.size() == 3);
-  CHECK(dd.notes[0] == "row_slices 2: DeepSpeed-Domino always runs this (its layer takes exactly 2 halves)");
+  CHECK(dd.notes[0] == "row_slices 2: DeepSpeed-Domino runs this (its layer takes exactly 2 halves)");
   CHECK(keys(dd) == "strategy=domino row_slices=2 row_axis=batch col_slices=1");
   // domino in Megatron-LM and NeMo, none in DeepSpeed-Domino: declared as not run, with what runs instead
   for (auto [f, plan, rule] :
