@@ -193,6 +193,9 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       r.out.unknown.push_back({name, "", "a word that is not a flag"});
       continue;
     }
+    // Megatron-LM names each store_false switch it generates from a config field both --no-X and
+    // --disable-X (megatron/training/argument_utils.py ArgumentGroupFactory): read the first as the second
+    if (name.starts_with("--no-") && is_selecting_argument("--disable-" + name.substr(5))) name = "--disable-" + name.substr(5);
     if (const auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);

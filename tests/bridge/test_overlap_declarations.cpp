@@ -236,6 +236,10 @@ TEST_CASE("Megatron-LM's userbuffers switches import as the strategy whose set t
             .plan.strategy == &sim::strategy_te_pipelined());  // order does not matter
   CHECK(bridge::parse_megatron_args(base + "--disable-tp-comm-overlap-rs --tp-comm-overlap --disable-tp-comm-overlap-ag", "a")
             .plan.strategy == &sim::strategy_te_bulk());
+  // current Megatron-LM generates these switches from ModelParallelConfig with two names each, --no-X and --disable-X
+  // (megatron/training/argument_utils.py ArgumentGroupFactory._build_argparse_kwargs_from_field)
+  CHECK(bridge::parse_megatron_args(base + "--tp-comm-overlap --no-tp-comm-bulk-dgrad --no-tp-comm-bulk-wgrad", "a").plan.strategy ==
+        &sim::strategy_te_pipelined());
   // --tp-comm-overlap alone: TE runs bulk and pipelined methods together (model_parallel_config.py defaults), which no strategy
   // models; said, not guessed
   const auto both = bridge::parse_megatron_args(base + "--tp-comm-overlap", "a");
