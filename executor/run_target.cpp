@@ -54,6 +54,13 @@ sim::Target resolve_run_target(sim::TargetInput in, int world) {
                                           "the embedding's block [vocab i, hidden j] and the LM head's [vocab j, hidden i] (the graph's "
                                           "SUMMA product X W^T), so one tied weight cannot be both; use a model with tied_embeddings: false",
                                           sim::to_string(t.plan.tp_layout), t.model.name));
+  // domino's row slices on a grid put each slice's collectives on row / column communicators of
+  // their own (groups row<i>, col<i>: sim/builder_grid.cpp), which the backends do not create
+  if (t.plan.grid_tp() && t.plan.row_slices > 1)
+    throw common::ConfigError(t.plan_source, "row_slices",
+                              fmt::format("slicetune run cannot execute tp_layout {} with row_slices={}: each slice's row and column "
+                                          "communicators (groups row1, col1, ...) are simulated only; use row_slices: 1 on a grid",
+                                          sim::to_string(t.plan.tp_layout), t.plan.row_slices));
   if (t.plan.gpus() != world)
     throw common::ConfigError("mpirun -np", "", fmt::format("the plan needs tp x dp x pp = {} x {} x {} = {} ranks, got {}", t.plan.tp,
                                                              t.plan.dp, t.plan.pp, t.plan.gpus(), world));

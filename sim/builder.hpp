@@ -279,8 +279,9 @@ class Builder {
   void emit_zero_step_end();
   // 2D / 2.5D tensor parallelism: SUMMA layers on a q x q (x d) grid (sim/builder_grid.cpp)
   struct Grid {
-    GroupId row = 0, col = 0;
-    StreamId row_comm = 0, col_comm = 0;
+    // per row slice (domino on a grid: each slice's collectives on communicators of their own)
+    std::vector<GroupId> row, col;
+    std::vector<StreamId> row_comm, col_comm;
     int row_nodes = 1, col_nodes = 1;
   } grid_;
   void setup_grid(int rank);

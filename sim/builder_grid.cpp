@@ -51,10 +51,17 @@ void Builder::setup_grid(int rank) {
   const int col_first = base + k * q * q + (rows_inner ? at.col : at.col * q);
   grid_.row_nodes = nodes_spanned(row_first, row_stride, q, gpn);
   grid_.col_nodes = nodes_spanned(col_first, col_stride, q, gpn);
-  grid_.row_comm = add_stream({.name = "row_comm", .kind = StreamKind::comm});
-  grid_.col_comm = add_stream({.name = "col_comm", .kind = StreamKind::comm});
-  grid_.row = add_group({.name = "row", .size = q, .nodes = grid_.row_nodes, .instance = row_first});
-  grid_.col = add_group({.name = "col", .size = q, .nodes = grid_.col_nodes, .instance = col_first});
+  // domino's row slices: one row and one column communicator per slice, each on its own stream (as
+  // NCCL runs each communicator), so a slice's collectives do not queue behind another slice's,
+  // which wait for that slice's GEMMs (the double buffers); they share the links (the engine's link
+  // sharing). Slice 0's keep the names of the unsliced grid: "row" / "row_comm", slice i "row<i>".
+  for (int i = 0; i < p_.row_slices; ++i) {
+    const std::string n = i == 0 ? "" : std::to_string(i);
+    grid_.row_comm.push_back(add_stream({.name = "row" + n + "_comm", .kind = StreamKind::comm}));
+    grid_.col_comm.push_back(add_stream({.name = "col" + n + "_comm", .kind = StreamKind::comm}));
+    grid_.row.push_back(add_group({.name = "row" + n, .size = q, .nodes = grid_.row_nodes, .instance = row_first}));
+    grid_.col.push_back(add_group({.name = "col" + n, .size = q, .nodes = grid_.col_nodes, .instance = col_first}));
+  }
   // weight gradients: every depth layer of every data-parallel replica holds the same block
   // (tp rank t mod q^2 at depth 0..d-1 of replicas 0..dp-1): one group of d x dp ranks
   grad_ranks_ = d * p_.dp;
@@ -78,8 +85,9 @@ Task Builder::grid_task(CollectiveKind k, double bytes, bool row, Op op, Phase p
                              .nodes = row ? grid_.row_nodes : grid_.col_nodes,
                              .dtype = dt},
                 op, phase, layer, s, chunk);
-  t.stream = row ? grid_.row_comm : grid_.col_comm;
-  t.group = row ? grid_.row : grid_.col;
+  const auto i = static_cast<std::size_t>(s.index);
+  t.stream = row ? grid_.row_comm[i] : grid_.col_comm[i];
+  t.group = row ? grid_.row[i] : grid_.col[i];
   return t;
 }
 
@@ -131,7 +139,10 @@ std::uint32_t Builder::summa_bwd(TensorId dy, TensorId x, TensorId w, TensorId d
     last = add(grid_task(CollectiveKind::reduce, dxi.bytes(), true, comm, Phase::bwd_dgrad, l, s, i, dxi.dtype), {c[i % 2]},
                {c[i % 2], dx});
   }
-  next_compute_waits_for(last);  // every reduce waited before the function returns
+  // one slice: every reduce waited before the function returns (Colossal-AI's op.wait() loop);
+  // domino's row slices: the consumer of dx waits for it (a data edge), so this slice's reduces
+  // overlap the next slice's GEMMs
+  if (!sliced_) next_compute_waits_for(last);
   // dw += x^T dy (Matmul_ATB): step i broadcasts x's block along the row, multiplies and reduces
   // the partial [in/q, out/q] along the column
   TensorId xb[2], e[2];
@@ -149,7 +160,7 @@ std::uint32_t Builder::summa_bwd(TensorId dy, TensorId x, TensorId w, TensorId d
     last = add(grid_task(CollectiveKind::reduce, wi.bytes(), false, comm, Phase::bwd_wgrad, l, s, i, wi.dtype), {e[i % 2]},
                {e[i % 2], dw});
   }
-  next_compute_waits_for(last);
+  if (!sliced_) next_compute_waits_for(last);  // sliced: dw's readers (the DP buckets, the optimizer) wait for it
   return last;
 }
 
@@ -188,10 +199,10 @@ void Builder::emit_grid_norm_grads() {
                         .ranks = p_.tp_q,
                         .nodes = grid_.col_nodes,
                         .dtype = DType::fp32};
-  t.stream = grid_.col_comm;
+  t.stream = grid_.col_comm[0];
   t.op = Op::dp_reduce;
   t.phase = Phase::dp_reduce;
-  t.group = grid_.col;
+  t.group = grid_.col[0];
   t.once_per_step = true;
   t.layer = -1;
   add(std::move(t), norms, norms);

@@ -187,11 +187,28 @@ std::optional<PlanProblem> check_grid(const ModelSpec& m, const hardware::Cluste
   if (p.recompute != Recompute::none)
     return bad(Infeasibility::tp_grid, "recompute", fmt::format("tp_layout {} is simulated without activation recompute, got recompute: {}", lay,
                                                                 to_string(p.recompute)));
-  if (p.strategy != &default_strategy())
+  // strategies: none (Colossal-AI's SUMMA layers) and domino's row slices, each slice's SUMMA
+  // products, norms and attention independent of the other slices' (sim/builder_grid.cpp)
+  const bool domino = p.strategy == &strategy_domino();
+  if (p.strategy != &default_strategy() && !domino)
     return bad(Infeasibility::tp_grid, "strategy",
                fmt::format("tp_layout {} runs its own overlap (the next SUMMA step's broadcasts behind the current GEMM, as Colossal-AI); "
-                           "strategy {} slices Megatron-LM's 1D layers and does not compose with it: use strategy: none",
+                           "strategy {} decomposes Megatron-LM's 1D collectives and does not compose with it: use strategy: none | domino",
                            lay, p.strategy->name));
+  if (domino) {
+    if (p.row_axis != RowAxis::batch)
+      return bad(Infeasibility::tp_grid, "row_axis",
+                 fmt::format("tp_layout {} slices rows along the batch only (row_axis: batch), got row_axis: sequence", lay));
+    if (p.col_slices != 1)
+      return bad(Infeasibility::tp_grid, "col_slices",
+                 fmt::format("col_slices={}: domino's column chunks split the 1D row-parallel GEMM before its all-reduce, which a SUMMA "
+                             "product does not have (tp_layout {}): use col_slices: 1",
+                             p.col_slices, lay));
+    if (p.row_slices >= 1 && (p.micro_batch / (q * d)) % p.row_slices)
+      return bad(Infeasibility::tp_grid, "row_slices",
+                 fmt::format("row_slices={} does not divide the {} sequences of a grid rank (micro_batch / (tp_q x tp_d) = {} / ({} x {}))",
+                             p.row_slices, p.micro_batch / (q * d), p.micro_batch, q, d));
+  }
   return std::nullopt;
 }
 
@@ -488,6 +505,13 @@ std::string plan_to_yaml(const Plan& p, const std::string& comment) {
   return out;
 }
 
+namespace {
+/// A grid plan's TP: SUMMA, with domino's row slices where the plan has them ("summa domino 2").
+std::string describe_grid_strategy(const Plan& p) {
+  return p.strategy == &strategy_domino() ? fmt::format("summa domino {}", p.row_slices) : std::string("summa");
+}
+}  // namespace
+
 std::string describe(const Plan& p) {
   std::string pipe;
   if (p.pp > 1) {
@@ -501,7 +525,7 @@ std::string describe(const Plan& p) {
   if (p.tp_layout == TpLayout::two_five_d) tp = fmt::format("tp2.5d[{},{},{}]", p.tp_q, p.tp_q, p.tp_d);
   if (p.grid_tp() && p.tp_grid_order == TpGridOrder::col) tp += "c";
   std::string s = fmt::format("{} dp{}{} mb{}{} {}", tp, p.dp, pipe, p.micro_batch, p.sequence_parallel ? " sp" : "",
-                              p.grid_tp() ? std::string("summa") : p.strategy->describe(p));
+                              p.grid_tp() ? describe_grid_strategy(p) : p.strategy->describe(p));
   if (p.zero > 0) s += fmt::format(" zero{}", p.zero);
   if (p.recompute == Recompute::selective) s += " rc-sel";
   if (p.recompute == Recompute::full) {

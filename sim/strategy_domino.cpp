@@ -17,6 +17,10 @@
 //    and the first slice's overlaps only norm work; the attention's QKV is Megatron-LM 23.08's
 //    ColumnParallelLinear, whose backward all-reduces the input gradient asynchronously beside its
 //    own wgrad GEMM and waits at its end (handle.wait()), before the next kernel.
+// On a 2D / 2.5D grid the same order runs each slice's SUMMA products, norms and attention
+// (sim/builder_grid.cpp); no released code composes the two, so a slice's broadcasts and reduces
+// are waited for by the tasks that read their results only, letting them overlap the other
+// slice's GEMMs. Column chunks are 1D only (check_plan).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +35,7 @@ namespace {
 void schedule(Builder& b) {
   const int l0 = b.first_layer(), L = b.end_layer();  // this pass's layers (sim/builder.hpp)
   const auto& slices = b.slices();
+  const bool grid = b.plan().grid_tp();  // 2D / 2.5D: each slice's SUMMA layers (sim/builder_grid.cpp)
   for (const auto& s : slices) b.emit_embedding(s);
   for (int l = l0; l < L; ++l) {
     for (const auto& s : slices) b.emit_attn_fwd(l, s);
@@ -63,7 +68,8 @@ void schedule(Builder& b) {
     for (const auto& s : order) b.emit_mlp_norm_bwd(l, s);
     for (const auto& s : order) {
       const BackwardTasks t = b.emit_attn_bwd(l, s);
-      if (t.collective) b.next_compute_waits_for(*t.collective);  // ColumnParallelLinear's handle.wait()
+      // ColumnParallelLinear's handle.wait(); a grid's QKV reduces are waited for by their readers
+      if (t.collective && !grid) b.next_compute_waits_for(*t.collective);
     }
     b.attn_grads_ready(l);
   }
@@ -128,7 +134,7 @@ const Strategy& strategy_domino() {
                    .set_input = [](PlanInput& in, int v) { in.col_slices = v; }},
               // fewer channels: slower TP collectives, more SMs left to the next slice's GEMMs they overlap
               // (searched where a collective overlaps compute: more than one slice or chunk)
-              tp_channels_knob({0, 8}, [](const Plan& p) { return p.tp > 1 && (p.row_slices > 1 || p.col_slices > 1); }),
+              tp_channels_knob({0, 8}, [](const Plan& p) { return p.tp > 1 && !p.grid_tp() && (p.row_slices > 1 || p.col_slices > 1); }),
           },
       .baseline = false,
       .searched = true,

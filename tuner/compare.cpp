@@ -32,9 +32,9 @@ double tp_bytes_per_gpu(const Evaluator& ev, const sim::Plan& p) {
     double once = 0, each = 0;
     for (const auto& t : g.tasks) {
       if (!t.is_collective() || !t.group) continue;
-      // the tensor-parallel groups: 1D's tp, a 2D / 2.5D grid's rows and columns (not depth: that is data parallelism)
+      // the tensor-parallel groups: 1D's tp, a 2D / 2.5D grid's rows and columns, row<i> / col<i> of domino's slice i (not depth: that is data parallelism)
       const std::string& name = g.groups[*t.group].name;
-      if (!name.starts_with("tp") && name != "row" && name != "col") continue;
+      if (!name.starts_with("tp") && !name.starts_with("row") && !name.starts_with("col")) continue;
       const double b = ev.cost().collective(std::get<hardware::CollectiveOp>(t.kind)).sent_bytes;
       // unpipelined: once-per-step tasks run once; pipelined: tasks of no micro-batch (micro -1) do
       const bool per_step = g.micro_batches > 1 ? t.micro < 0 : t.once_per_step;
@@ -83,7 +83,9 @@ const RankedPlan* baseline_of(const SearchResult& r) { return r.baseline ? &*r.b
 }  // namespace
 
 std::string row_name(const StrategyRow& row) {
-  return row.layout == sim::TpLayout::one_d ? std::string(row.strategy->name) : fmt::format("{} summa", sim::to_string(row.layout));
+  if (row.layout == sim::TpLayout::one_d) return std::string(row.strategy->name);
+  // a grid's best plan with domino's row slices is a row of its own: whether slicing helps the grid
+  return fmt::format("{} summa{}", sim::to_string(row.layout), row.strategy->baseline ? "" : fmt::format(" {}", row.strategy->name));
 }
 
 std::string strategy_table(const std::vector<StrategyRow>& rows, const SearchResult& r) {

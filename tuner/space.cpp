@@ -24,6 +24,11 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
                           int gb, const std::vector<hardware::AttentionKernel>& kernels, hardware::AttentionKernel own,
                           const std::function<void(const sim::Plan&)>& visit) {
   const int gpus = c.total_gpus();
+  // domino's row slices on the grid (each slice's SUMMA products independent, sim/builder_grid.cpp)
+  // where domino is searched: 2 and 4 slices of the rank's sequences beside the unsliced grid
+  const auto strategies = searched_strategies(s);
+  const bool domino = std::find(strategies.begin(), strategies.end(), &sim::strategy_domino()) != strategies.end();
+  const std::vector<int> slices = domino ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
   for (const sim::TpLayout layout : s.tp_layouts) {
     if (layout == sim::TpLayout::one_d) continue;
     for (int tp : tps)
@@ -40,9 +45,11 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
         std::vector<sim::TpGridOrder> orders{sim::TpGridOrder::row};
         if (q * q > c.node.gpus_per_node) orders.push_back(sim::TpGridOrder::col);
         for (int mb : mbs)
+          for (const int r : slices)
           for (const auto order : orders)
             for (const auto att : kernels) {
               if (sim::attention_unsupported(c, att, s.dtype)) continue;
+              if ((mb / (q * d)) % r) continue;  // the slices split a rank's sequences
               for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
                 if (dp * d == 1 && b > 0) continue;  // no gradient reduction
                 sim::Plan p;
@@ -56,10 +63,11 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
                 p.global_batch = gb;
                 p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
                 p.dtype = s.dtype;
-                p.strategy = &sim::default_strategy();
+                p.strategy = r > 1 ? &sim::strategy_domino() : &sim::default_strategy();
                 p.stack = s.stack;
                 p.stack_attention = own;
                 for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
+                p.row_slices = r;
                 p.attention = att;
                 p.dp_bucket_mb = s.dp_bucket_mb[b];
                 visit(p);

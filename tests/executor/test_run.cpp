@@ -470,6 +470,10 @@ TEST_CASE("bad input: one-line errors naming the flag") {
   CHECK(slurp("executor_bad_grid_zero.log").find("tp_layout 2d is simulated without ZeRO (zero: 0), got zero=1") != std::string::npos);
   CHECK(launch(8, "run --model tiny-llama --tp-layout 2d --tp-q 2 --pp 2 --steps 1 --quiet", "executor_bad_grid_pp.log") != 0);
   CHECK(slurp("executor_bad_grid_pp.log").find("tp_layout 2d is simulated without pipeline parallelism (pp=1), got pp=2") != std::string::npos);
+  // domino's row slices on a grid: simulated (per-slice communicators), not executed
+  CHECK(launch(4, "run --model tiny-llama --tp-layout 2d --tp-q 2 --micro-batch 4 --strategy domino --row-slices 2 --steps 1 --quiet",
+               "executor_bad_grid_sliced.log") != 0);
+  CHECK(slurp("executor_bad_grid_sliced.log").find("cannot execute tp_layout 2d with row_slices=2") != std::string::npos);
   CHECK(launch(4, "run --model tiny-llama --tp-layout 2.5d --tp-q 2 --tp-d 2 --steps 1 --quiet", "executor_bad_grid_np.log") != 0);
   CHECK(slurp("executor_bad_grid_np.log").find("--tp: tp=8 does not divide the 4 MPI ranks") != std::string::npos);
 #ifndef SLICETUNE_CUDA_PLUGIN

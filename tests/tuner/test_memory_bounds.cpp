@@ -31,6 +31,17 @@ sim::Plan plan(int tp, int dp, int mb, int gb, bool sp, const sim::Strategy* st,
   return p;
 }
 
+/// A 2D / 2.5D grid plan (pp 1, no ZeRO or recompute: what the grid is built with), with domino's
+/// row slices where rs > 1.
+sim::Plan grid_plan(int q, int d, int dp, int mb, int gb, int rs) {
+  sim::Plan p = plan(q * q * d, dp, mb, gb, false, rs > 1 ? &sim::strategy_domino() : &sim::strategy_none(), rs, sim::RowAxis::batch, 1,
+                     2048);
+  p.tp_layout = d > 1 ? sim::TpLayout::two_five_d : sim::TpLayout::two_d;
+  p.tp_q = q;
+  p.tp_d = d;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("toy model: memory worked out by hand") {
@@ -84,6 +95,14 @@ TEST_CASE("closed-form memory equals the step graph's saved and recomputed tenso
         if (variant % 2) p.zero = 1 + variant % 3;
         plans.push_back(p);
       }
+  // grids, unsliced and in domino's row slices (16 GPUs: [4,4] dp 1, [2,2,2] dp 2), both kernels
+  for (const auto& b : {grid_plan(4, 1, 1, 32, 32, 1), grid_plan(4, 1, 1, 32, 32, 2), grid_plan(4, 1, 1, 32, 32, 4),
+                        grid_plan(2, 2, 2, 16, 32, 2), grid_plan(2, 2, 2, 16, 64, 4)})
+    for (auto att : {hardware::AttentionKernel::flash, hardware::AttentionKernel::unfused}) {
+      sim::Plan p = b;
+      p.attention = att;
+      plans.push_back(p);
+    }
   for (const auto& p : plans) {
     CAPTURE(sim::describe(p));
     REQUIRE_FALSE(sim::check_plan(m, c, p));
@@ -99,7 +118,9 @@ TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-lay
   // speed on one in-order stream, so bound <= step time for every plan. The estimate simulates 2
   // and 3 layers and extrapolates; the engine is periodic per layer, so we expect a small error:
   // < 2 % (measured worst 1.4 %, tp8 dp2 mb2 sp domino 2x4 seq, since sequence parallelism gathers
-  // the norm outputs again in the backward; 1 % held before). The final ranking simulates whole.
+  // the norm outputs again in the backward; 1 % held before). Grids in domino's row slices: < 3 %
+  // (measured 2.2 % for tp2.5d[2,2,2] mb16 in 4 slices, 8 row and column streams whose reduces run
+  // on into the next layer). The final ranking simulates whole.
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   c.nodes = 2;
@@ -111,7 +132,9 @@ TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-lay
   const std::vector<sim::Plan> plans{
       plan(8, 2, 4, 64, false, none, 1, A::batch, 1, 2048),    plan(8, 2, 4, 64, true, domino, 2, A::batch, 2, 2048),
       plan(4, 4, 2, 64, false, domino, 4, A::sequence, 1, 2048), plan(8, 2, 2, 16, true, domino, 2, A::sequence, 4, 1024),
-      plan(8, 2, 8, 16, false, domino, 4, A::batch, 2, 2048),   plan(4, 4, 1, 32, true, none, 1, A::batch, 1, 2048)};
+      plan(8, 2, 8, 16, false, domino, 4, A::batch, 2, 2048),   plan(4, 4, 1, 32, true, none, 1, A::batch, 1, 2048),
+      grid_plan(4, 1, 1, 32, 64, 1),                            grid_plan(4, 1, 1, 32, 64, 2),
+      grid_plan(2, 2, 2, 16, 64, 4)};
   double worst = 0;
   for (const auto& p : plans) {
     CAPTURE(sim::describe(p));
@@ -120,7 +143,7 @@ TEST_CASE("the lower bound never exceeds the simulated step, and the reduced-lay
     CHECK(ev.compute_lower_bound(p) <= full.step_time);
     const double err = std::abs(est.step_time.s() - full.step_time.s()) / full.step_time.s();
     worst = std::max(worst, err);
-    CHECK(err < 0.02);
+    CHECK(err < (p.grid_tp() && p.row_slices > 1 ? 0.03 : 0.02));
     CHECK(est.memory.total() == doctest::Approx(full.memory.total()).epsilon(1e-12));
   }
   MESSAGE("max reduced-layer estimate error over " << plans.size() << " plans: " << 100 * worst << " %");
