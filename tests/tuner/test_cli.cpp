@@ -12,23 +12,12 @@
 #include <sstream>
 #include <string>
 
+#include "tests/tuner/cli_run.hpp"
+
 namespace {
 
-struct Run {
-  int rc;
-  std::string out;
-};
-
-Run run(const std::string& args) {
-  const std::string cmd = std::string(SLICETUNE_BINARY) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using tuner_test::Run;
+Run run(const std::string& args) { return tuner_test::run_slicetune(args, false); }
 
 std::string tmp(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("slicetune-test-" + std::to_string(::getpid()) + "-" + name)).string();

@@ -17,6 +17,7 @@
 
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
+#include "tests/tuner/cli_run.hpp"
 #include "tests/tuner/toy.hpp"
 #include "tuner/compare.hpp"
 #include "tuner/whatif.hpp"
@@ -254,21 +255,8 @@ TEST_CASE("the per-layout chart: x is the GPU count of a nodes sweep, one line p
 
 namespace {
 
-struct Run {
-  int rc;
-  std::string out;
-};
-
-Run slicetune(const std::string& args) {
-  const std::string cmd = std::string(SLICETUNE_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using tuner_test::Run;
+Run slicetune(const std::string& args) { return tuner_test::run_slicetune(args, true); }
 
 }  // namespace
 
