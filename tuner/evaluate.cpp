@@ -89,8 +89,7 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   return r;
 }
 
-Duration Evaluator::cheap_lower_bound(const sim::Plan& p) const {
-  const GemmParts g = gemm_parts(p);
+Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) const {
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
   if (p.pp > 1) {
     // pipeline_lower_bound with only the GEMMs and attention of each virtual stage (at the stack's

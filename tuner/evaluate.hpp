@@ -70,7 +70,16 @@ class Evaluator {
   /// micro-batches, without the optimizer; pipelined plans: pipeline_lower_bound's pipeline (fill
   /// and drain included) over those kernels alone. The search orders and prunes by it first and
   /// computes compute_lower_bound only for the plans it cannot prune (tuner/search.cpp).
-  Duration cheap_lower_bound(const sim::Plan& p) const;
+  Duration cheap_lower_bound(const sim::Plan& p) const { return cheap_lower_bound(p, gemm_parts(p)); }
+  /// Solo time of one micro-batch's GEMMs and attention kernels per layer and in the LM head
+  /// (gemm_lower_bound's sums), cached per class; the memory savers (ZeRO, recompute) and dp leave
+  /// it as it is, so plans differing only in those may share one.
+  struct GemmParts {
+    std::int64_t layer_ps = 0, head_ps = 0;
+  };
+  GemmParts gemm_parts(const sim::Plan& p) const;
+  /// cheap_lower_bound of `p` from its class's gemm_parts.
+  Duration cheap_lower_bound(const sim::Plan& p, const GemmParts& parts) const;
   /// Reduced-layer estimate (see Estimate). Pipelined plans (tuner/pipeline_estimate.cpp): one
   /// micro-batch through the stage graphs of a model cut to 1 and 2 layers per virtual stage gives
   /// every pass's and transfer's time, extrapolated to the plan's layers per virtual stage; the
@@ -116,12 +125,6 @@ class Evaluator {
   /// `p`'s class; `neutral_as_default`: a strategy whose neutral graph has the default strategy's
   /// tasks keys as the default strategy (the graph-based bounds); `st` receives the strategy keyed.
   ClassKey class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const;
-  /// Solo time of one micro-batch's GEMMs and attention kernels per layer and in the LM head
-  /// (gemm_lower_bound's sums), cached per class (recompute aside: it adds no GEMM to these sums).
-  struct GemmParts {
-    std::int64_t layer_ps = 0, head_ps = 0;
-  };
-  GemmParts gemm_parts(const sim::Plan& p) const;
   /// The reduced-layer estimate of `p` as it is (recompute included, applied to every layer).
   Estimate estimate_uniform(const sim::Plan& p) const;
   mutable std::mutex mu_;

@@ -83,7 +83,8 @@ struct SaverFreeHash {
 };
 
 struct Candidate {
-  std::size_t index;
+  std::size_t index;  ///< the tie-break (RankedPlan::index)
+  std::size_t slot;   ///< where search keeps the plan
   Duration bound;
   bool full = false;  ///< bound is compute_lower_bound (else cheap_lower_bound)
 };
@@ -189,22 +190,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     }
     ++res.infeasible;
   };
-  // ---- feasibility: shapes (check_plan) as the space is enumerated - only the plans that pass are
-  // kept (most of a large space is refused here) - then memory (closed form, sim/memory.hpp)
-  std::vector<sim::Plan> plans;
-  enumerate_plans(model, cluster, space, [&](const sim::Plan& p) {
-    ++res.considered;
-    if (auto prob = sim::check_plan(model, cluster, p)) refuse(p, prob->reason, std::move(prob->message));
-    else plans.push_back(p);
-  });
-  const std::size_t enumerated = res.considered;
-  auto lap = [&, last = t0]() mutable {
-    const auto now = clock::now();
-    const double d = std::chrono::duration<double>(now - last).count();
-    last = now;
-    return d;
-  };
-  res.phases.enumerate = lap();
   auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
     // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
     return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
@@ -213,101 +198,158 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                        p.pp > 1 ? "the micro-batches in flight" : "a micro-batch", p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
                        cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
   };
-
-  // memory of each distinct sim::memory_key (most plans differ from another only in what leaves
-  // memory as it is: the strategy and its knobs), priced once
-  std::vector<sim::MemoryEstimate> mem(plans.size());
-  {
-    std::unordered_map<sim::MemoryKey, std::size_t, sim::MemoryKeyHash> first_of;
-    first_of.reserve(plans.size());
-    std::vector<std::size_t> same(plans.size()), distinct;
-    for (std::size_t i = 0; i < plans.size(); ++i) {
-      const auto [it, fresh] = first_of.try_emplace(sim::memory_key(plans[i]), i);
-      if (fresh) distinct.push_back(i);
-      same[i] = it->second;
-    }
-    parallel_for(distinct.size(), res.threads, [&](std::size_t k) { mem[distinct[k]] = sim::estimate_memory(model, cluster, plans[distinct[k]]); });
-    for (std::size_t i = 0; i < plans.size(); ++i)
-      if (same[i] != i) mem[i] = mem[same[i]];
-  }
+  // ---- feasibility, block by block as the space is enumerated (tuner::enumerate_plan_blocks: the
+  // plans of a block differ only in ZeRO, recompute and bucket size, and no plan elsewhere is the
+  // same once those are reset). Per plan: the shapes (check_plan), then the memory of its
+  // sim::memory_key (closed form, priced once per key: most plans differ from another only in what
+  // leaves memory as it is - the strategy and its knobs). Only the candidates are kept: most of a
+  // large space is refused or skipped here.
+  //
   // Memory savers only cost time where a plan fits without them. Among plans alike but for them
   // (same layout, strategy, knobs, kernel, buckets): with a ZeRO stage and recompute mode that
   // fits, more recompute (none < selective < full) at that stage, and a higher stage >= 2 at that
   // recompute mode, are dominated (ZeRO-2 reduce-scatters every micro-batch what ZeRO-1 does once,
   // ZeRO-3 adds the gathers); full recompute of every layer gives way to the fewest layers that
   // fit (block method), which the search adds.
-  // groups: plans equal once ZeRO and recompute are reset, in order of their first member
-  std::unordered_map<sim::Plan, std::size_t, SaverFreeHash> group_of;
-  std::vector<std::vector<std::size_t>> groups;
-  group_of.reserve(plans.size());
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    const auto [it, fresh] = group_of.try_emplace(saver_free(plans[i]), groups.size());
-    if (fresh) groups.emplace_back();
-    groups[it->second].push_back(i);
-  }
-  std::vector<char> dominated(plans.size(), 0);
+  //
+  // A plan's index (the final tie-break) is its position among the plans that pass check_plan, in
+  // enumeration order; the block-recompute plans the search adds come after all of those, in the
+  // order they were added (fixed once the enumeration has ended).
+  std::vector<sim::Plan> plans;  // the candidates (slot = Candidate::slot)
+  std::vector<Candidate> cand;
+  std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;
+  mem_of.reserve(1 << 14);
+  auto memory_of = [&](const sim::Plan& p) -> const sim::MemoryEstimate& {
+    auto [it, fresh] = mem_of.try_emplace(sim::memory_key(p));
+    if (fresh) it->second = sim::estimate_memory(model, cluster, p);
+    return it->second;
+  };
   // block recompute: per memory key of a full-recompute plan, the fewest layers that fit and that plan's memory
   std::unordered_map<sim::MemoryKey, std::pair<int, sim::MemoryEstimate>, sim::MemoryKeyHash> fewest_of;
-  const std::size_t plans_checked = plans.size();  // the block-recompute plans added below are considered too
-  for (auto& members : groups) {
-    // fits[zero][recompute]
-    std::array<std::array<int, 3>, sim::kMaxZeroStage + 1> fit{};
-    for (auto& row : fit) row.fill(-1);
-    for (std::size_t i : members)
-      if (mem[i].fits()) fit[plans[i].zero][static_cast<int>(plans[i].recompute)] = static_cast<int>(i);
-    for (std::size_t i : members) {
-      const auto& p = plans[i];
-      const int z = p.zero, r = static_cast<int>(p.recompute);
-      for (int r2 = 0; r2 < r && !dominated[i]; ++r2) dominated[i] = fit[z][r2] >= 0;
-      for (int z2 = 1; z2 < z && !dominated[i]; ++z2) dominated[i] = fit[z2][r] >= 0;
+  std::size_t passed = 0, added = 0;
+  std::vector<std::size_t> added_slots;  // candidates among the added plans (their index is fixed at the end)
+  constexpr std::size_t kAdded = std::size_t{1} << 62;  // provisional index of the k-th added plan: kAdded + k
+  // per block (reused): each plan's index (or kNone: refused by its shapes), memory, fit, dominance
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> index;
+  std::vector<const sim::MemoryEstimate*> mem;
+  std::vector<char> fit_of, dominated;
+  std::vector<int> group;
+  std::vector<std::size_t> reps;  // each group's first member (position in the block)
+  struct Added {
+    sim::Plan plan;
+    std::size_t index;
+    const sim::MemoryEstimate* mem;
+  };
+  std::vector<Added> extra;
+  double memory_seconds = 0;
+  auto consider = [&](const sim::Plan& p, std::size_t i, const sim::MemoryEstimate& m, std::optional<Evaluator::GemmParts>& parts) {
+    if (!m.fits()) {
+      refuse(p, sim::Infeasibility::memory, [&] { return memory_message(p, m); }, m.over());
+      return;
     }
-    // block recompute: where full recompute fits but no recompute does, the fewest layers that fit
-    if (!space.block_recompute) continue;
-    for (std::size_t i : members) {
-      const auto& p = plans[i];
-      if (p.recompute != sim::Recompute::full || !mem[i].fits()) continue;
-      if (fit[p.zero][static_cast<int>(sim::Recompute::none)] >= 0) continue;
-      sim::Plan q = p;
-      q.recompute_method = sim::RecomputeMethod::block;
-      // the fewest layers depend only on the memory key (plans differing in the strategy alone search alike)
-      const auto [known, fresh] = fewest_of.try_emplace(sim::memory_key(p));
-      if (fresh) {
-        int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          q.recompute_layers = mid;
-          if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
-          else lo = mid + 1;
-        }
-        known->second.first = lo;
-        if (lo < model.layers) {
-          q.recompute_layers = lo;
-          known->second.second = sim::estimate_memory(model, cluster, q);
-        }
+    if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
+    if (i >= kAdded) added_slots.push_back(plans.size());
+    cand.push_back({i, plans.size(), ev.cheap_lower_bound(p, *parts)});
+    plans.push_back(p);
+  };
+  enumerate_plan_blocks(model, cluster, space, [&](std::span<const sim::Plan> block) {
+    const std::size_t n = block.size();
+    index.assign(n, kNone);
+    for (std::size_t j = 0; j < n; ++j) {
+      ++res.considered;
+      if (auto prob = sim::check_plan(model, cluster, block[j])) refuse(block[j], prob->reason, std::move(prob->message));
+      else index[j] = passed++;
+    }
+    const auto tm = clock::now();
+    mem.assign(n, nullptr);
+    fit_of.assign(n, 0);
+    dominated.assign(n, 0);
+    group.assign(n, -1);
+    reps.clear();
+    for (std::size_t j = 0; j < n; ++j) {
+      if (index[j] == kNone) continue;
+      mem[j] = &memory_of(block[j]);
+      fit_of[j] = mem[j]->fits();
+      // groups: plans equal once ZeRO and recompute are reset, in order of their first member
+      const sim::Plan key = saver_free(block[j]);
+      for (std::size_t g = 0; g < reps.size() && group[j] < 0; ++g)
+        if (saver_free(block[reps[g]]) == key) group[j] = static_cast<int>(g);
+      if (group[j] < 0) {
+        group[j] = static_cast<int>(reps.size());
+        reps.push_back(j);
       }
-      const int lo = known->second.first;
-      if (lo >= model.layers) continue;
-      q.recompute_layers = lo;
-      plans.push_back(q);
-      mem.push_back(known->second.second);
-      dominated.push_back(0);
-      dominated[i] = 1;  // the same plan recomputing more layers
     }
-  }
-  res.considered = enumerated + (plans.size() - plans_checked);
-  std::vector<Candidate> cand;
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    if (!mem[i].fits()) {
-      refuse(plans[i], sim::Infeasibility::memory, [&] { return memory_message(plans[i], mem[i]); }, mem[i].over());
-      continue;
+    extra.clear();
+    for (std::size_t g = 0; g < reps.size(); ++g) {
+      // fits[zero][recompute]
+      std::array<std::array<bool, 3>, sim::kMaxZeroStage + 1> fit{};
+      for (std::size_t j = 0; j < n; ++j)
+        if (group[j] == static_cast<int>(g) && fit_of[j]) fit[block[j].zero][static_cast<int>(block[j].recompute)] = true;
+      for (std::size_t j = 0; j < n; ++j) {
+        if (group[j] != static_cast<int>(g)) continue;
+        const auto& p = block[j];
+        const int z = p.zero, r = static_cast<int>(p.recompute);
+        for (int r2 = 0; r2 < r && !dominated[j]; ++r2) dominated[j] = fit[z][r2];
+        for (int z2 = 1; z2 < z && !dominated[j]; ++z2) dominated[j] = fit[z2][r];
+      }
+      // block recompute: where full recompute fits but no recompute does, the fewest layers that fit
+      if (!space.block_recompute) continue;
+      for (std::size_t j = 0; j < n; ++j) {
+        if (group[j] != static_cast<int>(g)) continue;
+        const auto& p = block[j];
+        if (p.recompute != sim::Recompute::full || !fit_of[j]) continue;
+        if (fit[p.zero][static_cast<int>(sim::Recompute::none)]) continue;
+        sim::Plan q = p;
+        q.recompute_method = sim::RecomputeMethod::block;
+        // the fewest layers depend only on the memory key (plans differing in the strategy alone search alike)
+        const auto [known, fresh] = fewest_of.try_emplace(sim::memory_key(p));
+        if (fresh) {
+          int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
+          while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            q.recompute_layers = mid;
+            if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
+            else lo = mid + 1;
+          }
+          known->second.first = lo;
+          if (lo < model.layers) {
+            q.recompute_layers = lo;
+            known->second.second = sim::estimate_memory(model, cluster, q);
+          }
+        }
+        const int lo = known->second.first;
+        if (lo >= model.layers) continue;
+        q.recompute_layers = lo;
+        extra.push_back({std::move(q), kAdded + added++, &known->second.second});
+        dominated[j] = 1;  // the same plan recomputing more layers
+      }
     }
-    if (dominated[i]) {
-      ++res.dominated;
-      continue;
+    memory_seconds += std::chrono::duration<double>(clock::now() - tm).count();
+    std::optional<Evaluator::GemmParts> parts;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (index[j] == kNone) continue;
+      if (dominated[j] && mem[j]->fits()) {
+        ++res.dominated;
+        continue;
+      }
+      consider(block[j], index[j], *mem[j], parts);
     }
-    cand.push_back({i, Duration{}});
-  }
-  res.phases.memory = lap();
+    for (const Added& a : extra) {
+      ++res.considered;
+      consider(a.plan, a.index, *a.mem, parts);
+    }
+  });
+  // the added plans come after every plan that passed check_plan
+  for (std::size_t slot : added_slots) cand[slot].index = cand[slot].index - kAdded + passed;
+  res.phases.memory = memory_seconds;
+  res.phases.enumerate = std::chrono::duration<double>(clock::now() - t0).count() - memory_seconds;
+  auto lap = [&, last = clock::now()]() mutable {
+    const auto now = clock::now();
+    const double d = std::chrono::duration<double>(now - last).count();
+    last = now;
+    return d;
+  };
   // Candidates are taken in the order of (compute_lower_bound, index). That bound costs graphs of
   // 1 and 2 layers per class, so it is computed lazily: a min-heap on (bound, index) starts with
   // every candidate's cheap_lower_bound (strictly below its compute_lower_bound); a candidate on
@@ -315,7 +357,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // be pruned too: thresholds only fall) or else gets its full bound and goes back. A candidate on
   // top with its full bound comes off in exactly the order of the sorted list, so the rounds, the
   // estimates and the counts are those of computing every bound first (tests/tuner).
-  for (auto& c : cand) c.bound = ev.cheap_lower_bound(plans[c.index]);
   auto heap_after = [](const Candidate& a, const Candidate& b) {  // std::*_heap keep the largest on top: invert
     return a.bound != b.bound ? a.bound > b.bound : a.index > b.index;
   };
@@ -327,7 +368,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // ---- screening in fixed rounds with bound pruning ----
   const std::size_t keep = static_cast<std::size_t>(std::max(1, opt.top_k) + std::max(0, opt.extra_full));
   struct Screened {
-    std::size_t index;
+    std::size_t index, slot;
     Estimate est;
   };
   std::vector<Screened> best;       // the `keep` best estimates, sorted
@@ -357,7 +398,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     const Duration thr_all = best.size() >= keep ? best.back().est.step_time : kInf;
     const Duration thr_none = best_none.size() >= 3 ? best_none.back().est.step_time : kInf;
     auto prunable = [&](const Candidate& c) {
-      const sim::Plan& cp = plans[c.index];
+      const sim::Plan& cp = plans[c.slot];
       const bool none = cp.strategy->baseline && !cp.grid_tp();
       const auto layout = best_of_layout.find(cp.tp_layout);
       const Duration thr_own = cp.grid_tp() ? (layout != best_of_layout.end() ? layout->second.est.step_time : kInf)
@@ -365,7 +406,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                                                                       : kInf;
       return opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none) && c.bound >= thr_own;
     };
-    std::vector<std::size_t> batch;
+    std::vector<Candidate> batch;
     while (!cand.empty() && batch.size() < kRound) {
       if (!cand.front().full) {
         // the next candidates on top with cheap bounds: pruned by them, or their full bounds computed
@@ -382,7 +423,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
           }
         }
         parallel_for(refine.size(), res.threads, [&](std::size_t k) {
-          refine[k].bound = ev.compute_lower_bound(plans[refine[k].index]);
+          refine[k].bound = ev.compute_lower_bound(plans[refine[k].slot]);
           refine[k].full = true;
         });
         for (const Candidate& c : refine) {
@@ -399,10 +440,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         ++res.pruned;
         continue;
       }
-      batch.push_back(c.index);
+      batch.push_back(c);
     }
     if (dist.size <= 1) {
-      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plans[batch[b]]); });
+      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plans[batch[b].slot]); });
     } else {
       // this process screens slots rank, rank + size, ...; then every process gets every estimate
       const std::size_t r = static_cast<std::size_t>(dist.rank), n = static_cast<std::size_t>(dist.size);
@@ -411,7 +452,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       // its error: then every process throws the error of the lowest failed rank, the same everywhere
       std::string out(1, '\0');
       try {
-        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(plans[batch[r + k * n]]); });
+        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(plans[batch[r + k * n].slot]); });
         for (std::size_t k = 0; k < mine; ++k) put_estimate(out, r + k * n, est[r + k * n]);
       } catch (const common::ConfigError& e) {
         out = std::string(1, '\1') + e.what();
@@ -443,9 +484,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         throw std::runtime_error("tuner: a distributed search is missing estimates (the processes disagree on the plan space)");
     }
     for (std::size_t b = 0; b < batch.size(); ++b) {
-      const std::size_t i = batch[b];
+      const std::size_t i = batch[b].slot;
       ++res.screened;
-      const Screened s{i, est[b]};
+      const Screened s{batch[b].index, i, est[b]};
       insert(best, s, keep);
       if (plans[i].strategy->baseline && !plans[i].grid_tp()) insert(best_none, s, 3);
       const auto [at, fresh] = best_of_pp.try_emplace(plans[i].pp, s);
@@ -465,7 +506,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // ---- whole-model simulations of the finalists ----
   std::vector<Screened> finalists = best;
   auto add_finalist = [&](const Screened& s) {
-    if (std::none_of(finalists.begin(), finalists.end(), [&](const Screened& f) { return f.index == s.index; })) finalists.push_back(s);
+    if (std::none_of(finalists.begin(), finalists.end(), [&](const Screened& f) { return f.slot == s.slot; })) finalists.push_back(s);
   };
   for (const auto& s : best_none) add_finalist(s);
   for (const auto& [pp, s] : best_of_pp) add_finalist(s);
@@ -474,7 +515,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     if (s) add_finalist(*s);
   std::vector<RankedPlan> full(finalists.size());
   parallel_for(finalists.size(), res.threads, [&](std::size_t f) {
-    full[f] = RankedPlan{finalists[f].index, plans[finalists[f].index], finalists[f].est, ev.simulate(plans[finalists[f].index])};
+    full[f] = RankedPlan{finalists[f].index, plans[finalists[f].slot], finalists[f].est, ev.simulate(plans[finalists[f].slot])};
   });
   res.simulated_full = full.size();
   res.phases.whole = lap();

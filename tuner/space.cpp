@@ -22,7 +22,8 @@ namespace {
 /// 2D / 2.5D plans: each (q, d) grid of each tp, at pp 1 with what the SUMMA layers run with.
 void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const std::vector<int>& tps,
                           int gb, const std::vector<hardware::AttentionKernel>& kernels, hardware::AttentionKernel own,
-                          const std::function<void(const sim::Plan&)>& visit) {
+                          const PlanBlockVisitor& visit) {
+  std::vector<sim::Plan> block;
   const int gpus = c.total_gpus();
   // domino's row slices on the grid (each slice's SUMMA products independent, sim/builder_grid.cpp)
   // where domino is searched: 2 and 4 slices of the rank's sequences beside the unsliced grid
@@ -50,6 +51,7 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
             for (const auto att : kernels) {
               if (sim::attention_unsupported(c, att, s.dtype)) continue;
               if ((mb / (q * d)) % r) continue;  // the slices split a rank's sequences
+              block.clear();
               for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
                 if (dp * d == 1 && b > 0) continue;  // no gradient reduction
                 sim::Plan p;
@@ -70,8 +72,9 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
                 p.row_slices = r;
                 p.attention = att;
                 p.dp_bucket_mb = s.dp_bucket_mb[b];
-                visit(p);
+                block.push_back(std::move(p));
               }
+              if (!block.empty()) visit(block);
             }
       }
   }
@@ -81,12 +84,19 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
 
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s) {
   std::vector<sim::Plan> out;
-  enumerate_plans(m, c, s, [&](const sim::Plan& p) { out.push_back(p); });
+  enumerate_plan_blocks(m, c, s, [&](std::span<const sim::Plan> block) { out.insert(out.end(), block.begin(), block.end()); });
   return out;
 }
 
 void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s,
                      const std::function<void(const sim::Plan&)>& visit) {
+  enumerate_plan_blocks(m, c, s, [&](std::span<const sim::Plan> block) {
+    for (const sim::Plan& p : block) visit(p);
+  });
+}
+
+void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const PlanBlockVisitor& visit) {
+  std::vector<sim::Plan> block;
   const int gpus = c.total_gpus();
   const int gb = s.global_batch > 0 ? s.global_batch : default_global_batch(c);
   std::vector<int> tps = s.tp;
@@ -138,6 +148,7 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
               for (const auto att : kernels) {
                 if (sim::attention_unsupported(c, att, p.dtype)) continue;
                 p.attention = att;
+                block.clear();
                 // ZeRO shards over dp ranks; ZeRO-2/3 with pp > 1 are enumerated and refused (check_plan)
                 const std::vector<int> zs = dp == 1 ? std::vector<int>{0} : s.zero;
                 for (int zero : zs) {
@@ -149,10 +160,11 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
                     for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
                       if (dp == 1 && b > 0) continue;
                       p.dp_bucket_mb = s.dp_bucket_mb[b];
-                      visit(p);
+                      block.push_back(p);
                     }
                   }
                 }
+                if (!block.empty()) visit(block);
               }
               return;
             }

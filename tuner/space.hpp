@@ -1,9 +1,10 @@
 // defines: tuner::SearchSpace (the plan axes the tuner enumerates), default_global_batch,
-//          enumerate_plans, searched_strategies
+//          enumerate_plans, enumerate_plan_blocks, searched_strategies
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,5 +75,11 @@ std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::
 /// keeps only the feasible ones: most of a large space is refused by its shapes).
 void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s,
                      const std::function<void(const sim::Plan&)>& visit);
+/// @brief The same plans in the same order, in blocks: the plans of one block differ only in their
+/// memory savers (ZeRO stage, recompute) and the bucket size, and no plan outside the block equals
+/// one inside once those are reset (so a search can decide which savers a plan needs block by
+/// block, without keeping the space). A block is valid only during the call.
+using PlanBlockVisitor = std::function<void(std::span<const sim::Plan>)>;
+void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const PlanBlockVisitor& visit);
 
 }  // namespace tuner
