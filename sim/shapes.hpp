@@ -93,9 +93,14 @@ struct Shapes {
   /// the ReduceScatter sites (out-proj and FC2 forward) into `rs`.
   template <typename F>
   void for_each_layer_gemm(std::int64_t T, std::int64_t C, std::int64_t ag, std::int64_t rs, F&& f) const {
-    f(qkv_fwd(T / ag), ag), f(fc1_fwd(T / ag), ag), f(out_proj_fwd(T / rs, C), C * rs), f(fc2_fwd(T / rs, C), C * rs);
+    for_each_layer_fwd_gemm(T, C, ag, rs, f);
     f(fc2_dgrad(T / ag), ag), f(fc2_wgrad(T), 1), f(fc1_dgrad(T), 1), f(fc1_wgrad(T), 1);
     f(out_proj_dgrad(T / ag), ag), f(out_proj_wgrad(T), 1), f(qkv_dgrad(T), 1), f(qkv_wgrad(T), 1);
+  }
+  /// The forward GEMMs of for_each_layer_gemm alone (what full recompute runs again).
+  template <typename F>
+  void for_each_layer_fwd_gemm(std::int64_t T, std::int64_t C, std::int64_t ag, std::int64_t rs, F&& f) const {
+    f(qkv_fwd(T / ag), ag), f(fc1_fwd(T / ag), ag), f(out_proj_fwd(T / rs, C), C * rs), f(fc2_fwd(T / rs, C), C * rs);
   }
   /// The same for the LM head (forward, input gradient, weight gradient).
   template <typename F>

@@ -77,11 +77,16 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
       off = i * seq;
     }
     const std::int64_t T = batch * seq;
-    layer_ps += cost_.attention(sh.attention(batch, seq, off, false)).time.ps + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
+    const std::int64_t attention_fwd = cost_.attention(sh.attention(batch, seq, off, false)).time.ps;
+    layer_ps += attention_fwd + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
+    r.attention_fwd_ps += attention_fwd;  // selective recompute: the builder's recompute_attention
+    r.layer_fwd_ps += attention_fwd;      // full: recompute_chunk runs the layer's forward again
     // a grid runs each of these as q SUMMA steps of the block shapes Shapes gives (sim/builder_grid.cpp)
     const std::int64_t steps = p.grid_tp() ? p.tp_q : 1;
     sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
                            [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += steps * n * ps(g); });
+    sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
+                               [&](const hardware::GemmOp& g, std::int64_t n) { r.layer_fwd_ps += steps * n * ps(g); });
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += steps * n * ps(g); });
   }
   std::lock_guard lock(mu_);
@@ -91,15 +96,30 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
 
 Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) const {
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
+  // what recompute runs again: selective, every layer's attention forward; full, the forward of
+  // the layers it recomputes (pipelined plans: per layer, the smallest recomputed fraction of any
+  // virtual stage, as compute_lower_bound has it)
+  double layer = static_cast<double>(g.layer_ps), recomputed = 0;  // recomputed: layers (pp 1) or fraction of each (pp > 1)
+  if (p.recompute == sim::Recompute::selective) layer += static_cast<double>(g.attention_fwd_ps);
+  if (p.recompute == sim::Recompute::full) {
+    if (p.pp > 1) {
+      recomputed = 1.0;
+      for (const auto& v : sim::virtual_stage_layers(model_, p))
+        recomputed = std::min(recomputed, static_cast<double>(sim::recomputed_layers(p, static_cast<int>(v.size()))) / static_cast<double>(v.size()));
+      layer += recomputed * static_cast<double>(g.layer_fwd_ps);
+    } else {
+      recomputed = sim::recomputed_layers(p, model_.layers);
+    }
+  }
   if (p.pp > 1) {
     // pipeline_lower_bound with only the GEMMs and attention of each virtual stage (at the stack's
     // kernel efficiency), no embedding, optimizer or host: each term is at most the full bound's
     ClassBound b;
-    b.layer_ps = static_cast<double>(g.layer_ps) / eff;
+    b.layer_ps = layer / eff;
     b.head_ps = static_cast<double>(g.head_ps) / eff;
     return Duration::from_ps(static_cast<std::int64_t>(std::floor(pipeline_work_bound(p, b, false) * (1 - 1e-9))));
   }
-  const double per_mb = static_cast<double>(g.layer_ps) * model_.layers + static_cast<double>(g.head_ps);
+  const double per_mb = layer * model_.layers + recomputed * static_cast<double>(g.layer_fwd_ps) + static_cast<double>(g.head_ps);
   // strictly below gemm_lower_bound's floor of the same sum in integers (the search relies on it)
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(per_mb * p.grad_accum_steps() / eff * (1 - 1e-9))));
 }

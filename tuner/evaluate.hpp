@@ -66,16 +66,20 @@ class Evaluator {
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
   /// A bound below compute_lower_bound that costs a map lookup and a little arithmetic: the GEMM
-  /// and attention solo time per micro-batch of the plan's class (cached), times the
-  /// micro-batches, without the optimizer; pipelined plans: pipeline_lower_bound's pipeline (fill
+  /// and attention solo time per micro-batch of the plan's class (cached), with the forward
+  /// recompute runs again (the attention under selective, the recomputed layers' GEMMs and attention
+  /// under full), times the micro-batches, without the optimizer; pipelined plans: pipeline_lower_bound's pipeline (fill
   /// and drain included) over those kernels alone. The search orders and prunes by it first and
   /// computes compute_lower_bound only for the plans it cannot prune (tuner/search.cpp).
   Duration cheap_lower_bound(const sim::Plan& p) const { return cheap_lower_bound(p, gemm_parts(p)); }
   /// Solo time of one micro-batch's GEMMs and attention kernels per layer and in the LM head
-  /// (gemm_lower_bound's sums), cached per class; the memory savers (ZeRO, recompute) and dp leave
-  /// it as it is, so plans differing only in those may share one.
+  /// (gemm_lower_bound's sums), and what recompute adds to them, cached per class; the memory
+  /// savers (ZeRO, recompute) and dp leave it as it is, so plans differing only in those may share one.
   struct GemmParts {
     std::int64_t layer_ps = 0, head_ps = 0;
+    /// what recompute runs again per layer: full, the layer's forward GEMMs and attention (every
+    /// row slice); selective, the attention forward
+    std::int64_t layer_fwd_ps = 0, attention_fwd_ps = 0;
   };
   GemmParts gemm_parts(const sim::Plan& p) const;
   /// cheap_lower_bound of `p` from its class's gemm_parts.
@@ -90,6 +94,11 @@ class Evaluator {
   /// step from two shorter ones).
   sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
 
+  /// Plan classes whose bound graph has been built so far (compute_lower_bound's cache).
+  std::size_t bound_classes() const {
+    std::lock_guard lock(mu_);
+    return bounds_.size();
+  }
   const sim::ModelSpec& model() const { return model_; }
   const hardware::ClusterSpec& cluster() const { return cluster_; }
   const hardware::CostModel& cost() const { return cost_; }

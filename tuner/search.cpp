@@ -422,6 +422,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
             refine.push_back(c);
           }
         }
+        res.full_bounds += refine.size();
         parallel_for(refine.size(), res.threads, [&](std::size_t k) {
           refine[k].bound = ev.compute_lower_bound(plans[refine[k].slot]);
           refine[k].full = true;
@@ -503,6 +504,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   }
 
   res.phases.screen = lap();
+  res.bound_classes = ev.bound_classes();
   // ---- whole-model simulations of the finalists ----
   std::vector<Screened> finalists = best;
   auto add_finalist = [&](const Screened& s) {
