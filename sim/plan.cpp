@@ -1,5 +1,7 @@
 #include "sim/plan.hpp"
 
+#include <type_traits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -214,7 +216,7 @@ std::optional<PlanProblem> check_grid(const ModelSpec& m, const hardware::Cluste
 
 }  // namespace
 
-std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
   if (auto problem = check_pipeline_split(m, p)) return problem;
   if (p.grid_tp()) {  // the grid's own divisibility (by q, and the batch by q x d)
     if (auto problem = check_grid(m, c, p)) return problem;
@@ -276,28 +278,44 @@ std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::Cluste
   if (m.hidden % p.col_slices)
     return bad(Infeasibility::col_slices, "col_slices", fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices));
   if (auto why = st.check(m, c, p)) return bad(Infeasibility::strategy, "strategy", fmt::format("strategy {}: {}", st.name, *why));
-  // memory savers
+  return std::nullopt;
+}
+
+std::optional<PlanProblem> check_plan_savers(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, bool message) {
+  // `message` false: the reason alone (the tuner formats a message only for the plans it keeps as examples)
+  auto bad = [message](Infeasibility r, std::string key, auto&& msg) -> std::optional<PlanProblem> {
+    if (!message) return PlanProblem{r, {}, {}};
+    if constexpr (std::is_invocable_v<decltype(msg)>) return PlanProblem{r, msg(), std::move(key)};
+    else return PlanProblem{r, std::string(msg), std::move(key)};
+  };
   if (p.zero < 0 || p.zero > kMaxZeroStage)
-    return bad(Infeasibility::zero, "zero", fmt::format("zero={} is not a ZeRO stage (expected 0 | 1 | 2 | 3)", p.zero));
+    return bad(Infeasibility::zero, "zero", [&] { return fmt::format("zero={} is not a ZeRO stage (expected 0 | 1 | 2 | 3)", p.zero); });
   // ZeRO-1 (Megatron-LM's distributed optimizer, DeepSpeed ZeRO-1) runs with pipeline parallelism:
   // every stage reduce-scatters its gradients once, after the last micro-batch. ZeRO-2 and 3 reduce
   // (and ZeRO-3 gathers) in every micro-batch's backward, which neither framework's pipeline runs:
   // DeepSpeed's PipelineEngine asserts zero_optimization_stage() < 2 with this message.
   if (p.pp > 1 && p.zero >= 2 && p.dp > 1)
-    return bad(Infeasibility::pp_savers, "zero",
-               fmt::format("zero={} with pp={}: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism (DeepSpeed's pipeline "
-                           "engine; Megatron-LM's distributed optimizer is ZeRO-1); use zero: 0 | 1 or pp: 1",
-                           p.zero, p.pp));
+    return bad(Infeasibility::pp_savers, "zero", [&] {
+      return fmt::format("zero={} with pp={}: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism (DeepSpeed's pipeline "
+                         "engine; Megatron-LM's distributed optimizer is ZeRO-1); use zero: 0 | 1 or pp: 1",
+                         p.zero, p.pp);
+    });
   if (p.recompute_layers < 1 || p.recompute_layers > m.layers)
     return bad(Infeasibility::recompute, "recompute_layers",
-               fmt::format("recompute_layers={} is outside 1..{} (the model's layers)", p.recompute_layers, m.layers));
+               [&] { return fmt::format("recompute_layers={} is outside 1..{} (the model's layers)", p.recompute_layers, m.layers); });
   if (p.recompute != Recompute::full && (p.recompute_layers != 1 || p.recompute_method != RecomputeMethod::uniform))
-    return bad(Infeasibility::recompute, "recompute",
-               fmt::format("recompute_layers / recompute_method need recompute: full (recompute is {})", to_string(p.recompute)));
+    return bad(Infeasibility::recompute, "recompute", [&] {
+      return fmt::format("recompute_layers / recompute_method need recompute: full (recompute is {})", to_string(p.recompute));
+    });
   if (auto why = attention_unsupported(c, p.attention, p.dtype)) return bad(Infeasibility::attention, "attention", *why);
   if (c.gpu.peak_flops(p.dtype) <= 0)
-    return bad(Infeasibility::dtype, "dtype", fmt::format("{} has no {} support", c.gpu.name, common::to_string(p.dtype)));
+    return bad(Infeasibility::dtype, "dtype", [&] { return fmt::format("{} has no {} support", c.gpu.name, common::to_string(p.dtype)); });
   return std::nullopt;
+}
+
+std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+  if (auto problem = check_plan_shapes(m, c, p)) return problem;
+  return check_plan_savers(m, c, p);
 }
 
 Plan fill_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const PlanInput& in, const std::string& source) {

@@ -170,8 +170,15 @@ struct PlanProblem {
 };
 
 /// @brief Divisibility and shape checks (not memory; see estimate_memory). Cheap: the tuner calls it
-/// for every candidate.
+/// for every candidate. The first problem of check_plan_shapes, else of check_plan_savers.
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
+/// @brief check_plan's checks of everything but the memory savers and the kernel: they read no
+/// ZeRO stage, recompute setting or bucket size, so plans differing only in those pass or fail them
+/// alike, with the same message (the tuner checks one plan of each enumerated block).
+std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
+/// @brief The rest of check_plan: ZeRO stage (and ZeRO-2/3 with pipelines), recompute settings, the
+/// attention kernel and dtype on the GPU. `message` false: the reason only (message and key empty).
+std::optional<PlanProblem> check_plan_savers(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, bool message = true);
 
 /// @brief The defaults of resolve_plan without its feasibility checks (positive sizes only): for
 /// tools that judge a plan by other rules (bridge::check) before slicetune's own.

@@ -256,9 +256,14 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   enumerate_plan_blocks(model, cluster, space, [&](std::span<const sim::Plan> block) {
     const std::size_t n = block.size();
     index.assign(n, kNone);
+    // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
+    // saver checks per plan, their message formatted only for a plan kept as an example
+    const auto shapes = sim::check_plan_shapes(model, cluster, block.front());
     for (std::size_t j = 0; j < n; ++j) {
       ++res.considered;
-      if (auto prob = sim::check_plan(model, cluster, block[j])) refuse(block[j], prob->reason, std::move(prob->message));
+      if (shapes) refuse(block[j], shapes->reason, shapes->message);
+      else if (auto prob = sim::check_plan_savers(model, cluster, block[j], false))
+        refuse(block[j], prob->reason, [&] { return sim::check_plan_savers(model, cluster, block[j])->message; });
       else index[j] = passed++;
     }
     const auto tm = clock::now();

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <condition_variable>
+#include <map>
+#include <span>
 #include <mutex>
 #include <thread>
 
@@ -336,4 +338,49 @@ TEST_CASE("llama2-70b on 8 DGX-H200 (issue 11's command): a pipelined plan is re
   CHECK(best.report.step_time < r1.top[0].report.step_time);
   CHECK(best.report.step_time <= r.baseline->report.step_time);
   CHECK(best.report.memory.fits());
+}
+
+TEST_CASE("the search's blocks: shape checks alike within a block, no plan in two blocks once its savers are reset") {
+  // tuner::search checks the shapes (sim::check_plan_shapes) of one plan per enumerated block and
+  // decides the memory savers block by block; both need what enumerate_plan_blocks promises.
+  // Checked on the whole default space (gpt3-13b on one DGX-H100, every strategy, pipelines, grids,
+  // savers): every plan's check_plan_shapes equals its block's first plan's (reason and message),
+  // check_plan is check_plan_shapes then check_plan_savers (reason and message), and no two blocks
+  // hold plans equal once ZeRO, recompute and the bucket size are reset.
+  const auto m = sim::load_model("gpt3-13b");
+  const auto c = hardware::load_cluster("dgx-h100");
+  const tuner::SearchSpace s;
+  std::size_t plans = 0, blocks = 0, refused_by_shape = 0, mismatched = 0, split = 0;
+  std::map<std::string, std::size_t> block_of;  // a block's plans with savers and bucket reset -> its block
+  tuner::enumerate_plan_blocks(m, c, s, [&](std::span<const sim::Plan> block) {
+    const auto first = sim::check_plan_shapes(m, c, block.front());
+    for (const sim::Plan& p : block) {
+      const auto shapes = sim::check_plan_shapes(m, c, p);
+      const bool same = shapes.has_value() == first.has_value() && (!shapes || (shapes->reason == first->reason && shapes->message == first->message));
+      const auto whole = sim::check_plan(m, c, p);
+      const auto rest = shapes ? shapes : sim::check_plan_savers(m, c, p);
+      const bool composed = whole.has_value() == rest.has_value() && (!whole || (whole->reason == rest->reason && whole->message == rest->message));
+      if (!same || !composed) {
+        ++mismatched;
+        const std::string d = sim::describe(p);
+        CAPTURE(d);
+        CHECK(same);
+        CHECK(composed);
+      }
+      sim::Plan q = p;
+      q.zero = 0;
+      q.recompute = sim::Recompute::none;
+      q.dp_bucket_mb = 0;
+      const auto [it, fresh] = block_of.try_emplace(sim::describe(q) + (q.attention == hardware::AttentionKernel::flash ? " flash" : " other"), blocks);
+      split += !fresh && it->second != blocks;
+      ++plans;
+    }
+    refused_by_shape += first ? block.size() : 0;
+    ++blocks;
+  });
+  MESSAGE(plans << " plans in " << blocks << " blocks, " << refused_by_shape << " refused by their shapes");
+  CHECK(plans > 200000);  // SearchSpace{} on this model and cluster: 257,400 plans in 21,696 blocks (2026-12-03)
+  CHECK(refused_by_shape > 100000);
+  CHECK(mismatched == 0);
+  CHECK(split == 0);
 }
