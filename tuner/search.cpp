@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -22,6 +24,97 @@
 
 namespace tuner {
 
+namespace {
+
+/// Runs fn(i) for i in [first handed out, n) until none is left or one has thrown.
+void drain(std::size_t n, const std::function<void(std::size_t)>& fn, std::atomic<std::size_t>& next, std::atomic<bool>& failed,
+           std::exception_ptr& error, std::mutex& error_mu) {
+  for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+    if (failed.load()) return;
+    try {
+      fn(i);
+    } catch (...) {
+      std::lock_guard lock(error_mu);
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  }
+}
+
+/// Threads kept for parallel_for: a search calls it hundreds of times (every screening round and
+/// batch of bounds), and starting threads each time cost more than the short batches themselves.
+/// One job at a time; a caller that finds the pool busy (another thread's search) starts threads
+/// of its own, as parallel_for did before the pool.
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool pool;
+    return pool;
+  }
+  /// false: busy (the caller runs the job some other way)
+  bool run(std::size_t n, int helpers, const std::function<void(std::size_t)>& fn) {
+    std::unique_lock lock(mu_);
+    if (job_) return false;
+    while (static_cast<int>(threads_.size()) < helpers) threads_.emplace_back([this] { work(); });
+    Job job{.fn = &fn, .n = n, .seats = helpers};
+    job_ = &job;
+    ++generation_;
+    lock.unlock();
+    cv_.notify_all();
+    drain(n, fn, job.next, job.failed, job.error, job.error_mu);
+    lock.lock();
+    job.seats = 0;  // no helper joins from now on; wait for those that did
+    done_.wait(lock, [&] { return job.busy == 0; });
+    job_ = nullptr;
+    lock.unlock();
+    if (job.error) std::rethrow_exception(job.error);
+    return true;
+  }
+  ~Pool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  struct Job {
+    const std::function<void(std::size_t)>* fn = nullptr;
+    std::size_t n = 0;
+    int seats = 0, busy = 0;  ///< helpers that may still join / that are working (under mu_)
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;
+    std::mutex error_mu;
+  };
+  void work() {
+    std::uint64_t seen = 0;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || (job_ && generation_ != seen); });
+      if (stop_) return;
+      seen = generation_;
+      Job& job = *job_;
+      if (job.seats <= 0) continue;
+      --job.seats;
+      ++job.busy;
+      lock.unlock();
+      drain(job.n, *job.fn, job.next, job.failed, job.error, job.error_mu);
+      lock.lock();
+      if (--job.busy == 0) done_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, done_;
+  std::vector<std::thread> threads_;
+  Job* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace
+
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
   const int t = std::max(1, std::min<int>(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
                                           static_cast<int>(std::max<std::size_t>(n, 1))));
@@ -29,19 +122,13 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
     for (std::size_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  if (Pool::instance().run(n, t - 1, fn)) return;
+  // the pool is busy: threads of this call's own
   std::atomic<std::size_t> next{0};
   std::exception_ptr error;
+  std::mutex error_mu;
   std::atomic<bool> failed{false};
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < n;) {
-      if (failed.load()) return;
-      try {
-        fn(i);
-      } catch (...) {
-        if (!failed.exchange(true)) error = std::current_exception();
-      }
-    }
-  };
+  auto work = [&] { drain(n, fn, next, failed, error, error_mu); };
   std::vector<std::thread> pool;
   for (int k = 1; k < t; ++k) pool.emplace_back(work);
   work();
@@ -165,39 +252,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   auto strategy_index = [&](const sim::Plan& p) {
     return static_cast<std::size_t>(std::find(res.strategies.begin(), res.strategies.end(), p.strategy) - res.strategies.begin());
   };
-  // per strategy and reason: plans refused and the first one's message (SearchResult::without_plan)
-  std::vector<std::array<std::pair<std::size_t, std::string>, sim::kInfeasibilityKinds>> refused_of(res.strategies.size());
-  std::array<Refusal, sim::kInfeasibilityKinds> refused{};
-  // the example of a memory refusal is the plan closest to fitting (smallest excess; first on ties)
-  double closest = std::numeric_limits<double>::infinity();
-  // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples)
-  auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, auto&& msg, double over = 0) {
-    auto text = [&]() -> std::string {
-      if constexpr (std::is_invocable_v<decltype(msg)>) return msg();
-      else return std::string(msg);
-    };
-    if (const std::size_t si = strategy_index(p); si < refused_of.size()) {
-      auto& [n, first] = refused_of[si][static_cast<int>(r)];
-      if (n++ == 0) first = text();
-    }
-    auto& f = refused[static_cast<int>(r)];
-    const bool better = r == sim::Infeasibility::memory && over < closest;
-    if (f.count++ == 0 || better) {
-      f.reason = r;
-      f.example = p;
-      f.message = text();
-      if (r == sim::Infeasibility::memory) closest = over;
-    }
-    ++res.infeasible;
-  };
-  auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
-    // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
-    return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
-                       "{:.2f} GB over the {:.2f} GB usable of {} ({:g} % of {:.0f} GB kept free)",
-                       m.total() / 1e9, p.pp > 1 ? " on its fullest stage" : "", m.model_state() / 1e9, m.activations / 1e9,
-                       p.pp > 1 ? "the micro-batches in flight" : "a micro-batch", p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
-                       cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
-  };
   // ---- feasibility, block by block as the space is enumerated (tuner::enumerate_plan_blocks: the
   // plans of a block differ only in ZeRO, recompute and bucket size, and no plan elsewhere is the
   // same once those are reset). Per plan: the shapes (check_plan), then the memory of its
@@ -212,143 +266,236 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // ZeRO-3 adds the gathers); full recompute of every layer gives way to the fewest layers that
   // fit (block method), which the search adds.
   //
-  // A plan's index (the final tie-break) is its position among the plans that pass check_plan, in
-  // enumeration order; the block-recompute plans the search adds come after all of those, in the
-  // order they were added (fixed once the enumeration has ended).
+  // The space's parts (plan_space_parts: one per 1D tp, pp, vp; the grids) are decided apart, on
+  // the search's threads, and merged in enumeration order, so every count, index and example is
+  // that of one pass over the space. A plan's index (the final tie-break) is its position among the
+  // plans that pass check_plan, in enumeration order; the block-recompute plans the search adds
+  // come after all of those, in the order they were added.
+  const std::size_t kinds = sim::kInfeasibilityKinds;
+  struct Part {
+    // per strategy and reason: plans refused and the first one's message (SearchResult::without_plan)
+    std::vector<std::array<std::pair<std::size_t, std::string>, sim::kInfeasibilityKinds>> refused_of;
+    std::array<Refusal, sim::kInfeasibilityKinds> refused{};
+    // the example of a memory refusal is the plan closest to fitting (smallest excess; first on ties)
+    double closest = std::numeric_limits<double>::infinity();
+    std::size_t considered = 0, infeasible = 0, dominated = 0;
+    std::size_t passed = 0, added = 0;  // plans that passed check_plan; block-recompute plans added
+    std::vector<sim::Plan> plans;       // the candidates: Candidate::slot (in this part)
+    std::vector<Candidate> cand;        // index: among this part's passed, or kAdded + among its added
+    double memory_seconds = 0, seconds = 0;  // thread time: memory and dominance; the whole part
+  };
+  constexpr std::size_t kAdded = std::size_t{1} << 62;
+  auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
+    // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
+    return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
+                       "{:.2f} GB over the {:.2f} GB usable of {} ({:g} % of {:.0f} GB kept free)",
+                       m.total() / 1e9, p.pp > 1 ? " on its fullest stage" : "", m.model_state() / 1e9, m.activations / 1e9,
+                       p.pp > 1 ? "the micro-batches in flight" : "a micro-batch", p.micro_batch, m.over() / 1e9, m.usable() / 1e9,
+                       cluster.gpu.name, 100 * m.reserve_fraction, m.capacity / 1e9);
+  };
+  auto decide_part = [&](std::size_t part_no, Part& part) {
+    const auto start = clock::now();
+    part.refused_of.resize(res.strategies.size());
+    // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples)
+    auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, auto&& msg, double over = 0) {
+      auto text = [&]() -> std::string {
+        if constexpr (std::is_invocable_v<decltype(msg)>) return msg();
+        else return std::string(msg);
+      };
+      if (const std::size_t si = strategy_index(p); si < part.refused_of.size()) {
+        auto& [n, first] = part.refused_of[si][static_cast<int>(r)];
+        if (n++ == 0) first = text();
+      }
+      auto& f = part.refused[static_cast<int>(r)];
+      const bool better = r == sim::Infeasibility::memory && over < part.closest;
+      if (f.count++ == 0 || better) {
+        f.reason = r;
+        f.example = p;
+        f.message = text();
+        if (r == sim::Infeasibility::memory) part.closest = over;
+      }
+      ++part.infeasible;
+    };
+    std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;
+    auto memory_of = [&](const sim::Plan& p) -> const sim::MemoryEstimate& {
+      auto [it, fresh] = mem_of.try_emplace(sim::memory_key(p));
+      if (fresh) it->second = sim::estimate_memory(model, cluster, p);
+      return it->second;
+    };
+    // block recompute: per memory key of a full-recompute plan, the fewest layers that fit and that plan's memory
+    std::unordered_map<sim::MemoryKey, std::pair<int, sim::MemoryEstimate>, sim::MemoryKeyHash> fewest_of;
+    // per block (reused): each plan's index (or kNone: refused by its shapes), memory, fit, dominance
+    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    std::vector<std::size_t> index;
+    std::vector<const sim::MemoryEstimate*> mem;
+    std::vector<char> fit_of, dominated;
+    std::vector<int> group;
+    std::vector<std::size_t> reps;  // each group's first member (position in the block)
+    struct Added {
+      sim::Plan plan;
+      std::size_t index;
+      const sim::MemoryEstimate* mem;
+    };
+    std::vector<Added> extra;
+    auto consider = [&](const sim::Plan& p, std::size_t i, const sim::MemoryEstimate& m, std::optional<Evaluator::GemmParts>& parts) {
+      if (!m.fits()) {
+        refuse(p, sim::Infeasibility::memory, [&] { return memory_message(p, m); }, m.over());
+        return;
+      }
+      if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
+      part.cand.push_back({i, part.plans.size(), ev.cheap_lower_bound(p, *parts)});
+      part.plans.push_back(p);
+    };
+    enumerate_plan_blocks(model, cluster, space, part_no, [&](std::span<const sim::Plan> block) {
+      const std::size_t n = block.size();
+      index.assign(n, kNone);
+      // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
+      // saver checks per plan, their message formatted only for a plan kept as an example
+      const auto shapes = sim::check_plan_shapes(model, cluster, block.front());
+      for (std::size_t j = 0; j < n; ++j) {
+        ++part.considered;
+        if (shapes) refuse(block[j], shapes->reason, shapes->message);
+        else if (auto prob = sim::check_plan_savers(model, cluster, block[j], false))
+          refuse(block[j], prob->reason, [&] { return sim::check_plan_savers(model, cluster, block[j])->message; });
+        else index[j] = part.passed++;
+      }
+      const auto tm = clock::now();
+      mem.assign(n, nullptr);
+      fit_of.assign(n, 0);
+      dominated.assign(n, 0);
+      group.assign(n, -1);
+      reps.clear();
+      for (std::size_t j = 0; j < n; ++j) {
+        if (index[j] == kNone) continue;
+        mem[j] = &memory_of(block[j]);
+        fit_of[j] = mem[j]->fits();
+        // groups: plans equal once ZeRO and recompute are reset, in order of their first member
+        const sim::Plan key = saver_free(block[j]);
+        for (std::size_t g = 0; g < reps.size() && group[j] < 0; ++g)
+          if (saver_free(block[reps[g]]) == key) group[j] = static_cast<int>(g);
+        if (group[j] < 0) {
+          group[j] = static_cast<int>(reps.size());
+          reps.push_back(j);
+        }
+      }
+      extra.clear();
+      for (std::size_t g = 0; g < reps.size(); ++g) {
+        // fits[zero][recompute]
+        std::array<std::array<bool, 3>, sim::kMaxZeroStage + 1> fit{};
+        for (std::size_t j = 0; j < n; ++j)
+          if (group[j] == static_cast<int>(g) && fit_of[j]) fit[block[j].zero][static_cast<int>(block[j].recompute)] = true;
+        for (std::size_t j = 0; j < n; ++j) {
+          if (group[j] != static_cast<int>(g)) continue;
+          const auto& p = block[j];
+          const int z = p.zero, r = static_cast<int>(p.recompute);
+          for (int r2 = 0; r2 < r && !dominated[j]; ++r2) dominated[j] = fit[z][r2];
+          for (int z2 = 1; z2 < z && !dominated[j]; ++z2) dominated[j] = fit[z2][r];
+        }
+        // block recompute: where full recompute fits but no recompute does, the fewest layers that fit
+        if (!space.block_recompute) continue;
+        for (std::size_t j = 0; j < n; ++j) {
+          if (group[j] != static_cast<int>(g)) continue;
+          const auto& p = block[j];
+          if (p.recompute != sim::Recompute::full || !fit_of[j]) continue;
+          if (fit[p.zero][static_cast<int>(sim::Recompute::none)]) continue;
+          sim::Plan q = p;
+          q.recompute_method = sim::RecomputeMethod::block;
+          // the fewest layers depend only on the memory key (plans differing in the strategy alone search alike)
+          const auto [known, fresh] = fewest_of.try_emplace(sim::memory_key(p));
+          if (fresh) {
+            int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
+            while (lo < hi) {
+              const int mid = (lo + hi) / 2;
+              q.recompute_layers = mid;
+              if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
+              else lo = mid + 1;
+            }
+            known->second.first = lo;
+            if (lo < model.layers) {
+              q.recompute_layers = lo;
+              known->second.second = sim::estimate_memory(model, cluster, q);
+            }
+          }
+          const int lo = known->second.first;
+          if (lo >= model.layers) continue;
+          q.recompute_layers = lo;
+          extra.push_back({std::move(q), kAdded + part.added++, &known->second.second});
+          dominated[j] = 1;  // the same plan recomputing more layers
+        }
+      }
+      part.memory_seconds += std::chrono::duration<double>(clock::now() - tm).count();
+      std::optional<Evaluator::GemmParts> parts;
+      for (std::size_t j = 0; j < n; ++j) {
+        if (index[j] == kNone) continue;
+        if (dominated[j] && mem[j]->fits()) {
+          ++part.dominated;
+          continue;
+        }
+        consider(block[j], index[j], *mem[j], parts);
+      }
+      for (const Added& a : extra) {
+        ++part.considered;
+        consider(a.plan, a.index, *a.mem, parts);
+      }
+    });
+    part.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  };
+  std::vector<Part> parts(plan_space_parts(model, cluster, space));
+  parallel_for(parts.size(), res.threads, [&](std::size_t k) { decide_part(k, parts[k]); });
+  // merged in order
+  std::vector<std::array<std::pair<std::size_t, std::string>, sim::kInfeasibilityKinds>> refused_of(res.strategies.size());
+  std::array<Refusal, sim::kInfeasibilityKinds> refused{};
+  double closest = std::numeric_limits<double>::infinity();
   std::vector<sim::Plan> plans;  // the candidates (slot = Candidate::slot)
   std::vector<Candidate> cand;
-  std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;
-  mem_of.reserve(1 << 14);
-  auto memory_of = [&](const sim::Plan& p) -> const sim::MemoryEstimate& {
-    auto [it, fresh] = mem_of.try_emplace(sim::memory_key(p));
-    if (fresh) it->second = sim::estimate_memory(model, cluster, p);
-    return it->second;
-  };
-  // block recompute: per memory key of a full-recompute plan, the fewest layers that fit and that plan's memory
-  std::unordered_map<sim::MemoryKey, std::pair<int, sim::MemoryEstimate>, sim::MemoryKeyHash> fewest_of;
-  std::size_t passed = 0, added = 0;
-  std::vector<std::size_t> added_slots;  // candidates among the added plans (their index is fixed at the end)
-  constexpr std::size_t kAdded = std::size_t{1} << 62;  // provisional index of the k-th added plan: kAdded + k
-  // per block (reused): each plan's index (or kNone: refused by its shapes), memory, fit, dominance
-  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
-  std::vector<std::size_t> index;
-  std::vector<const sim::MemoryEstimate*> mem;
-  std::vector<char> fit_of, dominated;
-  std::vector<int> group;
-  std::vector<std::size_t> reps;  // each group's first member (position in the block)
-  struct Added {
-    sim::Plan plan;
-    std::size_t index;
-    const sim::MemoryEstimate* mem;
-  };
-  std::vector<Added> extra;
-  double memory_seconds = 0;
-  auto consider = [&](const sim::Plan& p, std::size_t i, const sim::MemoryEstimate& m, std::optional<Evaluator::GemmParts>& parts) {
-    if (!m.fits()) {
-      refuse(p, sim::Infeasibility::memory, [&] { return memory_message(p, m); }, m.over());
-      return;
-    }
-    if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
-    if (i >= kAdded) added_slots.push_back(plans.size());
-    cand.push_back({i, plans.size(), ev.cheap_lower_bound(p, *parts)});
-    plans.push_back(p);
-  };
-  enumerate_plan_blocks(model, cluster, space, [&](std::span<const sim::Plan> block) {
-    const std::size_t n = block.size();
-    index.assign(n, kNone);
-    // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
-    // saver checks per plan, their message formatted only for a plan kept as an example
-    const auto shapes = sim::check_plan_shapes(model, cluster, block.front());
-    for (std::size_t j = 0; j < n; ++j) {
-      ++res.considered;
-      if (shapes) refuse(block[j], shapes->reason, shapes->message);
-      else if (auto prob = sim::check_plan_savers(model, cluster, block[j], false))
-        refuse(block[j], prob->reason, [&] { return sim::check_plan_savers(model, cluster, block[j])->message; });
-      else index[j] = passed++;
-    }
-    const auto tm = clock::now();
-    mem.assign(n, nullptr);
-    fit_of.assign(n, 0);
-    dominated.assign(n, 0);
-    group.assign(n, -1);
-    reps.clear();
-    for (std::size_t j = 0; j < n; ++j) {
-      if (index[j] == kNone) continue;
-      mem[j] = &memory_of(block[j]);
-      fit_of[j] = mem[j]->fits();
-      // groups: plans equal once ZeRO and recompute are reset, in order of their first member
-      const sim::Plan key = saver_free(block[j]);
-      for (std::size_t g = 0; g < reps.size() && group[j] < 0; ++g)
-        if (saver_free(block[reps[g]]) == key) group[j] = static_cast<int>(g);
-      if (group[j] < 0) {
-        group[j] = static_cast<int>(reps.size());
-        reps.push_back(j);
+  std::size_t passed = 0, added = 0, candidates_total = 0;
+  double memory_seconds = 0, part_seconds = 0;
+  for (const Part& part : parts) {
+    passed += part.passed;
+    candidates_total += part.cand.size();
+  }
+  plans.reserve(candidates_total);
+  cand.reserve(candidates_total);
+  std::size_t passed_before = 0;
+  for (Part& part : parts) {
+    for (std::size_t si = 0; si < refused_of.size(); ++si)
+      for (std::size_t r = 0; r < kinds; ++r) {
+        auto& [n, first] = refused_of[si][r];
+        const auto& [pn, pfirst] = part.refused_of[si][r];
+        if (n == 0 && pn > 0) first = pfirst;
+        n += pn;
       }
-    }
-    extra.clear();
-    for (std::size_t g = 0; g < reps.size(); ++g) {
-      // fits[zero][recompute]
-      std::array<std::array<bool, 3>, sim::kMaxZeroStage + 1> fit{};
-      for (std::size_t j = 0; j < n; ++j)
-        if (group[j] == static_cast<int>(g) && fit_of[j]) fit[block[j].zero][static_cast<int>(block[j].recompute)] = true;
-      for (std::size_t j = 0; j < n; ++j) {
-        if (group[j] != static_cast<int>(g)) continue;
-        const auto& p = block[j];
-        const int z = p.zero, r = static_cast<int>(p.recompute);
-        for (int r2 = 0; r2 < r && !dominated[j]; ++r2) dominated[j] = fit[z][r2];
-        for (int z2 = 1; z2 < z && !dominated[j]; ++z2) dominated[j] = fit[z2][r];
+    for (std::size_t r = 0; r < kinds; ++r) {
+      auto& f = refused[r];
+      Refusal& pf = part.refused[r];
+      if (pf.count == 0) continue;
+      const bool better = static_cast<sim::Infeasibility>(r) == sim::Infeasibility::memory && part.closest < closest;
+      const std::size_t count = f.count + pf.count;
+      if (f.count == 0 || better) {
+        f = std::move(pf);
+        if (static_cast<sim::Infeasibility>(r) == sim::Infeasibility::memory) closest = part.closest;
       }
-      // block recompute: where full recompute fits but no recompute does, the fewest layers that fit
-      if (!space.block_recompute) continue;
-      for (std::size_t j = 0; j < n; ++j) {
-        if (group[j] != static_cast<int>(g)) continue;
-        const auto& p = block[j];
-        if (p.recompute != sim::Recompute::full || !fit_of[j]) continue;
-        if (fit[p.zero][static_cast<int>(sim::Recompute::none)]) continue;
-        sim::Plan q = p;
-        q.recompute_method = sim::RecomputeMethod::block;
-        // the fewest layers depend only on the memory key (plans differing in the strategy alone search alike)
-        const auto [known, fresh] = fewest_of.try_emplace(sim::memory_key(p));
-        if (fresh) {
-          int lo = 1, hi = model.layers;  // fits at hi (every layer); find the fewest
-          while (lo < hi) {
-            const int mid = (lo + hi) / 2;
-            q.recompute_layers = mid;
-            if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
-            else lo = mid + 1;
-          }
-          known->second.first = lo;
-          if (lo < model.layers) {
-            q.recompute_layers = lo;
-            known->second.second = sim::estimate_memory(model, cluster, q);
-          }
-        }
-        const int lo = known->second.first;
-        if (lo >= model.layers) continue;
-        q.recompute_layers = lo;
-        extra.push_back({std::move(q), kAdded + added++, &known->second.second});
-        dominated[j] = 1;  // the same plan recomputing more layers
-      }
+      f.count = count;
     }
-    memory_seconds += std::chrono::duration<double>(clock::now() - tm).count();
-    std::optional<Evaluator::GemmParts> parts;
-    for (std::size_t j = 0; j < n; ++j) {
-      if (index[j] == kNone) continue;
-      if (dominated[j] && mem[j]->fits()) {
-        ++res.dominated;
-        continue;
-      }
-      consider(block[j], index[j], *mem[j], parts);
+    res.considered += part.considered;
+    res.infeasible += part.infeasible;
+    res.dominated += part.dominated;
+    memory_seconds += part.memory_seconds;
+    part_seconds += part.seconds;
+    for (Candidate c : part.cand) {
+      c.index = c.index >= kAdded ? passed + added + (c.index - kAdded) : passed_before + c.index;
+      c.slot += plans.size();
+      cand.push_back(c);
     }
-    for (const Added& a : extra) {
-      ++res.considered;
-      consider(a.plan, a.index, *a.mem, parts);
-    }
-  });
-  // the added plans come after every plan that passed check_plan
-  for (std::size_t slot : added_slots) cand[slot].index = cand[slot].index - kAdded + passed;
-  res.phases.memory = memory_seconds;
-  res.phases.enumerate = std::chrono::duration<double>(clock::now() - t0).count() - memory_seconds;
+    std::move(part.plans.begin(), part.plans.end(), std::back_inserter(plans));
+    passed_before += part.passed;
+    added += part.added;
+  }
+  parts.clear();
+  // the wall time of the pass, split as its parts' time (summed over threads) was: memory + dominance, the rest
+  const double decided_s = std::chrono::duration<double>(clock::now() - t0).count();
+  res.phases.memory = part_seconds > 0 ? decided_s * memory_seconds / part_seconds : 0;
+  res.phases.enumerate = decided_s - res.phases.memory;
   auto lap = [&, last = clock::now()]() mutable {
     const auto now = clock::now();
     const double d = std::chrono::duration<double>(now - last).count();

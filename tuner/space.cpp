@@ -95,28 +95,59 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
   });
 }
 
-void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const PlanBlockVisitor& visit) {
-  std::vector<sim::Plan> block;
+namespace {
+
+std::vector<int> tp_values(const hardware::ClusterSpec& c, const SearchSpace& s) {
   const int gpus = c.total_gpus();
-  const int gb = s.global_batch > 0 ? s.global_batch : default_global_batch(c);
   std::vector<int> tps = s.tp;
   if (tps.empty())
     for (int t = 1; t <= gpus; ++t)
       if (gpus % t == 0) tps.push_back(t);
-  const std::vector<const sim::Strategy*> strategies = searched_strategies(s);
-  std::vector<hardware::AttentionKernel> kernels = s.attention;
-  const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
-  if (kernels.empty())
-    for (auto k : sim::attention_choices(own)) kernels.push_back(k);
-  const bool one_d = std::find(s.tp_layouts.begin(), s.tp_layouts.end(), sim::TpLayout::one_d) != s.tp_layouts.end();
-  for (int tp : tps) {
-    if (!one_d) break;
+  return tps;
+}
+
+/// The 1D (tp, pp, vp) of the space, in enumeration order: the parts of enumerate_plan_blocks before the grids'.
+template <class F>
+void for_each_layout(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, F&& f) {
+  if (std::find(s.tp_layouts.begin(), s.tp_layouts.end(), sim::TpLayout::one_d) == s.tp_layouts.end()) return;
+  const int gpus = c.total_gpus();
+  for (int tp : tp_values(c, s)) {
     std::vector<int> pps = s.pp;
     if (pps.empty())
       for (int q = 1; q <= std::max(1, gpus / tp) && q <= m.layers; ++q)
         if ((gpus / tp) % q == 0) pps.push_back(q);
     for (int pp : pps)
-    for (int vp : pp > 1 ? s.vp : std::vector<int>{1}) {
+      for (int vp : pp > 1 ? s.vp : std::vector<int>{1}) f(tp, pp, vp);
+  }
+}
+
+}  // namespace
+
+std::size_t plan_space_parts(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s) {
+  std::size_t n = 0;
+  for_each_layout(m, c, s, [&](int, int, int) { ++n; });
+  return n + 1;  // the grids
+}
+
+void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const PlanBlockVisitor& visit) {
+  const std::size_t parts = plan_space_parts(m, c, s);
+  for (std::size_t k = 0; k < parts; ++k) enumerate_plan_blocks(m, c, s, k, visit);
+}
+
+void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, std::size_t part,
+                           const PlanBlockVisitor& visit) {
+  std::vector<sim::Plan> block;
+  const int gpus = c.total_gpus();
+  const int gb = s.global_batch > 0 ? s.global_batch : default_global_batch(c);
+  const std::vector<int> tps = tp_values(c, s);
+  const std::vector<const sim::Strategy*> strategies = searched_strategies(s);
+  std::vector<hardware::AttentionKernel> kernels = s.attention;
+  const hardware::AttentionKernel own = sim::default_attention(c, s.stack, s.dtype);  // the stack's kernel
+  if (kernels.empty())
+    for (auto k : sim::attention_choices(own)) kernels.push_back(k);
+  std::size_t at = 0;
+  for_each_layout(m, c, s, [&](int tp, int pp, int vp) {
+    if (at++ != part) return;
     const int dp = std::max(1, gpus / (tp * pp));
     std::vector<int> mbs = s.micro_batch;
     if (mbs.empty())
@@ -184,9 +215,8 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
           knob(0);
         }
       }
-    }
-  }
-  enumerate_grid_plans(m, c, s, tps, gb, kernels, own, visit);
+  });
+  if (part == at) enumerate_grid_plans(m, c, s, tps, gb, kernels, own, visit);
 }
 
 }  // namespace tuner

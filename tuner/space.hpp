@@ -81,5 +81,11 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
 /// block, without keeping the space). A block is valid only during the call.
 using PlanBlockVisitor = std::function<void(std::span<const sim::Plan>)>;
 void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const PlanBlockVisitor& visit);
+/// @brief The space in parts, for enumerating them apart (on several threads): one part per 1D
+/// (tp, pp, vp), in enumeration order, then one for the 2D / 2.5D grids; enumerate_plan_blocks of
+/// parts 0, 1, ... in turn is enumerate_plan_blocks of the whole space.
+std::size_t plan_space_parts(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s);
+void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, std::size_t part,
+                           const PlanBlockVisitor& visit);
 
 }  // namespace tuner
