@@ -19,14 +19,14 @@ struct SliceShape {
   std::int64_t batch, seq, q_offset;
 };
 
-std::vector<SliceShape> slice_shapes(const Plan& p) {
-  std::vector<SliceShape> out;
+/// Calls f(slice) for each row slice of a micro-batch, in order.
+template <class F>
+void for_each_slice(const Plan& p, F&& f) {
   for (int i = 0; i < p.row_slices; ++i) {
     // a 2D / 2.5D grid's rows and depth split the batch (Plan::tp_rows)
-    if (p.row_axis == RowAxis::batch) out.push_back({p.micro_batch / p.tp_rows() / p.row_slices, p.seq_len, 0});
-    else out.push_back({p.micro_batch, p.seq_len / p.row_slices, i * (p.seq_len / p.row_slices)});
+    if (p.row_axis == RowAxis::batch) f(SliceShape{p.micro_batch / p.tp_rows() / p.row_slices, p.seq_len, 0});
+    else f(SliceShape{p.micro_batch, p.seq_len / p.row_slices, i * (p.seq_len / p.row_slices)});
   }
-  return out;
 }
 
 /// What the attention forward of one slice keeps besides its output (Shapes::attention_aux_*).
@@ -48,11 +48,11 @@ double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
   const Shapes sh(m, p);
   const double e = common::dtype_bytes(sh.act_dtype), h = static_cast<double>(sh.h);
   double bytes = 0;
-  for (const auto& s : slice_shapes(p)) {
+  for_each_slice(p, [&](const SliceShape& s) {
     const double T = static_cast<double>(s.batch * s.seq), R = rows(p, s);
     // x, x_mid, norm1 and norm2 outputs ([R, h]); QKV, attention output, FC1 and activation outputs ([T, width])
     bytes += e * (4.0 * R * h + T * static_cast<double>(sh.Q + sh.A + sh.F1 + sh.F)) + attention_aux_bytes(m, p, sh, s);
-  }
+  });
   return bytes;
 }
 
@@ -85,18 +85,17 @@ PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const
   lm_head_params_ = static_cast<double>(sh.lm_head().params());
 
   // ---- activations of one micro-batch (Korthikanti et al. 2022 per recompute mode), per layer
-  const auto slices = slice_shapes(p);
   layer_ = layer_activation_bytes(m, p);
-  for (const auto& s : slices) {
+  for_each_slice(p, [&](const SliceShape& s) {
     const double T = static_cast<double>(s.batch * s.seq);
     checkpoint_ += e * rows(p, s) * h;
     const double a = attention_aux_bytes(m, p, sh, s);
     aux_ += a;
     ctx_aux_max_ += e * T * static_cast<double>(sh.A) + a;
-  }
+  });
 
   // ---- the largest op's transient buffers (one slice), with and without the head
-  for (const auto& s : slices) {
+  for_each_slice(p, [&](const SliceShape& s) {
     const double T = static_cast<double>(s.batch * s.seq);
     const auto att = sh.attention(s.batch, s.seq, s.q_offset, true);
     const double act = e * T * static_cast<double>(sh.F + sh.F1);  // activation backward: its input and output gradients
@@ -105,7 +104,7 @@ PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const
                                                                    : 4.0 * T * static_cast<double>(sh.A);  // flash backward's fp32 dQ accumulator
     temporaries_[0] = std::max(temporaries_[0], std::max(act, attn));
     temporaries_[1] = std::max(temporaries_[1], std::max(std::max(act, logits), attn));
-  }
+  });
 
   // ---- communication buffers
   const int tp_nodes = std::max(1, p.tp / c.node.gpus_per_node);
@@ -123,11 +122,11 @@ PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const
     // SUMMA's double buffers: two received input blocks and two weight blocks of the widest linear
     // (FC1 forward: [T, h/q] and [h/q, F1]; the head's [h/q, vocab/q] where it is wider)
     for (int head = 0; head < 2; ++head)
-      for (const auto& s : slices) {
+      for_each_slice(p, [&](const SliceShape& s) {
         const double T = static_cast<double>(s.batch * s.seq);
         const double wide = static_cast<double>(std::max(sh.F1, head ? sh.V : std::int64_t{0}));
         grid_buffers_[head] = std::max(grid_buffers_[head], 2.0 * e * (T * h + h * wide));
-      }
+      });
   }
   if (c.gpu.arch == hardware::GpuArch::cpu) nccl_ = 0;  // MPI on the CPU backend
 }
@@ -169,12 +168,10 @@ MemoryEstimate PlanMemory::stage(const MemoryStage& st) const {
       break;
     case Recompute::full: {
       // chunks of this stage's layers
-      const auto chunks = recompute_chunks(p, st.layers);
+      const RecomputeChunks chunks = recompute_chunk_count(p, st.layers);
       const int rc_layers = recomputed_layers(p, st.layers);
-      int largest = 0;
-      for (const auto& k : chunks) largest = std::max(largest, k.layers());
-      per_mb = layer_ * (st.layers - rc_layers) + checkpoint_ * static_cast<double>(chunks.size());
-      r.recomputed = layer_ * largest - checkpoint_;  // the chunk's tensors but its input, which is kept anyway
+      per_mb = layer_ * (st.layers - rc_layers) + checkpoint_ * static_cast<double>(chunks.count);
+      r.recomputed = layer_ * chunks.largest - checkpoint_;  // the chunk's tensors but its input, which is kept anyway
       break;
     }
   }

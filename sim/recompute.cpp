@@ -47,6 +47,13 @@ std::vector<RecomputeChunk> recompute_chunks(const Plan& p, int layers) {
   return out;
 }
 
+RecomputeChunks recompute_chunk_count(const Plan& p, int layers) {
+  if (p.recompute != Recompute::full || layers <= 0) return {};
+  const int k = std::max(1, p.recompute_layers);
+  if (p.recompute_method == RecomputeMethod::uniform) return {(layers + k - 1) / k, std::min(k, layers)};
+  return {std::min(k, layers), 1};
+}
+
 int recomputed_layers(const Plan& p, int layers) {
   if (p.recompute != Recompute::full) return 0;
   return p.recompute_method == RecomputeMethod::uniform ? layers : std::min(std::max(1, p.recompute_layers), layers);

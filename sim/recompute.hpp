@@ -1,6 +1,6 @@
 // defines: sim::Recompute, RecomputeMethod (activation recompute as Megatron-LM's
 //          --recompute-granularity / --recompute-method / --recompute-num-layers), RecomputeChunk,
-//          recompute_chunks, recomputed_layers
+//          recompute_chunks, recompute_chunk_count, recomputed_layers
 //
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models":
 //  - selective: the attention core (softmax of Q K^T and its product with V) is not kept for the
@@ -40,6 +40,12 @@ struct RecomputeChunk {
 /// uniform: [0, k), [k, 2k), ... (the last one shorter when k does not divide the layers);
 /// block: [0, 1), [1, 2), ..., [k - 1, k).
 std::vector<RecomputeChunk> recompute_chunks(const Plan& plan, int layers);
+/// @brief How many chunks recompute_chunks(plan, layers) has and the layers of its largest, without
+/// building them (the memory model asks for every plan the tuner prices).
+struct RecomputeChunks {
+  int count = 0, largest = 0;
+};
+RecomputeChunks recompute_chunk_count(const Plan& plan, int layers);
 /// @brief How many of a stage's `layers` layers run their forward twice under full recompute.
 int recomputed_layers(const Plan& plan, int layers);
 

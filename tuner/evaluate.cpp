@@ -1,6 +1,9 @@
 #include "tuner/evaluate.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
 #include <cmath>
 
 #include "sim/pipeline_schedule.hpp"
@@ -43,14 +46,18 @@ Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_def
   bool neutral = true;
   ClassKey key{{}, p.tp, p.micro_batch, p.sequence_parallel, p.seq_len, static_cast<int>(p.dtype), static_cast<int>(p.stack),
                static_cast<int>(p.recompute), static_cast<int>(p.attention), {}};
-  for (const sim::Knob* k : sim::plan_knobs()) {
-    key.knobs.push_back(k->applies(p) ? k->get(p) : k->neutral);
-    neutral &= key.knobs.back() == k->neutral;
+  const auto knobs = sim::plan_knobs();
+  if (knobs.size() + 4 > kMaxKeyKnobs)
+    throw std::logic_error(fmt::format("tuner: {} plan knobs are registered; a class key holds {}", knobs.size(), kMaxKeyKnobs - 4));
+  std::size_t n = 0;
+  for (const sim::Knob* k : knobs) {
+    key.knobs[n] = k->applies(p) ? k->get(p) : k->neutral;
+    neutral &= key.knobs[n++] == k->neutral;
   }
   if (neutral_as_default && neutral && st->neutral_tasks_are_default) st = &sim::default_strategy();
   key.strategy = st->name;
   // the grid shapes the tasks as much as tp does
-  key.knobs.insert(key.knobs.end(), {static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order)});
+  for (int v : {static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order)}) key.knobs[n++] = v;
   return key;
 }
 

@@ -1,6 +1,7 @@
 // defines: tuner::Evaluator (prices one plan: closed-form bounds, reduced-layer estimate, full
 //          simulation), Estimate, rank_params
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -120,13 +121,15 @@ class Evaluator {
   /// `optimizer`: each rank's optimizer step included.
   double pipeline_work_bound(const sim::Plan& p, const ClassBound& b, bool optimizer) const;
   Estimate pipeline_estimate(const sim::Plan& p) const;
+  /// Plan knobs a class key holds (sim::plan_knobs(), then the grid's 4 fields); more throws.
+  static constexpr std::size_t kMaxKeyKnobs = 28;
   struct ClassKey {
     std::string_view strategy;  ///< its name
     int tp, micro_batch;
     bool sequence_parallel;
     std::int64_t seq_len;
     int dtype, stack, recompute, attention;
-    std::vector<int> knobs;  ///< every plan knob's value where it applies, else neutral
+    std::array<int, kMaxKeyKnobs> knobs{};  ///< every plan knob's value where it applies, else neutral; the grid; then 0
     auto operator<=>(const ClassKey&) const = default;
   };
   /// The bound of one micro-batch of a class (cached): `q` with dp 1, its recompute as given.

@@ -3,9 +3,12 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "hardware/cluster.hpp"
 #include "sim/memory.hpp"
 #include "sim/plan.hpp"
+#include "sim/recompute.hpp"
 #include "sim/step_graph.hpp"
 #include "sim/target.hpp"
 
@@ -145,4 +148,30 @@ TEST_CASE("fp32 weights need no master copy: Adam m and v only") {
   const auto m = sim::estimate_memory(tg.model, tg.cluster, tg.plan);
   CHECK(m.optimizer == doctest::Approx(2 * m.gradients));
   CHECK(m.weights == doctest::Approx(m.gradients));
+}
+
+TEST_CASE("recompute_chunk_count: the count and largest chunk of recompute_chunks, without building them") {
+  // The memory model reads only how many checkpointed chunks a stage has and the layers of the
+  // largest; recompute_chunks builds them (the builder needs each). Both methods, every chunk size
+  // 1..layers + 2 and stage sizes 0..13, against the built chunks.
+  std::size_t checked = 0;
+  for (auto method : {sim::RecomputeMethod::uniform, sim::RecomputeMethod::block})
+    for (int layers = 0; layers <= 13; ++layers)
+      for (int k = 1; k <= layers + 2; ++k)
+        for (auto rc : {sim::Recompute::none, sim::Recompute::selective, sim::Recompute::full}) {
+          sim::Plan p;
+          p.recompute = rc;
+          p.recompute_method = method;
+          p.recompute_layers = k;
+          const auto chunks = sim::recompute_chunks(p, layers);
+          int largest = 0;
+          for (const auto& c : chunks) largest = std::max(largest, c.layers());
+          const auto n = sim::recompute_chunk_count(p, layers);
+          CAPTURE(layers);
+          CAPTURE(k);
+          CHECK(n.count == static_cast<int>(chunks.size()));
+          CHECK(n.largest == largest);
+          ++checked;
+        }
+  CHECK(checked == 2 * 3 * 119);  // sum over layers 0..13 of its (layers + 2) chunk sizes = 91 + 28
 }
