@@ -66,6 +66,12 @@ class CostModel {
   virtual std::vector<LinkSpec> links() const;
   /// Capacity in bytes/s of one GPU's share of a link class (link-sharing constraints).
   double link_capacity(LinkClass l) const;
+  /// Non-zero, unique among the models of a process: this model's prices never change (a pure
+  /// function of the op for its whole life), so the engine may keep what it priced through it from
+  /// one simulation to the next (sim/engine.cpp). 0 (the default): price afresh in every simulation.
+  virtual std::uint64_t pricing_id() const { return 0; }
+  /// A fresh id for pricing_id.
+  static std::uint64_t next_pricing_id();
 };
 
 /// @brief The built-in analytic model: roofline GEMMs with tile and wave quantization, bandwidth-bound

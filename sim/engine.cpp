@@ -45,9 +45,34 @@ bool host_sync(const StepGraph& g, std::size_t i) {
   return g.plan.schedule == PipelineSchedule::one_f_one_b && !g.plan.p2p_overlap && receive(i) && !(i + 1 < g.size() && receive(i + 1));
 }
 
+/// The CostTable a rank's tasks are priced in: with a model whose prices never change
+/// (CostModel::pricing_id), one per thread and (model, stack), kept from one simulation to the
+/// next (the tuner simulates thousands of graphs of the same few hundred distinct ops); otherwise
+/// `own`, fresh.
+CostTable& table_for(const hardware::CostModel& cost, hardware::Stack stack, std::unique_ptr<CostTable>& own) {
+  const std::uint64_t id = cost.pricing_id();
+  if (id == 0) {
+    own = std::make_unique<CostTable>(cost, stack);
+    return *own;
+  }
+  struct Kept {
+    std::uint64_t id;
+    hardware::Stack stack;
+    std::unique_ptr<CostTable> table;
+  };
+  constexpr std::size_t kKept = 8;  // the newest models' tables (a search uses one; whatif one per point)
+  thread_local std::vector<Kept> kept;
+  for (auto& k : kept)
+    if (k.id == id && k.stack == stack) return *k.table;
+  if (kept.size() >= kKept) kept.erase(kept.begin());
+  kept.push_back({id, stack, std::make_unique<CostTable>(cost, stack)});
+  return *kept.back().table;
+}
+
 struct RankState {
   const StepGraph* g = nullptr;
-  std::unique_ptr<CostTable> table;       // distinct costs of this rank's tasks
+  CostTable* table = nullptr;             // distinct costs of this rank's tasks (table_for)
+  std::unique_ptr<CostTable> own_table;
   std::vector<std::uint32_t> cost_index;  // task -> its cost in `table`
   const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
   std::vector<std::vector<std::uint32_t>> queue;  // per stream: included tasks, issue order
@@ -108,7 +133,7 @@ class Simulation {
       rs.g = &g;
       const auto n = g.size();
       const std::size_t ns = g.streams.size();
-      rs.table = std::make_unique<CostTable>(cost, g.plan.stack);
+      rs.table = &table_for(cost, g.plan.stack, rs.own_table);
       rs.cost_index.assign(n, 0);
       rs.issue_ps.assign(n, 0);
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());

@@ -28,6 +28,8 @@ class PricingCache final : public hardware::CostModel {
   hardware::Stack stack() const override { return base_.stack(); }
   std::string describe() const override { return base_.describe(); }
   std::vector<hardware::LinkSpec> links() const override { return base_.links(); }
+  /// Its prices are base's, which a search takes to be a pure function of the op (as it caches them).
+  std::uint64_t pricing_id() const override { return id_; }
 
  private:
   using GemmKey = std::array<std::int64_t, 5>;
@@ -47,6 +49,7 @@ class PricingCache final : public hardware::CostModel {
     std::unordered_map<Key, hardware::ComputeCost, KeyHash> prices;
   };
   const hardware::CostModel& base_;
+  const std::uint64_t id_ = next_pricing_id();
   mutable std::array<Shard<GemmKey>, kShards> gemm_;
   mutable std::array<Shard<AttentionKey>, kShards> attention_;
 };
