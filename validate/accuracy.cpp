@@ -234,9 +234,11 @@ AccuracySection tp_overlap_section(const std::string& dir) {
     }
     const auto p = predict_flux_row(row);
     const bool readme = row.source == "FLUX-RM";
-    // the A800's GEMM speed (gpu.gemm_efficiency of dgx-a100) is fitted to these rows' GEMM figures:
-    // the A800 rows are in sample, the H800 and H100 rows out of sample
+    // fit inputs: the A800's GEMM speed (gpu.gemm_efficiency of dgx-a100) to the A800 rows' GEMM
+    // figures; the Hopper pull rate (gpu.fused_rs_pull_gb_per_s of dgx-h100) to the README's H800
+    // GEMM + reduce-scatter, fused. Every other row is out of sample.
     const bool a800 = row.gpu == "A800";
+    const bool pull_fit = readme && row.gpu == "H800" && row.site.kind == hardware::TpGemmKind::gemm_reduce_scatter;
     const RowRole role = a800 ? RowRole::fitted : RowRole::predicted;
     const std::string fit_of = a800 ? "gpu.gemm_efficiency (dgx-a100)" : "";
     if (row.torch_gemm_ms)
@@ -251,7 +253,8 @@ AccuracySection tp_overlap_section(const std::string& dir) {
     s.rows.push_back({.label = row.label + ", fused (flux)", .measured = row.overlap_ms, .predicted = 1e3 * p.fused.total_s, .unit = "ms",
                       .note = fmt::format("exposed beyond the GEMM {:.3f} ms{}", 1e3 * p.fused.exposed_s(),
                                           row.flux_exposed_ms ? fmt::format(" (measured {:.3f})", *row.flux_exposed_ms) : ""),
-                      .role = role, .in_bar = readme, .fit_of = fit_of});
+                      .role = pull_fit ? RowRole::fitted : role, .in_bar = readme,
+                      .fit_of = pull_fit ? "gpu.fused_rs_pull_gb_per_s (dgx-h100)" : fit_of});
     if (!readme) {
       const double measured = row.baseline_ms / row.overlap_ms, predicted = p.serial.total_s / p.fused.total_s;
       const bool same = (measured > 1) == (predicted > 1);

@@ -67,6 +67,12 @@ std::vector<FluxRow> read_flux_kernel_rows(const std::string& dir) {
                                 .n = *n,
                                 .tp = static_cast<int>(*tp),
                                 .dtype = common::DType::fp16};
+      // The README's table came with FLUX's first sm90 kernels (bytedance/flux 775e061, unchanged to
+      // the README's 239a13d): there the sm90 GEMM + reduce-scatter always adds the pulled tiles in
+      // the kernel (src/reduce_scatter/sm90_reduce_scatter_utils.hpp reduce(): local_red into a
+      // [M/tp, N] buffer; ths_op/gemm_reduce_scatter.cc: a sum over that one segment). Later FLUX
+      // made it the fuse_reduction option, off by default (19831ca), which flux#90 ran.
+      if (rs && source == "FLUX-RM" && r.gpu == "H800") r.site.reduction = hardware::RsReduction::in_kernel;
     }
     out.push_back(std::move(r));
   }

@@ -27,7 +27,9 @@ struct FluxRow {
 /// @brief The FLUX-RM and FLUX-90 rows of `calibration_dir`/tp-overlap-measured.csv whose shape
 /// names an all-gather + GEMM or a GEMM + reduce-scatter (the MoE and L20 rows are left out). A
 /// row whose K or N is not stated (or stated as approximate, '~') is returned with `listed_why`.
-/// Throws common::ConfigError naming the file and column if a cell is malformed.
+/// The README's H800 GEMM + reduce-scatter ran FLUX's first sm90 kernel, which adds the pulled tiles
+/// in the kernel (RsReduction::in_kernel); the flux#90 rows ran FLUX's default, the reduction after
+/// it. Throws common::ConfigError naming the file and column if a cell is malformed.
 std::vector<FluxRow> read_flux_kernel_rows(const std::string& calibration_dir);
 
 /// @brief The machine a row ran on: A800 = dgx-a100 with 8 NVLink links (400 GB/s both directions:

@@ -79,8 +79,12 @@ TEST_CASE("FLUX README rows (8x A800 / H800, TP 8, M = 4096) within 15 % with an
     CAPTURE(r.label);
     CHECK(r.label.find("FLUX-RM") != std::string::npos);
     CHECK(std::abs(r.error()) <= 0.15);
-    // the A800 rows carry the fitted A800 GEMM speed (in sample); the H800 rows are out of sample
-    CHECK((r.role == RowRole::fitted) == (r.label.find("A800") != std::string::npos));
+    // the A800 rows carry the fitted A800 GEMM speed (in sample), the H800 GEMM + reduce-scatter's
+    // fused row is the Hopper pull rate's one fit input; the other H800 rows are out of sample
+    const bool a800 = r.label.find("A800") != std::string::npos;
+    const bool pull_fit = r.label.find("H800 GEMM+RS") != std::string::npos && r.label.find("fused") != std::string::npos;
+    CHECK((r.role == RowRole::fitted) == (a800 || pull_fit));
+    if (pull_fit) CHECK(r.fit_of == "gpu.fused_rs_pull_gb_per_s (dgx-h100)");
   }
   CHECK(in_bar == 8);  // 2 GPUs x (all-gather + GEMM, GEMM + reduce-scatter) x (serial, fused)
   CHECK(s.bar_met());
