@@ -80,6 +80,13 @@ GpuSpec read_gpu(common::ConfigReader r) {
   g.gemm_tile_overhead = read_us(r, "gemm_tile_overhead_us");
   g.memory_efficiency = r.fraction("memory_efficiency");
   g.kernel_latency = read_us(r, "kernel_latency_us");
+  if (r.has("fused_rs_pull_gb_per_s")) {
+    // only FLUX's sm90 kernel pulls its tiles in the kernel; its sm80 kernel pushes them from the
+    // epilogue at NVLink speed (hardware/tp_overlap.hpp), so the key means nothing elsewhere
+    if (g.arch != GpuArch::hopper)
+      r.fail("fused_rs_pull_gb_per_s", fmt::format("only arch hopper reads it (FLUX's sm90 in-kernel pull), not {}", to_string(g.arch)));
+    g.fused_rs_pull_bytes_per_s = r.positive("fused_rs_pull_gb_per_s", lim::kMaxGbPerS) * 1e9;
+  }
   r.finish();
   return g;
 }

@@ -2,6 +2,7 @@
 //          load_cluster (YAML -> ClusterSpec; units converted here, once)
 #pragma once
 #include <array>
+#include <optional>
 #include <string>
 
 #include "common/units.hpp"
@@ -26,6 +27,11 @@ struct GpuSpec {
   common::Duration gemm_tile_overhead{};  ///< fixed time per output tile (prologue: first K block in flight; epilogue: C store)
   double memory_efficiency = 0.8; ///< fraction of HBM bandwidth element-wise kernels reach
   common::Duration kernel_latency{};      ///< fixed GPU-side cost of any kernel (launch to first instruction)
+  /// Hopper only: the rate at which FLUX's fused GEMM + reduce-scatter pulls its output tiles
+  /// through the kernel's own fetch pipeline (one TMA stage and one reduce warp per CTA;
+  /// hardware/tp_overlap.hpp). Fitted (docs/accuracy.md names the fit input); unset when the file
+  /// does not give it, and then a fused GEMM + reduce-scatter on this GPU is refused.
+  std::optional<double> fused_rs_pull_bytes_per_s;
 
   double peak_flops(common::DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
   double gemm_eff(common::DType t) const { return gemm_efficiency[static_cast<int>(t)]; }

@@ -58,6 +58,8 @@ int AccuracySection::count(RowRole role, bool bar_only) const {
 
 bool AccuracySection::bar_met() const {
   if (bar.empty()) return true;
+  for (const auto& r : rows)
+    if (r.direction_in_bar && r.role != RowRole::listed && !r.direction_right()) return false;
   if (mean_bar > 0) {
     double s = 0;
     int n = 0;
@@ -222,21 +224,25 @@ AccuracySection interference_section(const std::string& dir) {
 // ---- tensor-parallel GEMM + collective, fused (FLUX) ---------------------------------------------
 AccuracySection tp_overlap_section(const std::string& dir) {
   AccuracySection s{.title = "Tensor-parallel GEMM + collective, serial and fused (FLUX), kernel level",
-                    .source = "data/calibration/tp-overlap-measured.csv (FLUX's README table: 8 GPUs, TP 8, M = 4096; bytedance/flux#90: 8x H100)",
-                    .bar = "within 15 % for the README rows, with and without overlap (issue 14)",
+                    .source = "data/calibration/tp-overlap-measured.csv (FLUX's README table: 8 GPUs, TP 8, M = 4096; bytedance/flux#90 and #100: 8x H100)",
+                    .bar = "within 15 % for the README rows, with and without overlap; fusion predicted to lose where it loses on bytedance/flux#90's H100 GEMM + reduce-scatter (issue 14)",
                     .bar_limit = 0.15};
   for (const auto& row : read_flux_kernel_rows(dir)) {
-    const std::string what = row.site.kind == hardware::TpGemmKind::all_gather_gemm ? "all-gather" : "reduce-scatter";
+    const bool ag = row.site.kind == hardware::TpGemmKind::all_gather_gemm;
+    const std::string what = ag ? "all-gather" : "reduce-scatter";
     if (!row.listed_why.empty()) {
       s.rows.push_back({.label = row.label + ", fused", .measured = row.overlap_ms, .unit = "ms", .note = row.listed_why, .role = RowRole::listed,
                         .in_bar = false});
       continue;
     }
+    const auto c = flux_machine(row.gpu);
     const auto p = predict_flux_row(row);
     const bool readme = row.source == "FLUX-RM";
-    // the A800's GEMM speed (gpu.gemm_efficiency of dgx-a100) is fitted to these rows' GEMM figures:
-    // the A800 rows are in sample, the H800 and H100 rows out of sample
+    // fit inputs: the A800's GEMM speed (gpu.gemm_efficiency of dgx-a100) to the A800 rows' GEMM
+    // figures; the Hopper pull rate (gpu.fused_rs_pull_gb_per_s of dgx-h100) to the README's H800
+    // GEMM + reduce-scatter, fused. Every other row is out of sample.
     const bool a800 = row.gpu == "A800";
+    const bool pull_fit = readme && row.gpu == "H800" && !ag;
     const RowRole role = a800 ? RowRole::fitted : RowRole::predicted;
     const std::string fit_of = a800 ? "gpu.gemm_efficiency (dgx-a100)" : "";
     if (row.torch_gemm_ms)
@@ -245,21 +251,34 @@ AccuracySection tp_overlap_section(const std::string& dir) {
     if (row.torch_nccl_ms)
       s.rows.push_back({.label = row.label + ", NCCL " + what + " alone", .measured = *row.torch_nccl_ms, .predicted = 1e3 * p.serial.comm_s,
                         .unit = "ms", .note = "price_collective (8 NVLink links, 200 GB/s each way)", .in_bar = false});
-    s.rows.push_back({.label = row.label + ", serial (torch)", .measured = row.baseline_ms, .predicted = 1e3 * p.serial.total_s, .unit = "ms",
-                      .note = fmt::format("GEMM {:.3f} + NCCL {:.3f} ms", 1e3 * p.serial.gemm_s, 1e3 * p.serial.comm_s), .role = role,
-                      .in_bar = readme, .fit_of = fit_of});
+    if (row.baseline_ms)
+      s.rows.push_back({.label = row.label + ", serial (torch)", .measured = *row.baseline_ms, .predicted = 1e3 * p.serial.total_s, .unit = "ms",
+                        .note = fmt::format("GEMM {:.3f} + NCCL {:.3f} ms", 1e3 * p.serial.gemm_s, 1e3 * p.serial.comm_s), .role = role,
+                        .in_bar = readme, .fit_of = fit_of});
+    std::string how;
+    if (ag)
+      how = "copy-engine all-gather";
+    else if (hardware::fused_rs_transfer(c.gpu) == hardware::RsTransfer::epilogue_push)
+      how = "epilogue push + reduce";
+    else
+      how = fmt::format("in-kernel pull ({:.0f} GB/s) + reduction {}", *c.gpu.fused_rs_pull_bytes_per_s / 1e9,
+                        row.site.reduction == hardware::RsReduction::in_kernel ? "in the kernel" : "after it");
+    std::string note = fmt::format("{}: {:.3f} ms alone; exposed beyond the GEMM {:.3f} ms{}", how, 1e3 * p.fused.comm_s, 1e3 * p.fused.exposed_s(),
+                                   row.flux_exposed_ms ? fmt::format(" (measured {:.3f})", *row.flux_exposed_ms) : "");
+    if (!row.baseline_ms) note += "; measured: the best configuration FLUX's tuner found (the model's pull rate is the README's untuned kernel's)";
     s.rows.push_back({.label = row.label + ", fused (flux)", .measured = row.overlap_ms, .predicted = 1e3 * p.fused.total_s, .unit = "ms",
-                      .note = fmt::format("exposed beyond the GEMM {:.3f} ms{}", 1e3 * p.fused.exposed_s(),
-                                          row.flux_exposed_ms ? fmt::format(" (measured {:.3f})", *row.flux_exposed_ms) : ""),
-                      .role = role, .in_bar = readme, .fit_of = fit_of});
-    if (!readme) {
-      const double measured = row.baseline_ms / row.overlap_ms, predicted = p.serial.total_s / p.fused.total_s;
-      const bool same = (measured > 1) == (predicted > 1);
-      s.rows.push_back({.label = row.label + ", speedup of fusion", .measured = measured, .predicted = predicted, .unit = "x",
-                        .note = same ? "direction right"
-                                     : fmt::format("direction WRONG: fusion {} here, the model has it {}", measured > 1 ? "wins" : "loses",
-                                                   predicted > 1 ? "winning" : "losing"),
-                        .in_bar = false});
+                      .note = note, .role = pull_fit ? RowRole::fitted : role, .in_bar = readme,
+                      .fit_of = pull_fit ? "gpu.fused_rs_pull_gb_per_s (dgx-h100)" : fit_of});
+    if (!readme && row.baseline_ms) {
+      // where fusion loses on flux#90's H100 GEMM + reduce-scatter rows, the bar asks the model to
+      // have it lose (issue 14); the other speedup rows inform
+      const double measured = *row.baseline_ms / row.overlap_ms, predicted = p.serial.total_s / p.fused.total_s;
+      AccuracyRow speedup{.label = row.label + ", speedup of fusion", .measured = measured, .predicted = predicted, .unit = "x", .in_bar = false,
+                          .direction_in_bar = row.source == "FLUX-90" && !ag && measured <= 1};
+      speedup.note = speedup.direction_right()
+                         ? fmt::format("direction right: fusion {} here, as predicted", measured > 1 ? "wins" : "loses")
+                         : fmt::format("direction WRONG: fusion {} here, the model has it {}", measured > 1 ? "wins" : "loses", predicted > 1 ? "winning" : "losing");
+      s.rows.push_back(speedup);
     }
   }
   return s;
@@ -693,8 +712,9 @@ void section_md(std::string& md, const AccuracySection& s) {
                       role == RowRole::fitted ? "fit input of | " : "", role == RowRole::fitted ? "---|" : "");
     for (const auto& r : s.rows) {
       if (r.role != role) continue;
+      const char* bar_note = r.in_bar || s.bar.empty() ? "" : r.direction_in_bar ? " (in the bar: its direction)" : " (not in the bar)";
       md += fmt::format("| {} | {:.4g} {} | {:.4g} {} | {} | {}{}{} |\n", r.label, r.measured, r.unit, r.predicted, r.unit, signed_error(s, r),
-                        role == RowRole::fitted ? fmt::format("`{}` | ", r.fit_of) : "", r.note, r.in_bar || s.bar.empty() ? "" : " (not in the bar)");
+                        role == RowRole::fitted ? fmt::format("`{}` | ", r.fit_of) : "", r.note, bar_note);
     }
     md += "\n";
   }

@@ -27,9 +27,15 @@ struct AccuracyRow {
   std::string note;      ///< chosen algorithm, or why the row is listed only
   RowRole role = RowRole::predicted;
   bool in_bar = true;    ///< counts towards the section's bar (listed rows never do)
+  /// A speedup row (unit "x") whose bar is its direction only: predicted and measured on the same
+  /// side of 1 (the overlap wins, or loses, as measured). Such a row has in_bar false: its error
+  /// stays out of the section's error figures.
+  bool direction_in_bar = false;
   std::string fit_of;    ///< fitted rows: the constant(s) fitted to it
   double error() const { return measured != 0 ? (predicted - measured) / measured : 0.0; }  ///< relative
   bool scored() const { return role != RowRole::listed && in_bar; }
+  /// Whether the prediction has the measured direction: both above 1 or both at most 1.
+  bool direction_right() const { return (predicted > 1) == (measured > 1); }
 };
 
 /// @brief A family of rows with its bar.
@@ -47,7 +53,8 @@ struct AccuracySection {
   double mean_abs_error(RowRole role, bool bar_only = false) const;
   const AccuracyRow* worst(RowRole role, bool bar_only = false) const;
   int count(RowRole role, bool bar_only = false) const;
-  /// Whether every row in the bar (fitted and predicted) meets it.
+  /// Whether every row in the bar (fitted and predicted) meets it, and every direction_in_bar row
+  /// has the measured direction.
   bool bar_met() const;
 };
 

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <limits>
 
+#include "common/config_error.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/gemm_model.hpp"
+#include "hardware/tp_overlap.hpp"
 #include "validate/calibration.hpp"
 #include "validate/interference_rows.hpp"
 #include "validate/step_rows.hpp"
@@ -300,6 +302,33 @@ Fit a100_gemm_fit(const std::string& dir) {
   return f;
 }
 
+// gpu.fused_rs_pull_gb_per_s of dgx-h100 (FLUX's Hopper GEMM + reduce-scatter: the rate of its
+// in-kernel pull) over one row: the README's H800 GEMM+RS, fused (flux 0.932 ms). The flux#90 H100
+// rows are held out: docs/accuracy.md predicts them.
+Fit flux_pull_fit(const std::string& dir) {
+  const ClusterSpec base = hardware::load_cluster("dgx-h100");
+  std::vector<FluxRow> rows;
+  for (auto& r : read_flux_kernel_rows(dir))
+    if (r.source == "FLUX-RM" && r.gpu == "H800" && r.listed_why.empty() && r.site.kind == hardware::TpGemmKind::gemm_reduce_scatter)
+      rows.push_back(std::move(r));
+  if (rows.size() != 1)
+    throw common::ConfigError(dir + "/tp-overlap-measured.csv", "FLUX-RM",
+                              fmt::format("expected the one H800 GEMM+RS row of FLUX's README, found {}", rows.size()));
+  Fit f{.name = "FLUX Hopper GEMM + reduce-scatter pull rate", .cluster = "dgx-h100",
+        .inputs = "tp-overlap-measured.csv FLUX-RM: the H800 GEMM+RS fused row (flux 0.932 ms; a single published figure)"};
+  f.params = {{.key = "gpu.fused_rs_pull_gb_per_s", .file_value = base.gpu.fused_rs_pull_bytes_per_s.value_or(0) / 1e9, .lo = 20, .hi = 400, .step = 1}};
+  grid_least_squares(f, [&](const std::vector<double>& v) {
+    std::vector<std::pair<double, double>> out;
+    for (const auto& r : rows) {
+      ClusterSpec c = flux_machine(r.gpu);
+      c.gpu.fused_rs_pull_bytes_per_s = v[0] * 1e9;
+      out.emplace_back(1e3 * hardware::tp_gemm_fused(c, r.site).total_s, r.overlap_ms);
+    }
+    return out;
+  });
+  return f;
+}
+
 // host.stacks.eager.gemm_efficiency (= cuda_graphs': the same PyTorch), launch_us and op_overhead_us
 // of dgx-a100 over the Megatron-DeepSpeed iteration times (rows with pp = 1, optionally only those
 // `use` keeps), by coordinate descent (each row is a simulated step); the library speed
@@ -348,6 +377,7 @@ std::vector<Fit> fit_constants(const std::string& dir) {
   fits.push_back(tile_fit(square_gemms(dir, false), "gemm-h100.csv: bf16 and fp8 square shapes 2048 .. 16384"));
   for (auto& f : interference_fits(dir)) fits.push_back(std::move(f));
   for (auto& f : stack_fits(dir)) fits.push_back(std::move(f));
+  fits.push_back(flux_pull_fit(dir));
   fits.push_back(a100_gemm_fit(dir));
   fits.push_back(a100_fit(a100_rows(dir), "a100-megatron-1node-2and4gpu.csv: every row with pp = 1 (coordinate descent)"));
   return fits;

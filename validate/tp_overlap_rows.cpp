@@ -34,7 +34,7 @@ std::vector<FluxRow> read_flux_kernel_rows(const std::string& dir) {
   std::vector<FluxRow> out;
   for (const auto& row : csv.rows) {
     const std::string& source = csv.cell(row, "source");
-    if (source != "FLUX-RM" && source != "FLUX-90") continue;
+    if (source != "FLUX-RM" && source != "FLUX-90" && source != "FLUX-100") continue;
     const std::string& shape = csv.cell(row, "model_or_shape");
     const bool ag = shape.starts_with("AG+GEMM"), rs = shape.starts_with("GEMM+RS");
     if (!ag && !rs) continue;
@@ -48,7 +48,7 @@ std::vector<FluxRow> read_flux_kernel_rows(const std::string& dir) {
     const auto tp = figure(par, "TP=([0-9]+)");
     if (!tp || *tp < 2 || *tp > 64) throw ConfigError(csv.path, "parallelism", fmt::format("'{}' has no TP=2..64", par));
     r.label = fmt::format("{} {} ({})", hw.substr(0, hw.find(" (")), shape, source);
-    r.baseline_ms = csv_number(csv, row, "baseline_value");
+    if (!csv.cell(row, "baseline_value").empty()) r.baseline_ms = csv_number(csv, row, "baseline_value");
     r.overlap_ms = csv_number(csv, row, "overlap_value");
     const std::string& notes = csv.cell(row, "notes");
     r.torch_gemm_ms = figure(notes, "torch: gemm ([0-9.]+)");
@@ -67,6 +67,12 @@ std::vector<FluxRow> read_flux_kernel_rows(const std::string& dir) {
                                 .n = *n,
                                 .tp = static_cast<int>(*tp),
                                 .dtype = common::DType::fp16};
+      // The README's table came with FLUX's first sm90 kernels (bytedance/flux 775e061, unchanged to
+      // the README's 239a13d): there the sm90 GEMM + reduce-scatter always adds the pulled tiles in
+      // the kernel (src/reduce_scatter/sm90_reduce_scatter_utils.hpp reduce(): local_red into a
+      // [M/tp, N] buffer; ths_op/gemm_reduce_scatter.cc: a sum over that one segment). Later FLUX
+      // made it the fuse_reduction option, off by default (19831ca), which flux#90 and #100 ran.
+      if (rs && source == "FLUX-RM" && r.gpu == "H800") r.site.reduction = hardware::RsReduction::in_kernel;
     }
     out.push_back(std::move(r));
   }

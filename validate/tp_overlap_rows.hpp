@@ -13,21 +13,23 @@ namespace validate {
 
 /// @brief One kernel-level FLUX row: a tensor-parallel GEMM site with and without overlap.
 struct FluxRow {
-  std::string source;                                  ///< FLUX-RM (the README table) or FLUX-90 (bytedance/flux#90)
+  std::string source;                                  ///< FLUX-RM (the README table), FLUX-90 (bytedance/flux#90) or FLUX-100 (bytedance/flux#100)
   std::string gpu;                                     ///< A800, H800, H100
   std::string label;                                   ///< "8x H800 AG+GEMM M=4096 K=12288 N=49152"
   hardware::TpGemm site;                               ///< valid when `listed_why` is empty
   std::string listed_why;                              ///< why the row cannot be predicted (the shape is not stated)
-  double baseline_ms = 0;                              ///< "torch": NCCL's collective and the GEMM one after the other
+  std::optional<double> baseline_ms;                   ///< "torch": NCCL's collective and the GEMM one after the other (FLUX-100's tuning log has none)
   double overlap_ms = 0;                               ///< FLUX's fused kernel
   std::optional<double> torch_gemm_ms, torch_nccl_ms;  ///< the baseline's parts, where the notes give them
   std::optional<double> flux_exposed_ms;               ///< FLUX's exposed communication, where the notes give it
 };
 
-/// @brief The FLUX-RM and FLUX-90 rows of `calibration_dir`/tp-overlap-measured.csv whose shape
-/// names an all-gather + GEMM or a GEMM + reduce-scatter (the MoE and L20 rows are left out). A
-/// row whose K or N is not stated (or stated as approximate, '~') is returned with `listed_why`.
-/// Throws common::ConfigError naming the file and column if a cell is malformed.
+/// @brief The FLUX-RM, FLUX-90 and FLUX-100 rows of `calibration_dir`/tp-overlap-measured.csv whose
+/// shape names an all-gather + GEMM or a GEMM + reduce-scatter (the MoE and L20 rows are left out).
+/// A row whose K or N is not stated (or stated as approximate, '~') is returned with `listed_why`.
+/// The README's H800 GEMM + reduce-scatter ran FLUX's first sm90 kernel, which adds the pulled tiles
+/// in the kernel (RsReduction::in_kernel); the flux#90 and flux#100 rows ran FLUX's default, the
+/// reduction after it. Throws common::ConfigError naming the file and column if a cell is malformed.
 std::vector<FluxRow> read_flux_kernel_rows(const std::string& calibration_dir);
 
 /// @brief The machine a row ran on: A800 = dgx-a100 with 8 NVLink links (400 GB/s both directions:

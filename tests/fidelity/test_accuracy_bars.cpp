@@ -79,18 +79,86 @@ TEST_CASE("FLUX README rows (8x A800 / H800, TP 8, M = 4096) within 15 % with an
     CAPTURE(r.label);
     CHECK(r.label.find("FLUX-RM") != std::string::npos);
     CHECK(std::abs(r.error()) <= 0.15);
-    // the A800 rows carry the fitted A800 GEMM speed (in sample); the H800 rows are out of sample
-    CHECK((r.role == RowRole::fitted) == (r.label.find("A800") != std::string::npos));
+    // the A800 rows carry the fitted A800 GEMM speed (in sample), the H800 GEMM + reduce-scatter's
+    // fused row is the Hopper pull rate's one fit input; the other H800 rows are out of sample
+    const bool a800 = r.label.find("A800") != std::string::npos;
+    const bool pull_fit = r.label.find("H800 GEMM+RS") != std::string::npos && r.label.find("fused") != std::string::npos;
+    CHECK((r.role == RowRole::fitted) == (a800 || pull_fit));
+    if (pull_fit) CHECK(r.fit_of == "gpu.fused_rs_pull_gb_per_s (dgx-h100)");
   }
   CHECK(in_bar == 8);  // 2 GPUs x (all-gather + GEMM, GEMM + reduce-scatter) x (serial, fused)
   CHECK(s.bar_met());
+}
+
+// Issue 14's second half: where fusion loses on bytedance/flux#90's 8x H100 GEMM + reduce-scatter
+// (torch / flux 0.857, 0.818, 0.798 at M = 4096, 16384, 32768), the model has it lose. These rows
+// are held out: the pull rate is fitted to the README's H800 row alone.
+TEST_CASE("flux#90's H100 GEMM + reduce-scatter: fusion predicted to lose at all three M, as measured (held out, in the bar by direction)") {
+  const auto& s = report().tp_overlap;
+  int losing = 0;
+  for (const auto& r : s.rows) {
+    if (r.unit != "x" || r.label.find("FLUX-90") == std::string::npos || r.label.find("GEMM+RS") == std::string::npos) continue;
+    ++losing;
+    CAPTURE(r.label);
+    CAPTURE(r.predicted);
+    CHECK(r.role == RowRole::predicted);
+    CHECK(r.measured < 1);
+    CHECK(r.direction_in_bar);
+    CHECK(r.direction_right());
+    CHECK(r.predicted < 1);
+    CHECK(r.note.find("direction right") == 0);  // computed from the two numbers, not written by hand
+  }
+  CHECK(losing == 3);
+  for (const auto& r : s.rows)
+    if (r.label.find("FLUX-90") != std::string::npos && r.label.find("GEMM+RS") != std::string::npos && r.unit == "ms" &&
+        r.label.find("fused") != std::string::npos) {
+      CAPTURE(r.label);
+      CHECK(r.role == RowRole::predicted);
+      CHECK(std::abs(r.error()) <= 0.15);  // the fused times themselves, held out
+    }
+}
+
+// flux#90's all-gather + GEMM rows (shape inferred from the issue's tuning configs: K 8192, N 57344)
+// and flux#100's tuned GEMM + reduce-scatter are predicted and shown, outside the bar.
+TEST_CASE("flux#90's H100 all-gather + GEMM and flux#100's tuned GEMM + RS: predicted, not in the bar") {
+  const auto& s = report().tp_overlap;
+  int ag = 0, tuned = 0;
+  for (const auto& r : s.rows) {
+    if (r.label.find("FLUX-90") != std::string::npos && r.label.find("AG+GEMM") != std::string::npos && r.unit == "x") {
+      ++ag;
+      CAPTURE(r.label);
+      CHECK(r.role == RowRole::predicted);
+      CHECK_FALSE(r.direction_in_bar);  // fusion wins here (1.17-1.29x): the issue's bar is about where it loses
+      CHECK_FALSE(r.in_bar);
+    }
+    if (r.label.find("FLUX-100") != std::string::npos) {
+      ++tuned;
+      CHECK(r.role == RowRole::predicted);
+      CHECK_FALSE(r.in_bar);
+    }
+  }
+  CHECK(ag == 5);     // M = 1024, 4096, 8192, 16384, 32768
+  // the inferred shape (K 8192, N 57344) has to fit what was measured without fusion: NCCL then
+  // cuBLAS within 10 % at every M (+7.5, -2.6, -2.8, -4.2, -7.0 % when written)
+  int serial = 0;
+  for (const auto& r : s.rows)
+    if (r.label.find("FLUX-90") != std::string::npos && r.label.find("AG+GEMM") != std::string::npos && r.label.find("serial") != std::string::npos) {
+      ++serial;
+      CAPTURE(r.label);
+      CHECK(std::abs(r.error()) <= 0.10);
+    }
+  CHECK(serial == 5);
+  CHECK(tuned == 1);  // the fused time only: the tuning log has no torch baseline
+  for (const auto& r : s.rows) CHECK(r.role != RowRole::listed);  // every FLUX row now has a shape
 }
 
 TEST_CASE("bytedance/flux#90's unfused H100 GEMM + reduce-scatter (NCCL after cuBLAS) within 5 %: predicted, not in a bar") {
   const auto& s = report().tp_overlap;
   int rows = 0;
   for (const auto& r : s.rows) {
-    if (r.label.find("FLUX-90") == std::string::npos || r.label.find("serial") == std::string::npos) continue;
+    const bool rs_serial = r.label.find("FLUX-90") != std::string::npos && r.label.find("GEMM+RS") != std::string::npos &&
+                           r.label.find("serial") != std::string::npos;
+    if (!rs_serial) continue;
     ++rows;
     CAPTURE(r.label);
     CHECK(r.role == RowRole::predicted);

@@ -65,7 +65,7 @@ const std::string kTinyModel =
 }  // namespace
 
 TEST_CASE("every number in a cluster file: NaN, infinity, negative and huge values are refused, naming the key") {
-  // dgx-h100.yaml has 42 numeric keys (gpu 14, node 3, network 5 with nic_efficiency, host 12: launch_us,
+  // dgx-h100.yaml has 43 numeric keys (gpu 15 with fused_rs_pull_gb_per_s, node 3, network 5 with nic_efficiency, host 12: launch_us,
   // op_overhead_us and gemm_efficiency of each of the 4 stacks, interference 3: hbm_amplification, sm_comm_slowdown and
   // copy_engine_bandwidth (comm_slowdown went with the fidelity work), nccl 3, memory 2: fragmentation_reserve and cuda_context_gb); each must
   // refuse .nan, .inf, -1 and 1e300 (every key is a rate,
@@ -74,7 +74,7 @@ TEST_CASE("every number in a cluster file: NaN, infinity, negative and huge valu
   const YAML::Node root = YAML::Load(common::resolve_config("clusters", "dgx-h100").text);
   std::vector<std::vector<std::string>> leaves;
   numeric_leaves(root, {}, leaves);
-  CHECK(leaves.size() == 42);
+  CHECK(leaves.size() == 43);
   for (const auto& leaf : leaves)
     for (const char* bad : {".nan", ".inf", "-.inf", "-1", "1e300"}) {
       const std::string key = join(leaf);
