@@ -69,11 +69,26 @@ CostTable& table_for(const hardware::CostModel& cost, hardware::Stack stack, std
   return *kept.back().table;
 }
 
+/// The graphs' tasks priced once for every Simulation of one Engine::simulate (first, middle and
+/// last micro-batch): per rank, its table and each task's cost index in it.
+struct Priced {
+  std::vector<CostTable*> tables;
+  std::vector<std::unique_ptr<CostTable>> own;
+  std::vector<std::vector<std::uint32_t>> cost_index;
+  Priced(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost) : tables(graphs.size()), own(graphs.size()), cost_index(graphs.size()) {
+    for (std::size_t r = 0; r < graphs.size(); ++r) {
+      const StepGraph& g = *graphs[r];
+      tables[r] = &table_for(cost, g.plan.stack, own[r]);
+      cost_index[r].resize(g.size());
+      for (std::size_t i = 0; i < g.size(); ++i) cost_index[r][i] = tables[r]->index(g.tasks[i]);
+    }
+  }
+};
+
 struct RankState {
   const StepGraph* g = nullptr;
-  CostTable* table = nullptr;             // distinct costs of this rank's tasks (table_for)
-  std::unique_ptr<CostTable> own_table;
-  std::vector<std::uint32_t> cost_index;  // task -> its cost in `table`
+  const CostTable* table = nullptr;            // distinct costs of this rank's tasks (Priced)
+  const std::uint32_t* cost_index = nullptr;   // task -> its cost in `table`
   const TaskCost& cost(std::uint32_t t) const { return (*table)[cost_index[t]]; }
   std::vector<std::vector<std::uint32_t>> queue;  // per stream: included tasks, issue order
   std::vector<std::int64_t> issue_ps;             // host has issued task i by then (kNever: behind a host sync not yet reached)
@@ -116,7 +131,7 @@ bool runs_in(const Task& t, MicroBatch mb) {
 
 class Simulation {
  public:
-  Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const std::vector<ModelFactory>& models,
+  Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const Priced& priced, const std::vector<ModelFactory>& models,
              MicroBatch which, bool timeline)
       : timeline_(timeline) {
     const auto& cl = cost.cluster();
@@ -133,8 +148,8 @@ class Simulation {
       rs.g = &g;
       const auto n = g.size();
       const std::size_t ns = g.streams.size();
-      rs.table = &table_for(cost, g.plan.stack, rs.own_table);
-      rs.cost_index.assign(n, 0);
+      rs.table = priced.tables[r];
+      rs.cost_index = priced.cost_index[r].data();
       rs.issue_ps.assign(n, 0);
       rs.pending.assign(g.in_degree.begin(), g.in_degree.end());
       if (timeline_) rs.timing.assign(n, TaskTiming{});
@@ -161,7 +176,6 @@ class Simulation {
           for (auto v : boost::make_iterator_range(g.successors(i))) --rs.pending[v];
           continue;
         }
-        rs.cost_index[i] = rs.table->index(t);
         // checked: a hand-edited graph (simulate --graph) may carry 65,535 launches per task
         host = common::checked_add(host, common::checked_mul(launch, t.launches, "simulated time"), "simulated time");
         rs.host_ps[i] = host;
@@ -532,17 +546,18 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   bool has_start = false;
   for (const StepGraph* g : ranks)
     for (const auto& t : g->tasks) has_start |= t.step_start;
+  const Priced priced(ranks, cost_);
   RunStats first{}, mid{};
   bool mid_simulated = false;
   if (repeats > 1) {
-    first = Simulation(ranks, cost_, options_.models, MicroBatch::first, false).run();
+    first = Simulation(ranks, cost_, priced, options_.models, MicroBatch::first, false).run();
     mid = first;
     if (has_start && repeats > 2) {
-      mid = Simulation(ranks, cost_, options_.models, MicroBatch::middle, false).run();
+      mid = Simulation(ranks, cost_, priced, options_.models, MicroBatch::middle, false).run();
       mid_simulated = true;
     }
   }
-  Simulation last(ranks, cost_, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
+  Simulation last(ranks, cost_, priced, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
   RunStats ls = last.run();
   const std::int64_t k = std::max<std::int64_t>(0, repeats - 2);
   // checked: the micro-batches of a long step must not wrap to a negative time
