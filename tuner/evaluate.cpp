@@ -62,9 +62,14 @@ Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_def
 }
 
 Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
-  const sim::Strategy* st = nullptr;
-  ClassKey key = class_key(p, false, st);
-  key.recompute = -1;  // the sums below do not depend on it
+  // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
+  const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
+  // keyed by what the sums below read: the shapes (tp, grid, micro-batch, sequence, dtype, kernel),
+  // the row slices, column chunks and token chunks (plans of strategies and knobs that emit the
+  // same GEMMs share one)
+  const GemmKey key{p.tp,          static_cast<std::int64_t>(p.tp_layout), p.tp_q, p.tp_d, p.micro_batch, p.seq_len,
+                    static_cast<std::int64_t>(p.dtype), static_cast<std::int64_t>(p.attention), static_cast<std::int64_t>(p.stack),
+                    p.row_slices,  static_cast<std::int64_t>(p.row_axis), p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp)};
   {
     std::lock_guard lock(mu_);
     if (auto it = gemm_parts_.find(key); it != gemm_parts_.end()) return it->second;
@@ -74,8 +79,6 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   GemmParts r;
   std::int64_t& layer_ps = r.layer_ps;
   std::int64_t& head_ps = r.head_ps;
-  // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
-  const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch / p.tp_rows(), seq = p.seq_len, off = 0;  // a grid's rows and depth split the batch
     if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
@@ -97,7 +100,7 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += steps * n * ps(g); });
   }
   std::lock_guard lock(mu_);
-  gemm_parts_.emplace(std::move(key), r);
+  gemm_parts_.emplace(key, r);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware/cost_model.hpp"
@@ -141,7 +142,15 @@ class Evaluator {
   Estimate estimate_uniform(const sim::Plan& p) const;
   mutable std::mutex mu_;
   mutable std::map<ClassKey, ClassBound> bounds_;
-  mutable std::map<ClassKey, GemmParts> gemm_parts_;
+  using GemmKey = std::array<std::int64_t, 14>;
+  struct GemmKeyHash {
+    std::size_t operator()(const GemmKey& k) const {
+      std::size_t h = 1469598103934665603ull;
+      for (std::int64_t v : k) h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
+      return h;
+    }
+  };
+  mutable std::unordered_map<GemmKey, GemmParts, GemmKeyHash> gemm_parts_;
 };
 
 }  // namespace tuner
