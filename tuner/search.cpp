@@ -140,35 +140,6 @@ namespace {
 
 constexpr std::size_t kRound = 64;
 
-/// The plan with its memory savers reset (ZeRO 0, no recompute): the key of the dominance groups.
-sim::Plan saver_free(const sim::Plan& p) {
-  sim::Plan q = p;
-  q.zero = 0;
-  q.recompute = sim::Recompute::none;
-  q.recompute_method = sim::RecomputeMethod::uniform;
-  q.recompute_layers = 1;
-  return q;
-}
-
-/// A hash of every Plan field (sim::Plan::operator== decides equality).
-struct SaverFreeHash {
-  std::size_t operator()(const sim::Plan& p) const {
-    std::size_t h = 1469598103934665603ull;
-    auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    for (int v : {p.tp, static_cast<int>(p.tp_layout), p.tp_q, p.tp_d, static_cast<int>(p.tp_grid_order), p.dp, p.pp, p.vp, static_cast<int>(p.schedule), static_cast<int>(p.p2p_overlap), p.micro_batch, p.global_batch,
-                  static_cast<int>(p.dtype), static_cast<int>(p.sequence_parallel), p.row_slices, static_cast<int>(p.row_axis), p.col_slices, p.num_splits, p.num_sm, p.tp_channels, p.te_bulk_sms,
-                  static_cast<int>(p.stack), static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers, p.zero,
-                  static_cast<int>(p.overlap_grad_reduce), static_cast<int>(p.overlap_param_gather), static_cast<int>(p.attention),
-                  static_cast<int>(p.stack_attention)})
-      mix(static_cast<std::uint64_t>(v));
-    mix(static_cast<std::uint64_t>(p.seq_len));
-    mix(std::hash<double>{}(p.dp_bucket_mb));
-    mix(std::hash<const void*>{}(p.strategy));
-    for (int v : p.pipeline_layers) mix(static_cast<std::uint64_t>(v));
-    return h;
-  }
-};
-
 struct Candidate {
   std::size_t index;  ///< the tie-break (RankedPlan::index)
   std::size_t slot;   ///< where search keeps the plan
@@ -297,24 +268,27 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     const auto start = clock::now();
     part.refused_of.resize(res.strategies.size());
     // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples)
-    auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, auto&& msg, double over = 0) {
+    // `count` plans alike but for their savers, `p` the first of them, refused for the same reason
+    auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, auto&& msg, double over = 0, std::size_t count = 1) {
       auto text = [&]() -> std::string {
         if constexpr (std::is_invocable_v<decltype(msg)>) return msg();
         else return std::string(msg);
       };
       if (const std::size_t si = strategy_index(p); si < part.refused_of.size()) {
         auto& [n, first] = part.refused_of[si][static_cast<int>(r)];
-        if (n++ == 0) first = text();
+        if (n == 0) first = text();
+        n += count;
       }
       auto& f = part.refused[static_cast<int>(r)];
       const bool better = r == sim::Infeasibility::memory && over < part.closest;
-      if (f.count++ == 0 || better) {
+      if (f.count == 0 || better) {
         f.reason = r;
         f.example = p;
         f.message = text();
         if (r == sim::Infeasibility::memory) part.closest = over;
       }
-      ++part.infeasible;
+      f.count += count;
+      part.infeasible += count;
     };
     std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;
     auto memory_of = [&](const sim::Plan& p) -> const sim::MemoryEstimate& {
@@ -351,11 +325,13 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       index.assign(n, kNone);
       // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
       // saver checks per plan, their message formatted only for a plan kept as an example
-      const auto shapes = sim::check_plan_shapes(model, cluster, block.front());
+      part.considered += n;
+      if (const auto shapes = sim::check_plan_shapes(model, cluster, block.front())) {
+        refuse(block.front(), shapes->reason, shapes->message, 0, n);
+        return;
+      }
       for (std::size_t j = 0; j < n; ++j) {
-        ++part.considered;
-        if (shapes) refuse(block[j], shapes->reason, shapes->message);
-        else if (auto prob = sim::check_plan_savers(model, cluster, block[j], false))
+        if (auto prob = sim::check_plan_savers(model, cluster, block[j], false))
           refuse(block[j], prob->reason, [&] { return sim::check_plan_savers(model, cluster, block[j])->message; });
         else index[j] = part.passed++;
       }
@@ -369,10 +345,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         if (index[j] == kNone) continue;
         mem[j] = &memory_of(block[j]);
         fit_of[j] = mem[j]->fits();
-        // groups: plans equal once ZeRO and recompute are reset, in order of their first member
-        const sim::Plan key = saver_free(block[j]);
+        // groups: plans equal once ZeRO and recompute are reset, in order of their first member;
+        // a block's plans differ only in those and the bucket size (enumerate_plan_blocks)
         for (std::size_t g = 0; g < reps.size() && group[j] < 0; ++g)
-          if (saver_free(block[reps[g]]) == key) group[j] = static_cast<int>(g);
+          if (block[reps[g]].dp_bucket_mb == block[j].dp_bucket_mb) group[j] = static_cast<int>(g);
         if (group[j] < 0) {
           group[j] = static_cast<int>(reps.size());
           reps.push_back(j);

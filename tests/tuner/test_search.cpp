@@ -345,12 +345,14 @@ TEST_CASE("the search's blocks: shape checks alike within a block, no plan in tw
   // decides the memory savers block by block; both need what enumerate_plan_blocks promises.
   // Checked on the whole default space (gpt3-13b on one DGX-H100, every strategy, pipelines, grids,
   // savers): every plan's check_plan_shapes equals its block's first plan's (reason and message),
-  // check_plan is check_plan_shapes then check_plan_savers (reason and message), and no two blocks
-  // hold plans equal once ZeRO, recompute and the bucket size are reset.
+  // check_plan is check_plan_shapes then check_plan_savers (reason and message), two plans of a
+  // block are equal once ZeRO and recompute are reset exactly when their bucket sizes are (the
+  // search groups them so), and no two blocks hold plans equal once ZeRO, recompute and the bucket
+  // size are reset.
   const auto m = sim::load_model("gpt3-13b");
   const auto c = hardware::load_cluster("dgx-h100");
   const tuner::SearchSpace s;
-  std::size_t plans = 0, blocks = 0, refused_by_shape = 0, mismatched = 0, split = 0;
+  std::size_t plans = 0, blocks = 0, refused_by_shape = 0, mismatched = 0, split = 0, buckets_apart = 0;
   std::map<std::string, std::size_t> block_of;  // a block's plans with savers and bucket reset -> its block
   tuner::enumerate_plan_blocks(m, c, s, [&](std::span<const sim::Plan> block) {
     const auto first = sim::check_plan_shapes(m, c, block.front());
@@ -370,6 +372,13 @@ TEST_CASE("the search's blocks: shape checks alike within a block, no plan in tw
       sim::Plan q = p;
       q.zero = 0;
       q.recompute = sim::Recompute::none;
+      // within the block, plans alike but for their savers are those with the same bucket size
+      for (const sim::Plan& o : block) {
+        sim::Plan r = o;
+        r.zero = 0;
+        r.recompute = sim::Recompute::none;
+        if ((r == q) != (o.dp_bucket_mb == p.dp_bucket_mb)) ++buckets_apart;
+      }
       q.dp_bucket_mb = 0;
       const auto [it, fresh] = block_of.try_emplace(sim::describe(q) + (q.attention == hardware::AttentionKernel::flash ? " flash" : " other"), blocks);
       split += !fresh && it->second != blocks;
@@ -383,4 +392,5 @@ TEST_CASE("the search's blocks: shape checks alike within a block, no plan in tw
   CHECK(refused_by_shape > 100000);
   CHECK(mismatched == 0);
   CHECK(split == 0);
+  CHECK(buckets_apart == 0);
 }
