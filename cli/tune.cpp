@@ -14,6 +14,7 @@
 #include "tuner/compare.hpp"
 #include "tuner/report.hpp"
 #include "sim/report_json.hpp"
+#include "tuner/pricing_cache.hpp"
 #include "tuner/savers.hpp"
 
 namespace {
@@ -81,9 +82,15 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   std::vector<tuner::SaverRow> savers;
   std::vector<tuner::StrategyRow> by_strategy;
   if (!f.no_explain) {
-    const tuner::Evaluator ev(model, cluster, *cost);
+    const tuner::PricingCache priced(*cost);  // the tables below simulate a dozen plans of the same shapes
+    const tuner::Evaluator ev(model, cluster, priced);
     by_strategy = tuner::compare_strategies(r, ev, static_cast<int>(f.threads));  // the search's own simulations; builds graphs for the TP volume only
-    savers = tuner::explain_savers(ev, best.plan, f.threads);
+    // the search simulated its finalists whole: a saver variant that is one of them is not simulated again
+    std::vector<std::pair<const sim::Plan*, common::Duration>> known;
+    for (const auto& q : r.top) known.emplace_back(&q.plan, q.report.step_time);
+    for (const auto& q : r.per_strategy) known.emplace_back(&q.plan, q.report.step_time);
+    if (r.baseline) known.emplace_back(&r.baseline->plan, r.baseline->report.step_time);
+    savers = tuner::explain_savers(ev, best.plan, f.threads, known);
     // the plans explained: the best, the runner-up (the best plan with another layout - tp,
     // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
     // their timelines simulated in parallel

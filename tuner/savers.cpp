@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/table.hpp"
 #include "sim/strategy.hpp"
 #include "tuner/search.hpp"
 
 namespace tuner {
 
-std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads) {
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads,
+                                     std::span<const std::pair<const sim::Plan*, common::Duration>> known) {
   std::vector<sim::Plan> variants;
   std::vector<std::string> names;
   auto add = [&](const sim::Plan& q, std::string name) {
@@ -58,7 +61,10 @@ std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, in
         first[i] = j;
         break;
       }
-    if (first[i] == i) distinct.push_back(i);
+    if (first[i] != i) continue;
+    const auto k = std::find_if(known.begin(), known.end(), [&](const auto& kp) { return *kp.first == variants[i]; });
+    if (k != known.end()) rows[i].step_time = k->second;
+    else distinct.push_back(i);
   }
   parallel_for(distinct.size(), threads, [&](std::size_t k) { rows[distinct[k]].step_time = ev.simulate(variants[distinct[k]]).step_time; });
   for (std::size_t i = 0; i < variants.size(); ++i)

@@ -1,6 +1,8 @@
 // defines: tuner::SaverRow, explain_savers, savers_table, savers_json (what each memory saver of
 //          a plan costs in time and saves in memory: the plan with each saver varied alone)
 #pragma once
+#include <span>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,7 +26,10 @@ struct SaverRow {
 /// if it is a block), ZeRO stage (0..3, at dp > 1; with pp > 1 stages 2 and 3 are rows that say why
 /// they are refused) and attention kernel varied alone; each distinct variant simulated whole
 /// (sim::Engine) on `threads` threads (0: all cores) and priced by the memory model. Rows in that order.
-std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads = 0);
+/// `known`: plans already simulated whole (a search's finalists): a variant equal to one of them
+/// takes its step time instead of a simulation of its own.
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads = 0,
+                                     std::span<const std::pair<const sim::Plan*, common::Duration>> known = {});
 /// @brief The rows as a table: step time and memory, and their difference from the plan's own.
 std::string savers_table(const std::vector<SaverRow>& rows);
 nlohmann::json savers_json(const std::vector<SaverRow>& rows);
