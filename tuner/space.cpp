@@ -189,7 +189,7 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
                     p.recompute_method = sim::RecomputeMethod::uniform;
                     p.recompute_layers = 1;
                     for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
-                      if (dp == 1 && b > 0) continue;
+                      if ((dp == 1 || zero >= 3) && b > 0) continue;  // no gradient buckets: dp 1, or ZeRO-3 (one per layer)
                       p.dp_bucket_mb = s.dp_bucket_mb[b];
                       block.push_back(p);
                     }

@@ -69,7 +69,8 @@ int default_global_batch(const hardware::ClusterSpec& c);
 /// @brief Every plan of the space, in enumeration order, not yet checked for feasibility.
 /// Redundant combinations are not generated: sequence parallelism at tp 1, a knob where it does
 /// not apply (Knob::applies: a row axis at one row slice) beyond its first value, bucket sizes at
-/// dp 1 (no gradient reduction), vp > 1 without pipelining. Knobs of other strategies stay neutral.
+/// dp 1 (no gradient reduction) and under ZeRO-3 (its buckets are the layers: sim/zero_emit.cpp),
+/// vp > 1 without pipelining. Knobs of other strategies stay neutral.
 std::vector<sim::Plan> enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s);
 /// @brief The same plans in the same order, each handed to `visit` instead of stored (the search
 /// keeps only the feasible ones: most of a large space is refused by its shapes).
