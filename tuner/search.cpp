@@ -46,15 +46,17 @@ void drain(std::size_t n, const std::function<void(std::size_t)>& fn, std::atomi
 /// of its own, as parallel_for did before the pool.
 class Pool {
  public:
+  /// Never destroyed: its threads wait on it until the process ends (joining them at exit could
+  /// wait on a task that is itself ending the process).
   static Pool& instance() {
-    static Pool pool;
-    return pool;
+    static Pool* pool = new Pool;
+    return *pool;
   }
   /// false: busy (the caller runs the job some other way)
   bool run(std::size_t n, int helpers, const std::function<void(std::size_t)>& fn) {
     std::unique_lock lock(mu_);
     if (job_) return false;
-    while (static_cast<int>(threads_.size()) < helpers) threads_.emplace_back([this] { work(); });
+    for (; threads_ < helpers; ++threads_) std::thread([this] { work(); }).detach();
     Job job{.fn = &fn, .n = n, .seats = helpers};
     job_ = &job;
     ++generation_;
@@ -69,15 +71,6 @@ class Pool {
     if (job.error) std::rethrow_exception(job.error);
     return true;
   }
-  ~Pool() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-
  private:
   struct Job {
     const std::function<void(std::size_t)>* fn = nullptr;
@@ -92,8 +85,7 @@ class Pool {
     std::uint64_t seen = 0;
     std::unique_lock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || (job_ && generation_ != seen); });
-      if (stop_) return;
+      cv_.wait(lock, [&] { return job_ && generation_ != seen; });
       seen = generation_;
       Job& job = *job_;
       if (job.seats <= 0) continue;
@@ -107,10 +99,9 @@ class Pool {
   }
   std::mutex mu_;
   std::condition_variable cv_, done_;
-  std::vector<std::thread> threads_;
+  int threads_ = 0;  ///< started (they never end)
   Job* job_ = nullptr;
   std::uint64_t generation_ = 0;
-  bool stop_ = false;
 };
 
 }  // namespace
