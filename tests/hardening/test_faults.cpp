@@ -157,7 +157,7 @@ TEST_CASE("under mpirun an input error prints once, from rank 0") {
   const auto r = run(mpirun_argv(3, {"run", "--model", "tiny", "--strategy", "fastest"}), 60);
   CHECK(r.code != 0);
   CHECK(count_lines_with(r.err, "slicetune: error:") == 1);
-  CHECK(r.err.find("slicetune: error: --strategy: expected none | domino | te-pipelined | async-tp | te-bulk, got 'fastest'") != std::string::npos);
+  CHECK(r.err.find("slicetune: error: --strategy: expected none | domino | te-pipelined | async-tp | te-bulk | fused, got 'fastest'") != std::string::npos);
   // an error found after MPI started (the plan does not match the ranks) also prints once
   const auto p = run(mpirun_argv(3, {"run", "--model", "tiny", "--tp", "2"}), 60);
   CHECK(p.code != 0);
