@@ -184,4 +184,22 @@ TEST_CASE("async-tp at tp 2: a SIGSTOPped rank ends the job in a TP exchange, na
   }
   CHECK(in_exchange);
 }
+
+TEST_CASE("fused at tp 2: a SIGSTOPped rank ends the job in one of the fused kernels' exchanges, naming the rank") {
+  // fused runs every sequence-parallel TP site, the backward's GEMM + ReduceScatters included, as
+  // point-to-point exchanges on its own stream (fused_comm: its thread and communicator, under the
+  // watchdog); only the norm outputs' backward AllGathers and the embedding's and loss's
+  // collectives stay whole. As above: up to sixteen jobs, each must end named, at least one in an exchange.
+  bool in_exchange = false;
+  for (int attempt = 0; attempt < 16 && !in_exchange; ++attempt) {
+    CAPTURE(attempt);
+    Scratch s;
+    const auto argv = mpirun_argv(2, {"run", "--model", "tiny", "--tp", "2", "--sequence-parallel", "--strategy", "fused",
+                                      "--steps", "100000", "--watchdog-s", "2", "--out", s / "run.json"});
+    const Stopped r = stop_rank1(argv, s / "job");
+    check_named_abort(r, s / "run.json");
+    in_exchange = r.err.find("tp sendrecv") != std::string::npos;
+  }
+  CHECK(in_exchange);
+}
 #endif
