@@ -52,7 +52,10 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
       if (t.comm_sms >= 0) extra += fmt::format(R"(,"comm_sms":{})", t.comm_sms);
     }
     // a piece of a fused kernel (strategy fused): which, and of how many
-    if (t.fused != FusedPiece::none) extra += fmt::format(R"(,"fused":"{}","fused_of":{})", to_string(t.fused), t.fused_of);
+    if (t.fused != FusedPiece::none) {
+      extra += fmt::format(R"(,"fused":"{}")", to_string(t.fused));
+      if (t.fused_of > 0) extra += fmt::format(R"(,"fused_of":{})", t.fused_of);
+    }
     events_.push_back(fmt::format(
         R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"task":{},"layer":{},"phase":"{}","op":"{}","slice":{},"chunk":{},"bytes":{:.0f},"flops":{:.6g},"shape":"{}"{}}}}})",
         escape(g.task_name(i)), cat, pid, static_cast<int>(t.stream), tm.start.us(), (tm.end - tm.start).us(), i, t.layer,
