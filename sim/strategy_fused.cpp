@@ -3,14 +3,15 @@
 // Overlap On GPUs Through Kernel Fusion"). Under sequence parallelism every TP site becomes one of
 // FLUX's two ops, one kernel each:
 //  - AllGather + GEMM (AGKernel: QKV and FC1 forward, the out-proj and FC2 input-gradient GEMMs on
-//    the gathered output gradient): the peers' [T / tp, K] shards copied by copy engines (one
-//    cudaMemcpyAsync per peer on FLUX's copy stream, src/ag_gemm/ths_op/all_gather_gemm_op.cc),
-//    each signalled when it lands; the GEMM's tiles of a shard's rows wait for that signal;
+//    the gathered output gradient): the peers' [T / tp, K] shards copied on FLUX's copy stream
+//    (src/ag_gemm/ths_op/all_gather_gemm_op.cc:114, 272-274), each signalled when it lands; the
+//    GEMM's tiles of a shard's rows wait for that signal;
 //  - GEMM + ReduceScatter (GemmRS: out-proj and FC2 forward, the QKV and FC1 input-gradient GEMMs):
 //    on sm80 the epilogue stores each tile of a peer's rows into that peer's buffer; on sm90 the
 //    epilogue stores locally and flags each tile, and the kernel's fetch warps pull the peers'
 //    tiles of this rank's rows (src/gemm_rs/sm90_reduce_scatter_utils.hpp); then a local reduction
-//    of the tp partials (GemmRS's default fuse_reduction=False, python/flux/cpp_mod.pyi).
+//    of the tp partials (GemmRS's default fuse_reduction=False, python/flux/cpp_mod.pyi:323;
+//    local_reduction, src/gemm_rs/ths_op/gemm_reduce_scatter.cc:782).
 // Weight-gradient GEMMs stay plain, and so do the LM head's and the embedding's collectives
 // (Megatron-LM's own layers); the schedule is Megatron-LM's (strategy none).
 //
@@ -27,16 +28,20 @@
 //
 // What FLUX needs (Strategy::check), with its sources:
 //  - sequence parallelism: FLUX's ops take the sequence-sharded input and return the sequence-
-//    sharded output (all_gather_gemm_op.cc: "int M = input.size(0) * this->world_size";
-//    gemm_reduce_scatter.cc: the output viewed as {world_size, m / world_size, n}); without it the
+//    sharded output (all_gather_gemm_op.cc:260: "int M = input.size(0) * this->world_size";
+//    gemm_reduce_scatter.cc:781: the output viewed as {world_size, m / world_size, n}); without it the
 //    TP collectives are AllReduces, which FLUX does not fuse;
 //  - tp > 1;
-//  - on GPUs: sm80 or sm90 (src/generator/gen_ag_gemm.cc and gen_gemm_rs.cc generate the kernels
-//    for _Sm80, _Sm89 and _Sm90 only: nothing for Blackwell); fp16 or bf16 (the same generators'
-//    make_gemm_dtype_config(_FP16 / _BF16); their fp8 kernels are sm89's only, int8 is not a plan
+//  - on GPUs: sm80 or sm90 (src/generator/gen_ag_gemm.cc:30, 113 and gen_gemm_rs.cc:33, 143
+//    generate the kernels for _Sm80, _Sm89 and _Sm90 only: nothing for Blackwell); fp16 or bf16 (the
+//    same lines' make_gemm_dtype_config(_FP16 / _BF16); their fp8 kernels are sm89's only,
+//    gen_ag_gemm.cc:54-60, gen_gemm_rs.cc:68-74; int8 is not a plan
 //    dtype); the TP group inside one node, whose kernels are modelled (hardware::tp_gemm_fused:
-//    FLUX's intra-node kernels over NVLink; its inter-node variants - GemmRS with nnodes > 1,
-//    AGKernelInterNode - move data over NVSHMEM and the NICs and are not modelled, so such plans
+//    FLUX's intra-node kernels over NVLink; its inter-node variants - GemmRS with nnodes > 1
+//    (_InterNode, gen_gemm_rs.cc:42, 152), GemmRSInterNode, AGKernelInterNode (cpp_mod.pyi:388,
+//    485; AGKernelInterNode on NVSHMEM buffers and a NCCL communicator,
+//    src/ag_gemm/ths_op/all_gather_gemm_op_internode.cc:44-61, 205) - have data paths of their own
+//    that are not modelled, so such plans
 //    are refused rather than priced as something they are not); on Hopper the fitted pull rate.
 //  - the CPU cluster (cpu-host) has no FLUX: the strategy is accepted there so that the CPU
 //    backend runs the same decomposition for real (MPI point-to-point, executor/tp_pieces.hpp) and
@@ -73,7 +78,7 @@ std::optional<std::string> check(const ModelSpec&, const hardware::ClusterSpec& 
   if (p.tp > c.node.gpus_per_node)
     return fmt::format(
         "tp={} spans {} nodes of {} GPUs: only FLUX's intra-node kernels are modelled (peers' buffers over NVLink, "
-        "hardware/tp_overlap.hpp); its inter-node GEMM + ReduceScatter and AllGather (NVSHMEM over the NICs) are not",
+        "hardware/tp_overlap.hpp); its inter-node GEMM + ReduceScatter and AllGather kernels are not",
         p.tp, (p.tp + c.node.gpus_per_node - 1) / c.node.gpus_per_node, c.node.gpus_per_node);
   if (arch == hardware::GpuArch::hopper && !c.gpu.fused_rs_pull_bytes_per_s)
     return fmt::format(

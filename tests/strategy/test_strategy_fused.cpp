@@ -72,8 +72,7 @@ TEST_CASE("fused: parsed, printed and refused with FLUX's reasons") {
   // the TP group across nodes: 2 nodes of 2 GPUs at tp 4
   CHECK(error_of([&] { resolve("tp: 4\nsequence_parallel: true\nstrategy: fused\n", node_of(2, 2)); }) ==
         "plan.yaml: strategy: strategy fused: tp=4 spans 2 nodes of 2 GPUs: only FLUX's intra-node kernels are modelled (peers' "
-        "buffers over NVLink, hardware/tp_overlap.hpp); its inter-node GEMM + ReduceScatter and AllGather (NVSHMEM over the NICs) "
-        "are not");
+        "buffers over NVLink, hardware/tp_overlap.hpp); its inter-node GEMM + ReduceScatter and AllGather kernels are not");
   // the architectures FLUX generates kernels for (src/generator/gen_ag_gemm.cc, gen_gemm_rs.cc: sm80, sm89, sm90)
   auto blackwell = node_of(2);
   blackwell.gpu.arch = hardware::GpuArch::blackwell;
