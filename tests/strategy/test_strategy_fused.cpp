@@ -16,6 +16,7 @@
 #include "sim/memory.hpp"
 #include "sim/strategy.hpp"
 #include "sim/target.hpp"
+#include "sim/trace.hpp"
 #include "tests/sim/fake_cost_model.hpp"
 #include "tests/strategy/plans.hpp"
 #include "validate/tp_overlap_rows.hpp"
@@ -304,6 +305,14 @@ TEST_CASE("derived by hand on the fake cost model: a fused site takes its GEMM's
   for (std::size_t i = 0; i < gf.size(); ++i)
     if (gf.tasks[i].fused == sim::FusedPiece::gemm && gf.tasks[i].layer == 0 && gf.tasks[i].op == sim::Op::qkv)
       CHECK((tf.timing[i].end - tf.timing[i].start).us() == doctest::Approx(R));
+  // the Perfetto trace shows the chunks on the compute track and the transfers on a fused_comm
+  // track, each saying which piece of its kernel it is (and, with a cost model, priced how)
+  const std::string trace = sim::ChromeTrace(&cost).add("predicted", rf).json();
+  CHECK(trace.find(R"("name":"fused_comm")") != std::string::npos);
+  CHECK(trace.find(R"("name":"L0 fwd out_proj c1")") != std::string::npos);
+  CHECK(trace.find(R"("fused":"gemm","fused_of":2)") != std::string::npos);
+  CHECK(trace.find(R"("algo":"fused","proto":"rs_store","channels":0,"comm_sms":0,"fused":"rs_store")") != std::string::npos);
+  CHECK(trace.find(R"("fused":"ag_copy_first","fused_of":2)") != std::string::npos);
 }
 
 TEST_CASE("one fused site alone agrees with FLUX's kernel model (hardware::tp_gemm_fused) on FLUX's published shapes") {
