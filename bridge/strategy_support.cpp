@@ -1,5 +1,5 @@
 // How Megatron-LM, DeepSpeed-Domino and NeMo run the registered strategies: the built-in
-// declarations (none, domino, te-pipelined, te-bulk, async-tp), the registry, and what export / import / check derive from it.
+// declarations (none, domino, te-pipelined, te-bulk, async-tp, fused), the registry, and what export / import / check derive from it.
 #include "bridge/strategy_support.hpp"
 
 #include <fmt/format.h>
@@ -261,13 +261,55 @@ const StrategySupport& support_async_tp() {
   return s;
 }
 
+// FLUX's fused kernels (fused). Read in Megatron-LM d98e8a6 and NeMo 8cfedd7 (git grep over their
+// Python and YAML for flux imports and FLUX's ops, GemmRS and AGKernel) and bytedance/flux 19831ca.
+constexpr std::string_view kSrcMegatronNoFlux =
+    "Megatron-LM megatron/ neither imports bytedance's flux nor calls its GemmRS / AGKernel ops: its sequence-parallel "
+    "linears (megatron/core/tensor_parallel/layers.py, mappings.py) run NCCL's AllGather / ReduceScatter beside cuBLAS, or "
+    "TE's userbuffers under --tp-comm-overlap; FLUX's own docs point to a fork (ZSL98/Megatron-LM) and for its MoE "
+    "kernels only (bytedance/flux docs/mlsys_comet_ae.md, docs/moe_usage.md)";
+constexpr std::string_view kSrcNemoNoFlux =
+    "NeMo nemo/ neither imports bytedance's flux nor calls GemmRS / AGKernel; its `flux` (nemo/collections/diffusion/models/"
+    "flux) is Black Forest Labs' image model, not these kernels; its GPT layers are Megatron-core's";
+
+const StrategySupport& support_fused() {
+  static const StrategySupport s{
+      .strategy = "fused",
+      .frameworks =
+          {
+              {.framework = Framework::megatron,
+               .runs = false,
+               .instead =
+                   "Megatron-LM has no FLUX kernels (bytedance/flux's GemmRS / AGKernel): with --sequence-parallel it runs each "
+                   "AllGather / ReduceScatter whole beside its GEMM (strategy none), or TE userbuffers with --tp-comm-overlap "
+                   "(te-pipelined is the nearest: chunked GEMMs beside copy-engine ring steps and ReduceScatters)",
+               .source = kSrcMegatronNoFlux},
+              {.framework = Framework::nemo,
+               .runs = false,
+               .instead =
+                   "NeMo has no FLUX kernels (its `flux` is the diffusion model): its Megatron-core layers run each "
+                   "sequence-parallel AllGather / ReduceScatter whole (strategy none), or TE userbuffers with "
+                   "ub_tp_comm_overlap (te-pipelined, te-bulk)",
+               .source = kSrcNemoNoFlux},
+              {.framework = Framework::deepspeed_domino,
+               .runs = false,
+               .instead =
+                   "DeepSpeed-Domino has no sequence parallelism, so no AllGather + GEMM or GEMM + ReduceScatter for FLUX to "
+                   "fuse, and no FLUX kernels: it runs its own schedule, domino 2x1",
+               .source = kSrcDomNoTe},
+          },
+  };
+  return s;
+}
+
 struct Registry {
   std::vector<const StrategySupport*> supports;
 };
 
 Registry& registry() {
   static Registry r{
-      .supports = {&support_none(), &support_domino(), &support_te_pipelined(), &support_te_bulk(), &support_async_tp()}};
+      .supports = {&support_none(), &support_domino(), &support_te_pipelined(), &support_te_bulk(), &support_async_tp(),
+                   &support_fused()}};
   return r;
 }
 

@@ -31,8 +31,9 @@ Overlap measure_overlap(const sim::StepGraph& g, const std::vector<TaskClock>& t
   for (std::size_t i = 0; i < g.size() && i < timeline.size(); ++i) {
     const auto& c = timeline[i];
     if (c.start_ns < 0) continue;
-    const auto& stream = g.stream_of(i).name;  // a grid's TP communication runs on its row and column streams
-    if (stream == "tp_comm" || stream == "row_comm" || stream == "col_comm")
+    // a grid's TP communication runs on its row and column streams, FLUX's fused kernels' on fused_comm
+    const auto& stream = g.stream_of(i).name;
+    if (stream == "tp_comm" || stream == "row_comm" || stream == "col_comm" || stream == "fused_comm")
       comm.emplace_back(c.start_ns, c.end_ns);
     else if (g.on_compute(i))
       compute.emplace_back(c.start_ns, c.end_ns);

@@ -8,6 +8,7 @@
 
 #include "common/config_error.hpp"
 #include "common/limits.hpp"
+#include "hardware/gemm_model.hpp"
 #include "sim/strategy.hpp"
 
 namespace sim {
@@ -57,6 +58,14 @@ Builder::Builder(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan&
       ov_ = o;
     else
       ov_.tp_sms = o.tp_sms;  // the sites' decomposition needs sequence parallelism; the communicator's channels do not
+  }
+  if (ov_.fused) {
+    // FLUX's copy stream and in-kernel transfers: beside the NCCL collectives of tp_comm, not behind them
+    fused_comm_ = add_stream({.name = "fused_comm", .kind = StreamKind::comm});
+    fused_priced_ = c.gpu.arch != hardware::GpuArch::cpu;
+    // sm90's in-kernel pull, sm80's epilogue stores (hardware::fused_rs_transfer; the strategy
+    // refuses other GPUs), the CPU backend's MPI exchanges
+    fused_rs_ = c.gpu.arch == hardware::GpuArch::hopper ? FusedRs::pull : fused_priced_ ? FusedRs::store : FusedRs::mpi;
   }
   range_ = {0, m.layers};
   chunks_ = {range_};
@@ -245,6 +254,7 @@ TensorId Builder::gather_in(TensorId x, Op op, Phase phase, int layer, const Sli
 std::vector<TensorId> Builder::gathered_gemm(TensorId x, Op comm, Phase phase, int layer, const Slice& s, RowGemm gemm, Op op,
                                              TensorId w, const std::function<TensorId()>& make_out) {
   const Phase gp = phase == Phase::fwd ? Phase::fwd : Phase::bwd_dgrad;
+  if (ov_.fused) return fused_gathered_gemm(x, comm, phase, layer, s, gemm, op, w, make_out());
   if (!ov_.ag_peer_steps) {
     const TensorId y = gather_in(x, comm, phase, layer, s);
     const TensorId out = make_out();
@@ -276,6 +286,105 @@ std::vector<TensorId> Builder::gathered_gemm(TensorId x, Op comm, Phase phase, i
   return pieces;
 }
 
+std::vector<TensorId> Builder::fused_gathered_gemm(TensorId x, Op comm, Phase phase, int layer, const Slice& s, RowGemm gemm, Op op,
+                                                   TensorId w, TensorId out) {
+  const Phase gp = phase == Phase::fwd ? Phase::fwd : Phase::bwd_dgrad;
+  const auto info = g_.tensors[x];  // a copy: tensor() below grows g_.tensors
+  const int n = p_.tp;
+  std::vector<TensorId> pieces{x};
+  // the copies first, in shard order, each to be moved when the one before has landed
+  // (all_gather_gemm_op.cc: the copy stream's work is enqueued before the GEMM kernel)
+  for (int k = 1; k < n; ++k) {
+    const TensorId next = tensor(info.rows, info.cols, info.dtype, info.role, info.op, layer, s.index, k, info.backward, 2);
+    Task t = tp_task(CollectiveKind::send_recv, info.bytes(), comm, phase, layer, s, k);
+    auto& c = std::get<CollectiveOp>(t.kind);
+    c.ranks = 2;
+    c.nodes = 1;  // FLUX's intra-node kernels (the strategy refuses a TP group across nodes on GPUs)
+    t.stream = fused_comm_;
+    t.launches = k == 1 ? 1 : 0;  // the host enqueues the copies in one loop
+    if (fused_priced_) {
+      t.comm_sms = 0;  // copy engines
+      t.fused = k == 1 ? FusedPiece::ag_copy_first : FusedPiece::ag_copy;
+      t.fused_of = static_cast<std::uint16_t>(n);
+    }
+    add(std::move(t), {pieces.back()}, {next});
+    pieces.push_back(next);
+  }
+  // one GEMM kernel: a chunk of rows per shard, the local shard's first, each once its shard is there
+  for (int k = 0; k < n; ++k) {
+    Task g = task((sh_.*gemm)(info.rows), op, gp, layer, s, k);
+    if (k > 0) g.launches = 0;
+    if (fused_priced_) {
+      g.fused = FusedPiece::gemm;
+      g.fused_of = static_cast<std::uint16_t>(n);
+    }
+    add(std::move(g), {pieces[static_cast<std::size_t>(k)], w}, {out});
+  }
+  return pieces;
+}
+
+int Builder::fused_subchunks(const hardware::GemmOp& whole, std::int64_t R) const {
+  if (fused_rs_ != FusedRs::pull) return 1;
+  const double waves = hardware::estimate_gemm(c_.gpu, whole).waves;
+  int sub = static_cast<int>(std::clamp<long>(std::lround(waves / p_.tp), 1, TpOverlap::kFusedMaxSubchunks));
+  while (sub > 1 && R % sub != 0) --sub;
+  return sub;
+}
+
+std::pair<TensorId, std::optional<std::uint32_t>> Builder::fused_reduced_gemm(
+    TensorId x, TensorId w, const std::function<hardware::GemmOp(std::int64_t)>& gemm, Op op, Op comm, Phase phase, int l,
+    const Slice& s) {
+  const bool bwd = phase != Phase::fwd;
+  const int n = p_.tp;
+  const std::int64_t T = s.tokens(), R = T / n, h = sh_.h;
+  const int sub = fused_subchunks(gemm(T), R);
+  const std::int64_t r = R / sub;
+  const int chunks = n * sub;
+  const TensorRole role = bwd ? TensorRole::gradient : TensorRole::activation;
+  const Op tag = bwd ? (op == Op::qkv ? Op::norm1 : Op::norm2) : op;  // the tensor it is: out-proj / FC2 output, norm input gradient
+  std::vector<TensorId> parts(static_cast<std::size_t>(chunks));  // [sub-chunk j x tp + peer offset o]
+  std::optional<std::uint32_t> last;
+  int issued = 0;
+  for (int step = 1; step <= n; ++step) {
+    const int o = step % n;  // the peers' rows first, the local ones last (FLUX's sm80 order, tp_gemm_fused)
+    for (int j = 0; j < sub; ++j) {
+      const int c = o * sub + j;
+      const TensorId y = tensor(r, h, sh_.act_dtype, role, tag, l, s.index, c, bwd);
+      Task g = task(gemm(r), op, phase, l, s, c);
+      if (issued++ > 0) g.launches = 0;  // one kernel
+      if (fused_priced_) {
+        g.fused = FusedPiece::gemm;
+        g.fused_of = static_cast<std::uint16_t>(chunks);
+      }
+      add(std::move(g), {x, w}, {y});
+      TensorId part = y;
+      if (o != 0 || fused_rs_ == FusedRs::pull) {  // to its owner (Hopper: the local tiles pass the pull too)
+        Task t = tp_task(CollectiveKind::send_recv, static_cast<double>(r) * h * bpe(), comm, phase, l, s, c);
+        auto& co = std::get<CollectiveOp>(t.kind);
+        co.ranks = o == 0 ? 1 : 2;
+        co.nodes = 1;
+        t.stream = fused_comm_;
+        t.launches = 0;  // in the kernel (the epilogue's stores, the fetch warps)
+        if (fused_priced_) {
+          t.comm_sms = 0;
+          t.fused = fused_rs_ == FusedRs::pull ? FusedPiece::rs_pull : FusedPiece::rs_store;
+        }
+        part = tensor(r, h, sh_.act_dtype, role, tag, l, s.index, c, bwd, 1);
+        last = add(std::move(t), {y}, {part});
+      }
+      parts[static_cast<std::size_t>(j * n + o)] = part;
+    }
+  }
+  // the local reduction (FLUX's reduce kernel / local_reduction): the tp partials of each row
+  // summed, reading tp segments and writing one - a kernel of its own that no stack fuses away
+  // (accumulate: the stacks' `fused` lists name the residual add, which this is not)
+  const TensorId sum = tensor(R, h, sh_.act_dtype, role, tag, l, s.index, -1, bwd, 1);
+  Task t = task(ew(ElementwiseKind::accumulate, R * h, (n + 1.0) * bpe()), op, phase, l, s);
+  t.launches = 0;  // part of the fused op's call
+  add(std::move(t), parts, std::span<const TensorId>(&sum, 1));
+  return {sum, last};
+}
+
 void Builder::bulk_overlap(std::size_t id, std::optional<std::uint32_t> after) {
   if (ov_.bulk_sms <= 0 || id >= g_.tasks.size() || !g_.tasks[id].is_collective()) return;  // no bulk overlap, or nothing was issued
   g_.tasks[id].comm_sms = static_cast<std::int16_t>(ov_.bulk_sms);
@@ -290,6 +399,11 @@ void Builder::reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op com
   auto& st = ss_[s.index];
   st.partial.clear();
   const std::int64_t T = s.tokens(), h = sh_.h;
+  if (ov_.fused) {
+    st.partial.push_back(
+        fused_reduced_gemm(x, w, [&](std::int64_t rows) { return (sh_.*gemm)(rows, 1); }, op, comm, Phase::fwd, l, s).first);
+    return;
+  }
   if (ov_.rs_peer_steps) {
     // tp steps (PyTorch's fused matmul reduce-scatter): the rows of each peer's shard, pushed to it
     // by copy engines as soon as they are computed, the local rows last, then the sum of the tp partials
@@ -583,9 +697,16 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_col
   const std::size_t ag = g_.tasks.size();
   const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
   bulk_overlap(ag, act_bwd);
+  std::uint32_t wg = 0;
+  if (ov_.fused) {  // FLUX's GEMM + ReduceScatter of the input gradient (wgrad_before_collective is Domino's)
+    const auto [din, coll] = fused_reduced_gemm(
+        df1, w.fc1, [&](std::int64_t rows) { return sh_.fc1_dgrad(rows); }, Op::fc1, Op::mlp_comm, Phase::bwd_dgrad, l, s);
+    st.d_in = din;
+    wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
+    return {coll, wg};
+  }
   TensorId dn2 = grad(T, h, Op::norm2, l, s.index);
   add(task(sh_.fc1_dgrad(T), Op::fc1, Phase::bwd_dgrad, l, s), {df1, w.fc1}, {dn2});
-  std::uint32_t wg = 0;
   if (wgrad_before_collective) wg = add(task(sh_.fc1_wgrad(T), Op::fc1, Phase::bwd_wgrad, l, s), {df1, n2g}, {w.d_fc1});
   auto [din, coll] = reduce_out(dn2, Op::mlp_comm, Phase::bwd_dgrad, l, s);
   if (coll) bulk_overlap(*coll);
@@ -645,6 +766,13 @@ BackwardTasks Builder::emit_attn_bwd(int l, const Slice& s) {
   const std::size_t ag = g_.tasks.size();
   const TensorId n1g = gather_in(sv.n1, Op::attn_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
   bulk_overlap(ag, attn_bwd);
+  if (ov_.fused) {  // FLUX's GEMM + ReduceScatter of the input gradient
+    const auto [din, coll] = fused_reduced_gemm(
+        sv.dqkv, w.qkv, [&](std::int64_t rows) { return sh_.qkv_dgrad(rows); }, Op::qkv, Op::attn_comm, Phase::bwd_dgrad, l, s);
+    st.d_in = din;
+    const auto wg = add(task(sh_.qkv_wgrad(T), Op::qkv, Phase::bwd_wgrad, l, s), {sv.dqkv, n1g}, {w.d_qkv});
+    return {coll, wg};
+  }
   TensorId dn1 = grad(T, h, Op::norm1, l, s.index);
   add(task(sh_.qkv_dgrad(T), Op::qkv, Phase::bwd_dgrad, l, s), {sv.dqkv, w.qkv}, {dn1});
   auto [din, coll] = reduce_out(dn1, Op::attn_comm, Phase::bwd_dgrad, l, s);

@@ -228,9 +228,35 @@ class Builder {
   std::vector<TensorId> gathered_gemm(TensorId x, Op comm, Phase phase, int layer, const Slice& s, RowGemm gemm, Op op, TensorId w,
                                       const std::function<TensorId()>& make_out);
   /// A row-parallel GEMM and its TP collectives (out-proj, FC2 forward) into st.partial: column
-  /// chunks (Domino's col_slices), token chunks each reduce-scattered (TpOverlap::rs_splits), or
-  /// tp peer steps and a local sum (TpOverlap::rs_peer_steps).
+  /// chunks (Domino's col_slices), token chunks each reduce-scattered (TpOverlap::rs_splits), tp
+  /// peer steps and a local sum (TpOverlap::rs_peer_steps), or FLUX's fused kernel (TpOverlap::fused).
   void reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op comm, int layer, const Slice& s);
+  // ---- FLUX's fused kernels (TpOverlap::fused; strategy fused, sim/strategy_fused.cpp) ----------
+  /// How a fused GEMM + ReduceScatter moves its partial rows: on Ampere the epilogue stores them into
+  /// their owner's buffer (FusedPiece::rs_store), on Hopper the kernel pulls every tile, the local
+  /// ones too (rs_pull); on the CPU cluster each piece is what the CPU backend runs, an MPI
+  /// point-to-point exchange priced as such (no FusedPiece: there is no FLUX kernel to price).
+  enum class FusedRs : std::uint8_t { store, pull, mpi };
+  /// AllGather + GEMM as one kernel: the tp - 1 peers' shards copied first (FLUX issues its copies
+  /// before the GEMM kernel), one after another on fused_comm (a ring, as async-tp's steps, so that
+  /// shard k arrives k-th), then the GEMM in tp tile-row chunks, the local shard's first, each on
+  /// the shard it reads. Returns the pieces (what a weight-gradient GEMM reads).
+  std::vector<TensorId> fused_gathered_gemm(TensorId x, Op comm, Phase phase, int layer, const Slice& s, RowGemm gemm, Op op,
+                                            TensorId w, TensorId out);
+  /// GEMM + ReduceScatter as one kernel (out-proj, FC2 forward: phase fwd; QKV, FC1 input
+  /// gradients: bwd_dgrad): the GEMM of `x`'s rows in tp x sub tile-row chunks (`gemm` of a chunk's
+  /// rows), the peers' rows first and the local ones last, each chunk's partial moved to its owner
+  /// on fused_comm while the next chunk computes (FusedRs), then the local reduction of the tp
+  /// partials of this rank's rows (an element-wise kernel reading tp segments, writing one).
+  /// Task::chunk of a chunk and its transfer: peer offset x sub + sub-chunk (executor/tp_pieces.hpp).
+  /// Returns the reduced [T / tp, h] rows and the last transfer.
+  std::pair<TensorId, std::optional<std::uint32_t>> fused_reduced_gemm(TensorId x, TensorId w,
+                                                                       const std::function<hardware::GemmOp(std::int64_t)>& gemm,
+                                                                       Op op, Op comm, Phase phase, int layer, const Slice& s);
+  /// Sub-chunks of each peer's rows in a fused GEMM + ReduceScatter of `whole` with R rows per
+  /// rank: on Hopper about one wave of the kernel's tiles each (its waves / tp, at most
+  /// TpOverlap::kFusedMaxSubchunks, dividing R), else 1.
+  int fused_subchunks(const hardware::GemmOp& whole, std::int64_t R) const;
   /// TpOverlap::bulk_sms: task `id`, if it is a collective, becomes a bulk overlap (its SMs, no
   /// launch of its own), started no earlier than compute task `after` ends (the task before the GEMM it overlaps).
   void bulk_overlap(std::size_t id, std::optional<std::uint32_t> after = std::nullopt);
@@ -320,6 +346,9 @@ class Builder {
   int grad_ranks_ = 1;  ///< ranks a weight's gradient is summed over: dp (x the depth on a 2.5D grid)
   Streams streams_;
   TpOverlap ov_;  ///< the strategy's decomposition of the TP collectives (sequence parallelism only)
+  StreamId fused_comm_ = 0;          ///< TpOverlap::fused: the stream of the fused kernels' transfers
+  FusedRs fused_rs_ = FusedRs::mpi;  ///< TpOverlap::fused: how its GEMM + ReduceScatter moves partials
+  bool fused_priced_ = false;        ///< TpOverlap::fused on a GPU: pieces priced as FLUX's kernel (FusedPiece)
   GroupId tp_group_ = 0, dp_group_ = 0;
   std::vector<std::uint32_t> group_seq_;  // next sequence number per group
   StepGraph g_;

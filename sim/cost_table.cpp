@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "common/checked.hpp"
 #include "common/limits.hpp"
@@ -95,6 +98,7 @@ std::uint32_t CostTable::index(const TaskKind& k) {
 // Tasks at the same place of different layers (same op, phase, slice, chunk) usually have the same
 // shape: a direct-mapped cache on that place, verified by comparing the op, avoids hashing it.
 std::uint32_t CostTable::index(const Task& t) {
+  if (t.fused != FusedPiece::none) return fused_index(t);
   if (t.comm_sms >= 0 && t.is_collective()) {  // the strategy chose its SMs (or copy engines)
     const std::uint32_t base = index(t.kind);
     const auto k = std::make_pair(base, t.comm_sms);
@@ -126,6 +130,27 @@ std::uint32_t CostTable::index(const Task& t) {
   slot.key = key;
   slot.index = index(t.kind);
   return slot.index;
+}
+
+std::uint32_t CostTable::fused_index(const Task& t) {
+  const bool gemm = t.fused == FusedPiece::gemm;
+  // a GEMM piece is priced by its whole kernel, a transfer by its own op (the key only)
+  const std::uint32_t base = gemm ? index(TaskKind(fused_whole_gemm(t))) : index(t.kind);
+  const auto k = std::make_tuple(base, t.fused, t.fused_of, t.launches > 0);
+  if (auto it = fused_.find(k); it != fused_.end()) return it->second;
+  TaskCost c;
+  if (gemm) {
+    c = costs_[base];
+    c.first_ps = fused_gemm_piece_ps(c.first_ps, m_.cluster().host.op_overhead_for(stack_).ps, t);
+    c.gemm_waves = std::max(1.0, c.gemm_waves / t.fused_of);  // its share of the kernel's waves (gated() reads one wave's time)
+  } else {
+    c = from_collective(fused_transfer_cost(m_, t));
+  }
+  costs_.push_back(std::move(c));
+  kinds_.push_back(t.kind);  // never the target of a slot
+  const auto i = static_cast<std::uint32_t>(costs_.size() - 1);
+  fused_.emplace(k, i);
+  return i;
 }
 
 TaskCost CostTable::on_sms(TaskCost c, int sms) const {
@@ -174,22 +199,85 @@ TaskCost CostTable::price(const TaskKind& k) const {
           return from_compute(m_.elementwise(op));
         else if constexpr (std::is_same_v<T, hardware::OptimizerOp>)
           return from_compute(m_.optimizer(op));
-        else {
-          const auto cc = m_.collective(op);
-          TaskCost c;
-          c.collective = true;
-          c.first_ps = cc.latency.ps;
-          c.second_ps = cc.transfer.ps;
-          for (std::size_t l = 0; l < cc.wire_bytes.size(); ++l) {
-            const double rate = c.second_ps > 0 ? cc.wire_bytes[l] / static_cast<double>(c.second_ps) : 0.0;
-            if (rate > 0) c.wire.push_back({static_cast<std::uint8_t>(l), rate});
-          }
-          c.sms = cc.sms;
-          c.sent_bytes_per_ps = c.second_ps > 0 ? cc.sent_bytes / static_cast<double>(c.second_ps) : 0.0;
-          return c;
-        }
+        else
+          return from_collective(m_.collective(op));
       },
       k);
+}
+
+TaskCost CostTable::from_collective(const hardware::CollectiveCost& cc) const {
+  TaskCost c;
+  c.collective = true;
+  c.first_ps = cc.latency.ps;
+  c.second_ps = cc.transfer.ps;
+  for (std::size_t l = 0; l < cc.wire_bytes.size(); ++l) {
+    const double rate = c.second_ps > 0 ? cc.wire_bytes[l] / static_cast<double>(c.second_ps) : 0.0;
+    if (rate > 0) c.wire.push_back({static_cast<std::uint8_t>(l), rate});
+  }
+  c.sms = cc.sms;
+  c.sent_bytes_per_ps = c.second_ps > 0 ? cc.sent_bytes / static_cast<double>(c.second_ps) : 0.0;
+  return c;
+}
+
+hardware::GemmOp fused_whole_gemm(const Task& t) {
+  hardware::GemmOp op = std::get<hardware::GemmOp>(t.kind);
+  op.m *= std::max<std::int64_t>(1, t.fused_of);
+  return op;
+}
+
+std::int64_t fused_gemm_piece_ps(std::int64_t whole_ps, std::int64_t op_overhead_ps, const Task& t) {
+  const std::int64_t n = std::max<std::int64_t>(1, t.fused_of);
+  const std::int64_t kernel = std::max<std::int64_t>(0, whole_ps - op_overhead_ps);
+  // rounded up, so that the pieces never add up to less than the kernel (the tuner's bounds price it whole)
+  return (kernel + n - 1) / n + (t.launches > 0 ? op_overhead_ps : 0);
+}
+
+hardware::CollectiveCost fused_transfer_cost(const hardware::CostModel& cost, const Task& t) {
+  using hardware::LinkClass;
+  const auto* op = std::get_if<hardware::CollectiveOp>(&t.kind);
+  if (!op || t.fused == FusedPiece::none || t.fused == FusedPiece::gemm)
+    throw std::logic_error("fused_transfer_cost: not a transfer of a fused kernel");
+  const auto& cl = cost.cluster();
+  hardware::CollectiveCost cc;
+  cc.algo = "fused";
+  cc.proto = to_string(t.fused);
+  cc.channels = 0;
+  cc.sms = 0;  // copy engines, the epilogue's stores, the kernel's own fetch warps: no SMs of their own
+  cc.wire_bytes.assign(cost.links().size(), 0.0);
+  const double bytes = static_cast<double>(op->bytes);
+  switch (t.fused) {
+    case FusedPiece::ag_copy:
+    case FusedPiece::ag_copy_first: {
+      // hardware::tp_gemm_fused: the shards come one after another, the gather's transfer at the
+      // copy engines' pace in all, the all-gather's latency once before the first
+      const int tp = std::max<int>(2, t.fused_of);
+      const auto nccl = cost.collective(hardware::CollectiveOp{
+          .kind = hardware::CollectiveKind::all_gather, .bytes = op->bytes * tp, .ranks = tp, .nodes = 1, .dtype = op->dtype});
+      const double pieces = tp - 1;
+      cc.latency = t.fused == FusedPiece::ag_copy_first ? nccl.latency : common::Duration{};
+      cc.transfer = common::Duration::from_s(hardware::copy_engine_seconds(cl.interference, 0.0, nccl.transfer.s()) / pieces);
+      for (std::size_t l = 0; l < cc.wire_bytes.size() && l < nccl.wire_bytes.size(); ++l) cc.wire_bytes[l] = nccl.wire_bytes[l] / pieces;
+      cc.sent_bytes = nccl.sent_bytes / pieces;
+      break;
+    }
+    case FusedPiece::rs_store: {  // Ampere's epilogue: one GPU's NVLink port
+      cc.transfer = common::Duration::from_s(bytes / cost.link_capacity(LinkClass::nvlink));
+      cc.wire_bytes[static_cast<std::size_t>(LinkClass::nvlink)] = bytes;
+      cc.sent_bytes = bytes;
+      break;
+    }
+    case FusedPiece::rs_pull: {  // Hopper's in-kernel pull: the kernel's own rate, not the port's
+      if (!cl.gpu.fused_rs_pull_bytes_per_s)
+        throw std::logic_error(fmt::format("{}: no gpu.fused_rs_pull_gb_per_s for a fused GEMM + reduce-scatter", cl.source));
+      cc.transfer = common::Duration::from_s(bytes / *cl.gpu.fused_rs_pull_bytes_per_s);
+      if (op->ranks > 1) cc.wire_bytes[static_cast<std::size_t>(LinkClass::nvlink)] = bytes;  // the local rows cross no link
+      cc.sent_bytes = bytes;
+      break;
+    }
+    case FusedPiece::none:
+    case FusedPiece::gemm: break;
+  }
+  return cc;
 }
 
 std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack stack, std::int64_t kernel_ps) {
@@ -200,6 +288,11 @@ std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack st
 }
 
 common::Duration solo_time(const hardware::CostModel& c, const Task& t, hardware::Stack stack) {
+  if (t.fused == FusedPiece::gemm) {
+    const std::int64_t whole = stack_compute_ps(c.cluster().host, stack, c.gemm(fused_whole_gemm(t)).time.ps);
+    return common::Duration::from_ps(fused_gemm_piece_ps(whole, c.cluster().host.op_overhead_for(stack).ps, t));
+  }
+  if (t.fused != FusedPiece::none) return fused_transfer_cost(c, t).total();
   const common::Duration d = solo_time(c, t.kind, stack);
   if (t.launches > 0 || t.is_collective()) return d;
   return common::Duration::from_ps(std::max<std::int64_t>(0, d.ps - c.cluster().host.op_overhead_for(stack).ps));

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -53,6 +54,9 @@ class CostTable {
   std::uint32_t index(const TaskKind& k);
   TaskCost price(const TaskKind& k) const;
   TaskCost from_compute(const hardware::ComputeCost& cc) const;
+  TaskCost from_collective(const hardware::CollectiveCost& cc) const;
+  /// A piece of a fused kernel (Task::fused): its share of the kernel's GEMM, or its transfer.
+  std::uint32_t fused_index(const Task& t);
   /// A collective's cost moved on `sms` SMs (Task::comm_sms), or by copy engines when 0.
   TaskCost on_sms(TaskCost c, int sms) const;
 
@@ -62,6 +66,8 @@ class CostTable {
   std::unordered_map<TaskKind, std::uint32_t, OpHash, OpEqual> memo_;
   // (index of the NCCL cost, Task::comm_sms) -> index; (index of a kernel's cost, kPiece) -> the same without op_overhead
   std::map<std::pair<std::uint32_t, int>, std::uint32_t> on_sms_;
+  // (index of the op it is priced by, Task::fused, Task::fused_of, launches > 0) -> index
+  std::map<std::tuple<std::uint32_t, FusedPiece, std::uint16_t, bool>, std::uint32_t> fused_;
   static constexpr int kPiece = -2;
   std::vector<TaskCost> costs_;  // distinct costs
   std::vector<TaskKind> kinds_;  // the op of each distinct cost
@@ -78,11 +84,27 @@ std::int64_t stack_compute_ps(const hardware::HostSpec& host, hardware::Stack st
 
 /// @brief The same for one task: a compute task with Task::launches 0 is a piece of another
 /// task's framework call (a strategy's GEMM chunk, sim/builder.hpp) and carries no op_overhead of
-/// its own (the engine prices it so: CostTable). Collectives as solo_time(kind).
+/// its own (the engine prices it so: CostTable); a piece of a fused kernel (Task::fused) is priced
+/// as its share of that kernel (fused_piece_cost). Other collectives as solo_time(kind).
 common::Duration solo_time(const hardware::CostModel& cost, const Task& t, hardware::Stack stack);
 
 /// @brief What a task costs when it runs alone (collectives: latency + transfer) on the given
 /// host stack (collectives are priced as NCCL runs them, stack-independent).
 common::Duration solo_time(const hardware::CostModel& cost, const TaskKind& kind, hardware::Stack stack);
+
+/// @brief What a piece of a fused GEMM + communication kernel moves and how fast, as a
+/// collective's cost (strategy fused; the mechanisms of hardware::tp_gemm_fused): no SMs; an
+/// ag_copy 1 / (tp - 1) of NCCL's all-gather of the site (`cost`'s price of it) at
+/// interference.copy_engine_bandwidth, the first with that all-gather's latency; an rs_store its
+/// bytes at one NVLink port (CostModel::link_capacity); an rs_pull its bytes at
+/// gpu.fused_rs_pull_gb_per_s (std::logic_error where the GPU has none: the strategy refuses such
+/// plans). `t` must be a collective with a transfer FusedPiece.
+hardware::CollectiveCost fused_transfer_cost(const hardware::CostModel& cost, const Task& t);
+/// @brief A FusedPiece::gemm's time from its whole kernel's on the stack (`whole_ps`, op_overhead
+/// included): 1 / Task::fused_of of the kernel, rounded up, plus the op_overhead if the piece is the
+/// one the framework launches (Task::launches > 0).
+std::int64_t fused_gemm_piece_ps(std::int64_t whole_ps, std::int64_t op_overhead_ps, const Task& t);
+/// @brief The whole GEMM a FusedPiece::gemm is a chunk of: its op with Task::fused_of x its rows.
+hardware::GemmOp fused_whole_gemm(const Task& t);
 
 }  // namespace sim

@@ -17,7 +17,10 @@ std::int64_t max_tasks(const ModelSpec& m, const Plan& p) {
   // a strategy's token chunks and peer steps (TpOverlap): per layer and slice, four AllGather
   // sites of up to 2 tp tasks and two ReduceScatter sites of up to 2 x chunks + 1 (generous)
   const TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : TpOverlap{};
-  const std::int64_t steps = ov.any() ? 8 * std::int64_t{ov.ag_chunks(p.tp)} + 4 * std::int64_t{ov.rs_chunks(p.tp)} * C + 2 : 0;
+  std::int64_t steps = ov.any() ? 8 * std::int64_t{ov.ag_chunks(p.tp)} + 4 * std::int64_t{ov.rs_chunks(p.tp)} * C + 2 : 0;
+  // fused (FLUX): four AllGather sites of 2 tp - 1 tasks, four ReduceScatter sites (forward and
+  // backward) of up to 2 x tp x kFusedMaxSubchunks + 1
+  if (ov.fused) steps = 8 * std::int64_t{p.tp} + 4 * (2 * std::int64_t{p.tp} * TpOverlap::kFusedMaxSubchunks + 1) + 2;
   // a 2D / 2.5D grid: per layer four SUMMA linears of 3 q tasks forward and 6 q backward, plus the
   // norms' statistics; the head one more linear
   const std::int64_t grid = p.grid_tp() ? (L + 1) * (36 * std::int64_t{p.tp_q} + 12) : 0;

@@ -90,6 +90,19 @@ std::string_view to_string(TensorRole r) {
 }
 bool parse_tensor_role(std::string_view s, TensorRole& out) { return parse_enum(s, out, 5); }
 
+std::string_view to_string(FusedPiece f) {
+  switch (f) {
+    case FusedPiece::none: return "none";
+    case FusedPiece::gemm: return "gemm";
+    case FusedPiece::ag_copy: return "ag_copy";
+    case FusedPiece::ag_copy_first: return "ag_copy_first";
+    case FusedPiece::rs_store: return "rs_store";
+    case FusedPiece::rs_pull: return "rs_pull";
+  }
+  return "?";
+}
+bool parse_fused_piece(std::string_view s, FusedPiece& out) { return parse_enum(s, out, static_cast<int>(FusedPiece::rs_pull) + 1); }
+
 double Task::flops() const {
   if (const auto* g = std::get_if<hardware::GemmOp>(&kind)) return g->flops();
   if (const auto* a = std::get_if<hardware::AttentionOp>(&kind)) return a->flops();

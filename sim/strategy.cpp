@@ -41,6 +41,7 @@ Registry& registry() {
     b.add(strategy_te_pipelined());
     b.add(strategy_async_tp());
     b.add(strategy_te_bulk());
+    b.add(strategy_fused());
     return b;
   }();
   return r;

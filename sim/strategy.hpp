@@ -1,7 +1,7 @@
 // defines: sim::Strategy (one overlap strategy: its name, knobs, validity check and schedule),
 //          Knob, TpOverlap, the registry (strategies, find_strategy, register_strategy,
 //          default_strategy, plan_knobs) and the built-in entries strategy_none, strategy_domino,
-//          strategy_te_pipelined, strategy_async_tp, strategy_te_bulk, check_te_userbuffers
+//          strategy_te_pipelined, strategy_async_tp, strategy_te_bulk, strategy_fused, check_te_userbuffers
 //
 // A strategy is one file (sim/strategy_<name>.cpp) that fills a Strategy and schedules the layers
 // with the builder's vocabulary (sim/builder.hpp), plus one line in the registry (sim/strategy.cpp,
@@ -80,12 +80,23 @@ struct TpOverlap {
   /// the bulk sites) and issued by the GEMM call it overlaps (no launch of its own). The schedule
   /// decides that the weight-gradient GEMM does not wait for the ReduceScatter (strategy te-bulk).
   int bulk_sms = 0;
+  /// FLUX's fused kernels (strategy fused): each AllGather + GEMM site (QKV, FC1 forward; out-proj,
+  /// FC2 input gradients) and each GEMM + ReduceScatter site (out-proj, FC2 forward; QKV, FC1
+  /// input gradients) is one kernel whose GEMM runs as tile-row chunks, each priced as its share of
+  /// the whole kernel (sim::FusedPiece), while the kernel's transfers run beside them on a stream
+  /// of their own, fused_comm (sim/builder.cpp). The other flags are off with it.
+  bool fused = false;
+  /// A fused GEMM + ReduceScatter on Hopper pulls its tiles from the GEMM's first wave on: its
+  /// chunks are tp x up to this many (about one wave each), so that the pull starts after about
+  /// one wave as FLUX's does (hardware::tp_gemm_fused). Elsewhere a site has tp chunks.
+  static constexpr int kFusedMaxSubchunks = 4;
 
-  /// Token chunks each GEMM site is cut into (the tuner's GEMM bound).
+  /// Token chunks each GEMM site is cut into, each priced as a GEMM of its own (the tuner's GEMM
+  /// bound). A fused site's chunks are shares of one kernel: 1.
   int ag_chunks(int tp) const { return ag_peer_steps ? tp : 1; }
   int rs_chunks(int tp) const { return rs_peer_steps ? tp : rs_splits; }
   /// Whether a site is cut into pieces (bulk_sms cuts nothing: its collectives stay whole).
-  bool any() const { return ag_peer_steps || rs_peer_steps || rs_splits > 1; }
+  bool any() const { return ag_peer_steps || rs_peer_steps || rs_splits > 1 || fused; }
 };
 
 /// @brief One overlap strategy: an entry of the registry.
@@ -151,6 +162,7 @@ const Strategy& strategy_domino();  ///< sim/strategy_domino.cpp: DeepSpeed-Domi
 const Strategy& strategy_te_pipelined();  ///< sim/strategy_te_pipelined.cpp: TransformerEngine userbuffers' pipelined overlap
 const Strategy& strategy_async_tp();      ///< sim/strategy_async_tp.cpp: PyTorch's async tensor parallelism
 const Strategy& strategy_te_bulk();       ///< sim/strategy_te_bulk.cpp: TransformerEngine userbuffers' bulk overlap
+const Strategy& strategy_fused();         ///< sim/strategy_fused.cpp: FLUX's fused GEMM + communication kernels
 
 /// @brief What TransformerEngine's userbuffers and Megatron-LM's --tp-comm-overlap refuse for every
 /// method (sim/strategy_te_pipelined.cpp): tp 1, no sequence parallelism, on GPUs the TP group

@@ -1,5 +1,5 @@
 // defines: sim::Task (one node of the step graph), TaskKind, Phase, Op, TensorInfo, TensorRole,
-//          TensorId
+//          TensorId, FusedPiece
 #pragma once
 #include <cstdint>
 #include <string>
@@ -80,6 +80,30 @@ struct TensorInfo {
   std::string name() const;
 };
 
+/// @brief What a task is of one fused GEMM + communication kernel (strategy fused: FLUX's kernels,
+/// hardware/tp_overlap.hpp), which the cost table prices as that kernel's share instead of as a
+/// kernel or an NCCL call of its own (sim/cost_table.hpp). The task's kind keeps the piece's own
+/// shape (the rows it computes, the bytes it moves): what the executor runs and MFU counts.
+enum class FusedPiece : std::uint8_t {
+  none,
+  /// a tile-row chunk of the kernel's GEMM: 1 / Task::fused_of of the whole GEMM's time (the kernel
+  /// of fused_of x its rows), no kernel latency, wave tail or op overhead of its own
+  gemm,
+  /// all-gather + GEMM: one peer's shard brought by copy engines, 1 / (tp - 1) of NCCL's all-gather
+  /// of the site (tp = Task::fused_of) at interference.copy_engine_bandwidth
+  ag_copy,
+  /// the site's first ag_copy, which also carries the all-gather's latency
+  ag_copy_first,
+  /// GEMM + reduce-scatter, Ampere: rows the GEMM's epilogue stores into their owner's buffer at one
+  /// NVLink port's speed
+  rs_store,
+  /// GEMM + reduce-scatter, Hopper: tiles the kernel's fetch warps pull at gpu.fused_rs_pull_gb_per_s
+  /// (a one-rank op: the local rows' pass through the same pipeline, on no link)
+  rs_pull,
+};
+std::string_view to_string(FusedPiece f);
+bool parse_fused_piece(std::string_view s, FusedPiece& out);
+
 /// @brief One node of the step graph.
 struct Task {
   TaskKind kind;
@@ -100,6 +124,8 @@ struct Task {
   /// copy engines (no SMs, at interference.copy_engine_bandwidth of NCCL's bandwidth); -1: NCCL's
   /// channels, as the cost model prices it (sim/cost_table.hpp)
   std::int16_t comm_sms = -1;
+  FusedPiece fused = FusedPiece::none;  ///< a piece of a fused kernel (strategy fused), priced as its share
+  std::uint16_t fused_of = 0;           ///< FusedPiece::gemm: the kernel's row chunks; ag_copy(_first): tp
   std::uint32_t operand_begin = 0;  ///< into StepGraph::operands: inputs then outputs
   std::uint16_t n_inputs = 0, n_outputs = 0;
   std::uint32_t seq = 0;    ///< collectives: position among this group's collectives (cross-rank matching)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/atomic_write.hpp"
+#include "sim/cost_table.hpp"
 
 namespace sim {
 
@@ -43,11 +44,17 @@ ChromeTrace& ChromeTrace::add(const std::string& label, const StepGraph& g, cons
       bytes = static_cast<double>(c->bytes);
       extra += fmt::format(R"(,"ranks":{},"nodes":{})", c->ranks, c->nodes);
       if (cost_) {
-        const auto cc = cost_->collective(*c);
+        // a fused kernel's transfer is no NCCL call: its own rate (algo "fused", proto the piece)
+        const auto cc = t.fused != FusedPiece::none ? fused_transfer_cost(*cost_, t) : cost_->collective(*c);
         extra += fmt::format(R"(,"algo":"{}","proto":"{}","channels":{})", cc.algo, cc.proto, cc.channels);
       }
       // SMs a strategy gave it (TE's num_sm; 0: copy engines), instead of NCCL's channels
       if (t.comm_sms >= 0) extra += fmt::format(R"(,"comm_sms":{})", t.comm_sms);
+    }
+    // a piece of a fused kernel (strategy fused): which, and of how many
+    if (t.fused != FusedPiece::none) {
+      extra += fmt::format(R"(,"fused":"{}")", to_string(t.fused));
+      if (t.fused_of > 0) extra += fmt::format(R"(,"fused_of":{})", t.fused_of);
     }
     events_.push_back(fmt::format(
         R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"task":{},"layer":{},"phase":"{}","op":"{}","slice":{},"chunk":{},"bytes":{:.0f},"flops":{:.6g},"shape":"{}"{}}}}})",

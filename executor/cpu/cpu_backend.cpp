@@ -612,6 +612,22 @@ void CpuBackend::run_compute(std::uint32_t t) {
   const bool fwd = task.phase == Phase::fwd;
   using cpu::gemm;
   if (grid_ && run_grid_compute(t)) return;
+  if (pieces_->kind[t] == TpPieces::Kind::rs_peer_sum) {
+    // async-tp's local sum, FLUX's reduction: sub-chunk j of this rank's rows = the sum over the
+    // peer offsets o of input j x tp + o (executor/tp_pieces.hpp)
+    const int tp = g.plan.tp, subs = pieces_->subs[t];
+    const std::int64_t e = T(in[0]).rows * T(in[0]).cols;
+    float* o = f(out[0]);
+    for (int j = 0; j < subs; ++j) {
+      float* oj = o + j * e;
+      std::copy_n(f(in[static_cast<std::size_t>(j * tp)]), e, oj);
+      for (int k = 1; k < tp; ++k) {
+        const float* p = f(in[static_cast<std::size_t>(j * tp + k)]);
+        for (std::int64_t i = 0; i < e; ++i) oj[i] += p[i];
+      }
+    }
+    return;
+  }
   switch (task.op) {
     case Op::embedding: {
       const std::int64_t n = T(in[0]).rows, vl = T(in[1]).rows;
@@ -661,8 +677,10 @@ void CpuBackend::run_compute(std::uint32_t t) {
         const std::int64_t at = ag_row(t);
         gemm(false, false, T(in[0]).rows, W.cols, W.rows, 1, f(in[0]), W.rows, f(in[1]), W.cols, 0, f(out[0]) + at * W.cols,
              W.cols);
-      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, out) . W^T
-        gemm(false, true, T(in[0]).rows, W.rows, W.cols, 1, f(in[0]), W.cols, f(in[1]), W.cols, 0, f(out[0]), W.rows);
+      } else if (task.phase == Phase::bwd_dgrad) {  // dX (N, in) = dY (N, out) . W^T; a fused GEMM + ReduceScatter chunk: its rows of dY
+        const bool piece = pieces_->kind[t] == TpPieces::Kind::rs_peer_gemm;
+        const std::int64_t rows = piece ? T(out[0]).rows : T(in[0]).rows, at = piece ? pieces_->rs_input_row(g, t, tp_rank_) : 0;
+        gemm(false, true, rows, W.rows, W.cols, 1, f(in[0]) + at * W.cols, W.cols, f(in[1]), W.cols, 0, f(out[0]), W.rows);
       } else {  // inputs {dY, X}: dW (in, out) += X^T . dY
         const auto& dW = T(out[0]);
         gemm(true, false, dW.rows, dW.cols, T(in[0]).rows, 1, f(in[1]), dW.rows, f(in[0]), dW.cols, 1, f(out[0]), dW.cols);
@@ -672,15 +690,7 @@ void CpuBackend::run_compute(std::uint32_t t) {
     case Op::out_proj:
     case Op::fc2: {
       const auto kind = pieces_->kind[t];
-      if (kind == TpPieces::Kind::rs_peer_sum) {  // async-tp: the sum of the tp partials of this rank's rows
-        const std::int64_t e = T(out[0]).rows * T(out[0]).cols;
-        float* o = f(out[0]);
-        std::copy_n(f(in[0]), e, o);
-        for (std::size_t k = 1; k < in.size(); ++k) {
-          const float* p = f(in[k]);
-          for (std::int64_t i = 0; i < e; ++i) o[i] += p[i];
-        }
-      } else if (task.phase == Phase::fwd && kind == TpPieces::Kind::rs_split_gemm) {
+      if (task.phase == Phase::fwd && kind == TpPieces::Kind::rs_split_gemm) {
         // TE's pipeline chunk k: for each TP rank p its rows [p R + k r, p R + (k+1) r) into row block p (r = R / splits)
         const auto& W = T(in[1]);
         const auto& X = T(in[0]);
@@ -690,11 +700,11 @@ void CpuBackend::run_compute(std::uint32_t t) {
         for (std::int64_t p = 0; p < g.plan.tp; ++p)
           gemm(false, false, r, Y.cols, W.rows, 1, f(in[0]) + (p * R + k * r) * X.cols, X.cols, f(in[1]), W.cols, 0,
                f(out[0]) + p * r * Y.cols, Y.cols);
-      } else if (task.phase == Phase::fwd && kind == TpPieces::Kind::rs_peer_gemm) {  // async-tp step c: shard (r + c) mod tp
+      } else if (task.phase == Phase::fwd && kind == TpPieces::Kind::rs_peer_gemm) {  // peer step c: (sub-chunk of) shard (r + c) mod tp
         const auto& W = T(in[1]);
         const auto& X = T(in[0]);
         const auto& Y = T(out[0]);
-        const std::int64_t at = TpPieces::rs_peer_shard(tp_rank_, task.chunk, g.plan.tp) * Y.rows;
+        const std::int64_t at = pieces_->rs_input_row(g, t, tp_rank_);
         gemm(false, false, Y.rows, Y.cols, W.rows, 1, f(in[0]) + at * X.cols, X.cols, f(in[1]), W.cols, 0, f(out[0]), Y.cols);
       } else if (task.phase == Phase::fwd) {  // Y_c (N, h/C) = X (N, in) . W[:, chunk c]
         const auto& W = T(in[1]);

@@ -675,12 +675,16 @@ void GpuDevice::run_compute_as(std::uint32_t t, cudaStream_t s) {
       cuda::residual_forward<T>(as<T>(in[0]), parts, as<T>(out[0]), T_(out[0]).rows, h, s);
       return;
     }
-    case LaunchKind::partial_sum: {  // inputs {y_0, r_1, ...}: out = y_0 + r_1 + ..., one partial a launch (then in place)
-      const long long rows = T_(out[0]).rows, cols = T_(out[0]).cols;
-      for (std::size_t k = 1; k < in.size(); ++k) {
-        cuda::Partials<T> one;
-        one.p[one.count++] = as<T>(in[k]);
-        cuda::residual_forward<T>(k == 1 ? as<T>(in[0]) : as<T>(out[0]), one, as<T>(out[0]), rows, cols, s);
+    case LaunchKind::partial_sum: {  // inputs j x tp + o: sub-chunk j of out = the sum over o, one partial a launch (then in place)
+      const int tp = g.plan.tp;
+      const long long rows = T_(in[0]).rows, cols = T_(in[0]).cols;
+      for (int j = 0; j < l.subs; ++j) {
+        T* oj = as<T>(out[0]) + static_cast<long long>(j) * rows * cols;
+        for (int k = 1; k < tp; ++k) {
+          cuda::Partials<T> one;
+          one.p[one.count++] = as<T>(in[static_cast<std::size_t>(j * tp + k)]);
+          cuda::residual_forward<T>(k == 1 ? as<T>(in[static_cast<std::size_t>(j * tp)]) : oj, one, oj, rows, cols, s);
+        }
       }
       return;
     }
@@ -780,6 +784,10 @@ void GpuDevice::run_collective(std::uint32_t t, cudaStream_t s) {
       return;
     }
     case LaunchKind::tp_exchange: {  // a decomposed TP site's step (executor/tp_pieces.hpp): send to a TP rank, receive from one
+      if (l.send_to == tp_rank_ && l.recv_from == tp_rank_) {  // FLUX's local rows on Hopper: no peer, a copy on the stream
+        CUDA_CHECK(cudaMemcpyAsync(ptr(out[0]), ptr(in[0]), static_cast<std::size_t>(g.tensors[in[0]].bytes()), cudaMemcpyDeviceToDevice, s));
+        return;
+      }
       NCCL_CHECK(ncclGroupStart());
       NCCL_CHECK(ncclSend(ptr(in[0]), count(in[0]), nccl_dtype(g.tensors[in[0]].dtype), l.send_to, comm, s));
       NCCL_CHECK(ncclRecv(ptr(out[0]), count(out[0]), nccl_dtype(g.tensors[out[0]].dtype), l.recv_from, comm, s));

@@ -137,9 +137,8 @@ GemmCall plan_gemm(const sim::StepGraph& g, std::size_t t, const TpPieces& piece
     for (int p = 0; p < tp; ++p)
       c.parts.push_back(
           {.a = c.a, .b = c.b, .c = c.c, .a_offset = (p * R + task.chunk * r) * A.cols, .c_offset = p * r * C.cols});
-  } else if (kind == Kind::rs_peer_gemm) {  // async-tp step c: the rows of shard (r + c) mod tp
-    c.parts.push_back(
-        {.a = c.a, .b = c.b, .c = c.c, .a_offset = TpPieces::rs_peer_shard(tp_rank, task.chunk, tp) * C.rows * A.cols});
+  } else if (kind == Kind::rs_peer_gemm) {  // peer step c: the rows of (a sub-chunk of) shard (r + c) mod tp
+    c.parts.push_back({.a = c.a, .b = c.b, .c = c.c, .a_offset = pieces.rs_input_row(g, static_cast<std::uint32_t>(t), tp_rank) * A.cols});
   }
   check_gemm_shapes(g, t, c);
   const DType da = g.tensors[c.a].dtype, db = g.tensors[c.b].dtype, dc = g.tensors[c.c].dtype;
@@ -199,8 +198,7 @@ LaunchKind elementwise_kind(const sim::StepGraph& g, std::size_t t) {
     case ElementwiseKind::rmsnorm: return e.backward ? LaunchKind::norm_backward : LaunchKind::norm_forward;
     case ElementwiseKind::gelu:
     case ElementwiseKind::swiglu: return e.backward ? LaunchKind::activation_backward : LaunchKind::activation_forward;
-    case ElementwiseKind::residual_add:
-      return is_row_parallel(task.op) ? LaunchKind::partial_sum : LaunchKind::residual_forward;
+    case ElementwiseKind::residual_add: return LaunchKind::residual_forward;  // a TP site's sum is TpPieces' rs_peer_sum
     case ElementwiseKind::cross_entropy: return task.op == Op::loss_comm ? LaunchKind::cross_entropy_stats : LaunchKind::cross_entropy_loss;
     default: unsupported(g, t, fmt::format("element-wise kind {} has no CUDA kernel", hardware::to_string(e.kind)));
   }
@@ -360,7 +358,8 @@ LaunchPlan plan_launches(const sim::StepGraph& g, int tp_rank) {
       p.attention_scratch_bytes =
           std::max(p.attention_scratch_bytes, flash ? flash_attention_layout(*a).bytes : attention_layout(*a, act_bytes).bytes);
     } else if (std::holds_alternative<hardware::ElementwiseOp>(task.kind)) {
-      l.kind = elementwise_kind(g, t);
+      l.kind = pieces.kind[t] == TpPieces::Kind::rs_peer_sum ? LaunchKind::partial_sum : elementwise_kind(g, t);
+      l.subs = pieces.subs[t];
     } else if (std::holds_alternative<hardware::CollectiveOp>(task.kind)) {
       l.kind = collective_kind(g, t);
       if (g.on_compute(t)) unsupported(g, t, "a collective on a compute stream");

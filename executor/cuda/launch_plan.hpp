@@ -26,7 +26,7 @@ enum class LaunchKind : std::uint8_t {
   activation_forward,   ///< GeLU (tanh) or SwiGLU
   activation_backward,
   residual_forward,     ///< x + the row-parallel partials (column chunks side by side, TE's token chunks one under another)
-  partial_sum,          ///< the sum of the inputs (async-tp's local sum of the tp partials of a GEMM + ReduceScatter)
+  partial_sum,          ///< the sum of the tp partials of a GEMM + ReduceScatter (async-tp's local sum, FLUX's reduction; Launch::subs)
   embedding_forward,    ///< vocab-parallel token lookup (+ learned position on TP rank 0)
   embedding_backward,   ///< scatter-add into the fp32 embedding (and position) gradient
   cross_entropy_stats,  ///< per token: local sum exp(logit - shift), target logit, shift
@@ -83,7 +83,9 @@ struct Launch {
   std::vector<std::uint32_t> waits;          ///< events (indices) to cudaStreamWaitEvent on first
   std::optional<std::uint32_t> record;       ///< event to cudaEventRecord after the call
   std::optional<GemmCall> gemm;              ///< for LaunchKind::gemm
-  int send_to = -1, recv_from = -1;          ///< for LaunchKind::tp_exchange: TP ranks (ranks of the TP communicator)
+  int send_to = -1, recv_from = -1;          ///< for LaunchKind::tp_exchange: TP ranks (ranks of the TP communicator); both
+                                             ///< this rank: FLUX's local rows on Hopper, a device copy
+  int subs = 1;                              ///< partial_sum: sub-chunks of the rows (inputs j x tp + o sum into sub-chunk j)
   // grids (executor/grid_pieces.hpp)
   int root = -1;                       ///< broadcast, reduce: the root's rank in the row / column communicator
   bool accumulate = false;             ///< reduce: the root adds the sum into an fp32 weight gradient

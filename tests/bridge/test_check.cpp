@@ -63,6 +63,7 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
   const sim::Strategy* te_pipelined = &sim::strategy_te_pipelined();
   const sim::Strategy* te_bulk = &sim::strategy_te_bulk();
   const sim::Strategy* async_tp = &sim::strategy_async_tp();
+  const sim::Strategy* fused = &sim::strategy_fused();
   // Each case: the one rule it must break (the expected value), and why that is the framework's refusal (the rule's source).
   const std::vector<std::pair<std::string, Case>> cases{
       {"world-size", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .dp = 2}, "", {}}},                  // 8 x 2 != 8 GPUs
@@ -104,6 +105,8 @@ TEST_CASE("each documented incompatible combination is refused with its rule and
       {"strategy-te-bulk", {F::deepspeed_domino, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 16, .global_batch = 16, .sequence_parallel = true, .strategy = te_bulk}, "", {}}},
       // Megatron-LM has no asynchronous TP (no symmetric-memory fused_all_gather_matmul / fused_matmul_reduce_scatter in megatron/)
       {"strategy-async-tp", {F::megatron, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 1, .sequence_parallel = true, .strategy = async_tp}, "", {}}},
+      // none of them runs FLUX's fused kernels (bytedance/flux's GemmRS / AGKernel appear in neither Megatron-LM's nor NeMo's code)
+      {"strategy-fused", {F::nemo, "gpt3-13b", "dgx-h100", {.tp = 8, .micro_batch = 1, .sequence_parallel = true, .strategy = fused}, "", {}}},
   };
   std::set<std::string> refused;
   for (const auto& kv : cases) {
@@ -179,10 +182,10 @@ TEST_CASE("check --rules prints every rule, and docs/bridge.md holds that table 
   // documented one: 22 fixed rules + strategy-none, strategy-domino, Domino's 3 fixed knobs and tp_channels fixed at NCCL's
   // choice under none (Megatron-LM, NeMo) and domino (DeepSpeed-Domino) = 29, + strategy-te-pipelined, strategy-te-bulk,
   // strategy-async-tp and te-pipelined's num_splits, num_sm and te-bulk's te_bulk_sms fixed at TE's defaults
-  // (bridge/strategy_support.cpp) = 35.
+  // (bridge/strategy_support.cpp) = 35, + strategy-fused = 36.
   const CliRun r = run_cli("check --rules");
   REQUIRE(r.rc == 0);
-  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 35);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2 + 36);
   for (const char* id : {"`world-size`", "`strategy-none`", "`strategy-domino`", "`domino-row-slices`", "`memory`"}) CHECK(r.out.find(id) != std::string::npos);
   std::ifstream in(std::string(SLICETUNE_SOURCE_DIR) + "/docs/bridge.md");
   std::stringstream doc;

@@ -1,4 +1,4 @@
-// How Megatron-LM, NeMo and DeepSpeed-Domino run te-pipelined, te-bulk and async-tp (issue 14): the declarations in
+// How Megatron-LM, NeMo and DeepSpeed-Domino run te-pipelined, te-bulk, async-tp and fused (issue 14): the declarations in
 // bridge/strategy_support.cpp, followed through export, import and check. The expected arguments come from the frameworks'
 // sources, cited per check (read in Megatron-LM d98e8a6, NeMo 8cfedd7, TransformerEngine d0067d0, DeepSpeedExamples 83757d9).
 #include <doctest/doctest.h>
@@ -208,6 +208,35 @@ TEST_CASE("async-tp: no framework runs it; each says what it runs instead, the p
     CHECK(x->message.starts_with(expected));
     CHECK_FALSE(says_no_declaration(findings));
     if (f != F::nemo) CHECK(bridge::parse_megatron_args(script, "export").plan.strategy == &sim::strategy_async_tp());
+  }
+  CHECK(import_plan(s.script(F::megatron, plan)) == plan);  // carried by the # slicetune: line
+}
+
+TEST_CASE("fused: no framework runs FLUX's kernels; each says what it runs instead, the plan is carried, check refuses it") {
+  const Setup s;
+  const sim::Plan plan = s.plan(sim::strategy_fused());
+  // Megatron-LM d98e8a6, NeMo 8cfedd7: no import of bytedance's flux, no GemmRS / AGKernel (NeMo's `flux` is the diffusion
+  // model); DeepSpeed-Domino: no sequence parallelism (domino/arguments.py)
+  const std::vector<std::pair<F, std::string>> instead{
+      {F::megatron, "strategy fused (fused): Megatron-LM has no FLUX kernels"},
+      {F::nemo, "strategy fused (fused): NeMo has no FLUX kernels"},
+      {F::deepspeed_domino, "strategy fused (fused): DeepSpeed-Domino has no sequence parallelism"}};
+  for (const auto& fi : instead) {
+    const F f = fi.first;
+    const std::string& expected = fi.second;
+    const std::string script = s.script(f, plan);
+    INFO(bridge::to_string(f) << ":\n" << script);
+    CHECK(contains(script, fmt::format("# Not expressible in {}: {}", bridge::display_name(f), expected)));
+    CHECK(contains(script, "strategy=fused"));
+    // no argument selects another strategy's overlap in its place
+    CHECK_FALSE(has_line(argument_lines(script), "--tp-comm-overlap"));
+    const auto findings = s.check(f, plan);
+    const bridge::Finding* x = finding(findings, "strategy-fused");
+    REQUIRE(x);
+    CHECK(x->severity == bridge::Severity::error);  // declared: the framework would silently run another schedule
+    CHECK(x->message.starts_with(expected));
+    CHECK_FALSE(says_no_declaration(findings));
+    if (f != F::nemo) CHECK(bridge::parse_megatron_args(script, "export").plan.strategy == &sim::strategy_fused());
   }
   CHECK(import_plan(s.script(F::megatron, plan)) == plan);  // carried by the # slicetune: line
 }

@@ -157,7 +157,7 @@ TEST_CASE("bad inputs give a one-line error and a non-zero exit") {
       {"simulate --tp 2 --sequence-parallel --strategy te-bulk --te-bulk-sms 300", "--te-bulk-sms: expected an integer in 0..256, got '300'"},
       {"simulate --tp 2 --sequence-parallel --strategy te-bulk --te-bulk-sms many", "--te-bulk-sms: expected an integer in 0..256, got 'many'"},
       {"simulate --tp 2 --strategy te-bulk", "strategy te-bulk: Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled"},
-      {"simulate --tp 8 --strategy fastest", "--strategy: expected none | domino | te-pipelined | async-tp | te-bulk, got 'fastest'"},
+      {"simulate --tp 8 --strategy fastest", "--strategy: expected none | domino | te-pipelined | async-tp | te-bulk | fused, got 'fastest'"},
       {"whatif --sweep nodes=1,2 --profile cpu-epyc-2x", "--profile: whatif sweeps hardware parameters"},
       {"run --model tiny --profile cpu-epyc-2x", "--profile: run measures a plan"},
       // memory savers

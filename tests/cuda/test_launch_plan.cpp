@@ -367,6 +367,68 @@ TEST_CASE("te-pipelined and async-tp: exchanges as grouped send/recv to TP peers
   }
 }
 
+TEST_CASE("fused (FLUX): its copies and peer steps as grouped send/recv, the local rows' pull a device copy, the reduction per sub-chunk") {
+  // tiny at tp 2 on DGX-H200 (Hopper: the GEMM + ReduceScatter pulls every tile, its own too; the
+  // tiny GEMMs have under a wave, so no sub-chunks): per layer 4 AllGather sites of 1 ring copy and
+  // 4 GEMM + ReduceScatter sites (out-proj, FC2 forward; QKV, FC1 input gradients) of 2 peer steps
+  // (offset 1: the other rank; offset 0: this rank's own rows) and a reduction
+  for (int rank : {0, 1}) {
+    CAPTURE(rank);
+    auto fused = build("tiny", overlap_plan(sim::strategy_fused()));
+    const auto p = executor::cuda::plan_launches(fused.graph, rank);
+    check_events(fused.graph, p);
+    int exchanges = 0, local = 0, sums = 0, steps = 0;
+    for (std::size_t i = 0; i < p.launches.size(); ++i) {
+      const auto& l = p.launches[i];
+      const auto& t = fused.graph.tasks[i];
+      if (l.kind == LaunchKind::tp_exchange) {
+        ++exchanges;
+        local += l.send_to == rank && l.recv_from == rank;
+        CHECK(l.send_to == l.recv_from);  // at tp 2 the peer both ways (or this rank)
+      }
+      if (l.kind == LaunchKind::partial_sum) {
+        ++sums;
+        CHECK(l.subs == 1);
+      }
+      const bool rs = (t.phase == sim::Phase::fwd && (t.op == sim::Op::out_proj || t.op == sim::Op::fc2)) ||
+                      (t.phase == sim::Phase::bwd_dgrad && (t.op == sim::Op::qkv || t.op == sim::Op::fc1));
+      if (l.kind == LaunchKind::gemm && rs) {
+        // step c: the 64 rows of shard (rank + c) mod 2 of the input (c: Task::chunk, one sub-chunk)
+        ++steps;
+        REQUIRE(l.gemm->parts.size() == 1);
+        CHECK(l.gemm->m == 64);
+        CHECK(l.gemm->parts[0].a_offset == ((rank + t.chunk) % 2) * 64 * fused.graph.tensors[l.gemm->a].cols);
+      }
+    }
+    CHECK(exchanges == 2 * (4 + 4 * 2));
+    CHECK(local == 2 * 4);
+    CHECK(sums == 2 * 4);
+    CHECK(steps == 2 * 4 * 2);
+  }
+  // gpt3-13b at tp 2, micro-batch 4 x 2048 on DGX-H200: 4 sub-chunks of 1024 rows per peer (about a
+  // wave of FC2's 9.7 each, sim/builder.cpp): each reduction sums 4 sub-chunks, each FC2 chunk
+  // reads sub-chunk j of shard (rank + o) mod 2
+  sim::PlanInput in = overlap_plan(sim::strategy_fused());
+  in.micro_batch = 4;
+  in.global_batch = 4;
+  auto big = build("gpt3-13b", in);
+  for (int rank : {0, 1}) {
+    const auto p = executor::cuda::plan_launches(big.graph, rank);
+    int fc2 = 0;
+    for (std::size_t i = 0; i < p.launches.size(); ++i) {
+      const auto& l = p.launches[i];
+      const auto& t = big.graph.tasks[i];
+      if (l.kind == LaunchKind::partial_sum) CHECK(l.subs == 4);
+      if (l.kind != LaunchKind::gemm || t.layer != 0 || t.recompute || t.op != sim::Op::fc2 || t.phase != sim::Phase::fwd) continue;
+      ++fc2;
+      CHECK(l.gemm->m == 1024);
+      const int o = t.chunk / 4, j = t.chunk % 4;
+      CHECK(l.gemm->parts.at(0).a_offset == (((rank + o) % 2) * 4 + j) * 1024 * big.graph.tensors[l.gemm->a].cols);
+    }
+    CHECK(fc2 == 8);
+  }
+}
+
 TEST_CASE("2D and 2.5D grids: SUMMA broadcasts and reduces rooted at the step, GEMMs per step, the norms' row statistics") {
   // tiny-llama (2 layers, h 64, vocab 256, untied head) on 2D [2,2] and 2.5D [2,2,2], micro-batch 4:
   // 9 SUMMA products (4 linears a layer and the LM head) of q = 2 steps (executor/grid_pieces.hpp).

@@ -177,7 +177,29 @@ TEST_CASE("te-pipelined and async-tp: the chunked and per-peer TP collectives tr
   check_same(ref4, run_dump("ov_async_tp4", 4, "tiny", sp4 + " --strategy async-tp"));
 }
 
-TEST_CASE("te-pipelined and async-tp: every chunk and peer step is a measured task that validate compares") {
+TEST_CASE("fused (FLUX): the fused sites' chunks and exchanges train like none with sequence parallelism") {
+  // The same bar (issue 14: losses of both steps and full gradients within 1e-5 relative of none):
+  // on the CPU cluster a fused site's pieces are MPI point-to-point exchanges beside the chunks of
+  // its GEMM (executor/tp_pieces.hpp) - the AllGather + GEMM ring of shards, and the GEMM +
+  // ReduceScatter forward and in the backward's QKV / FC1 input gradients as peer steps summed
+  // by the reduction - so only fp32 sums are reordered.
+  const std::string sp = "--micro-batch 4 --tp 2 --sequence-parallel";
+  const Dump ref = run_dump("fu_none", 2, "tiny", sp);
+  check_same(ref, run_dump("fu_fused", 2, "tiny", sp + " --strategy fused"));
+  // recompute runs the fused forward again in the backward
+  check_same(ref, run_dump("fu_fused_rc", 2, "tiny", sp + " --strategy fused --recompute full"));
+  // tiny-llama (RMSNorm, SwiGLU's [gate | up] FC1, GQA, untied head)
+  const std::string llama = "--micro-batch 2 --tp 2 --sequence-parallel";
+  check_same(run_dump("fu_llama_none", 2, "tiny-llama", llama), run_dump("fu_llama", 2, "tiny-llama", llama + " --strategy fused"));
+  // tp 4 on 4 oversubscribed ranks: rings of 3 hops, peer steps at offsets 1..3 in both directions
+  const std::string sp4 = "--micro-batch 4 --tp 4 --sequence-parallel";
+  check_same(run_dump("fu_none4", 4, "tiny", sp4), run_dump("fu_fused4", 4, "tiny", sp4 + " --strategy fused"));
+  // tp 2 x dp 2 with gradient accumulation: the fused sites beside DP buckets
+  const std::string dp = "--micro-batch 1 --global-batch 4 --tp 2 --sequence-parallel --dp-bucket-mb 0.05";
+  check_same(run_dump("fu_dp_none", 4, "tiny", dp), run_dump("fu_dp", 4, "tiny", dp + " --strategy fused"));
+}
+
+TEST_CASE("te-pipelined, async-tp and fused: every chunk and peer step is a measured task that validate compares") {
   // tiny has 2 layers; per layer 4 AllGather sites (QKV, FC1 forward; out-proj, FC2 input
   // gradients) each of tp GEMM steps and tp - 1 ring exchanges, and 2 ReduceScatter sites (out-proj,
   // FC2 forward): te-pipelined num_splits chunks each with its ReduceScatter, async-tp tp steps
@@ -186,8 +208,9 @@ TEST_CASE("te-pipelined and async-tp: every chunk and peer step is a measured ta
     std::string name, flags;
     int sendrecv;  ///< SendRecv (tp) tasks: 2 layers x (4 ring sites + async-tp's 2 peer sites) x (tp - 1)
   };
-  for (const Case& c :
-       {Case{"te", "--strategy te-pipelined --num-splits 4", 2 * 4 * 1}, Case{"async", "--strategy async-tp", 2 * 6 * 1}}) {
+  // fused: the 4 AllGather sites' copies and 4 GEMM + ReduceScatter sites' peer steps (forward and input gradients)
+  for (const Case& c : {Case{"te", "--strategy te-pipelined --num-splits 4", 2 * 4 * 1}, Case{"async", "--strategy async-tp", 2 * 6 * 1},
+                        Case{"fused", "--strategy fused", 2 * 8 * 1}}) {
     CAPTURE(c.name);
     const std::string plan = "--model tiny --micro-batch 4 --tp 2 --sequence-parallel " + c.flags;
     const std::string out = "executor_ov_" + c.name + "_run.json";

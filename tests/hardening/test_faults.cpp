@@ -157,7 +157,7 @@ TEST_CASE("under mpirun an input error prints once, from rank 0") {
   const auto r = run(mpirun_argv(3, {"run", "--model", "tiny", "--strategy", "fastest"}), 60);
   CHECK(r.code != 0);
   CHECK(count_lines_with(r.err, "slicetune: error:") == 1);
-  CHECK(r.err.find("slicetune: error: --strategy: expected none | domino | te-pipelined | async-tp | te-bulk, got 'fastest'") != std::string::npos);
+  CHECK(r.err.find("slicetune: error: --strategy: expected none | domino | te-pipelined | async-tp | te-bulk | fused, got 'fastest'") != std::string::npos);
   // an error found after MPI started (the plan does not match the ranks) also prints once
   const auto p = run(mpirun_argv(3, {"run", "--model", "tiny", "--tp", "2"}), 60);
   CHECK(p.code != 0);
@@ -177,6 +177,24 @@ TEST_CASE("async-tp at tp 2: a SIGSTOPped rank ends the job in a TP exchange, na
     CAPTURE(attempt);
     Scratch s;
     const auto argv = mpirun_argv(2, {"run", "--model", "tiny", "--tp", "2", "--sequence-parallel", "--strategy", "async-tp",
+                                      "--steps", "100000", "--watchdog-s", "2", "--out", s / "run.json"});
+    const Stopped r = stop_rank1(argv, s / "job");
+    check_named_abort(r, s / "run.json");
+    in_exchange = r.err.find("tp sendrecv") != std::string::npos;
+  }
+  CHECK(in_exchange);
+}
+
+TEST_CASE("fused at tp 2: a SIGSTOPped rank ends the job in one of the fused kernels' exchanges, naming the rank") {
+  // fused runs every sequence-parallel TP site, the backward's GEMM + ReduceScatters included, as
+  // point-to-point exchanges on its own stream (fused_comm: its thread and communicator, under the
+  // watchdog); only the norm outputs' backward AllGathers and the embedding's and loss's
+  // collectives stay whole. As above: up to sixteen jobs, each must end named, at least one in an exchange.
+  bool in_exchange = false;
+  for (int attempt = 0; attempt < 16 && !in_exchange; ++attempt) {
+    CAPTURE(attempt);
+    Scratch s;
+    const auto argv = mpirun_argv(2, {"run", "--model", "tiny", "--tp", "2", "--sequence-parallel", "--strategy", "fused",
                                       "--steps", "100000", "--watchdog-s", "2", "--out", s / "run.json"});
     const Stopped r = stop_rank1(argv, s / "job");
     check_named_abort(r, s / "run.json");

@@ -68,12 +68,14 @@ TEST_CASE("max_tasks bounds every step graph and is exact for the fullest schedu
     }
   // and an upper bound for the embedded models' usual plans
   for (const char* model : {"gpt3-13b", "llama2-7b", "tiny"})
-    for (const char* strategy : {"none", "domino"}) {
+    for (const char* strategy : {"none", "domino", "fused"}) {
       sim::PlanInput in;
       in.tp = 8;
       in.micro_batch = 4;
       in.strategy = &sim::find_strategy(strategy);
       if (*in.strategy == &sim::strategy_domino()) in.col_slices = 2;
+      // FLUX's sites (sequence parallel) on Hopper: tp x up to 4 sub-chunks per GEMM + ReduceScatter site
+      if (*in.strategy == &sim::strategy_fused()) in.sequence_parallel = true;
       sim::Target t;
       try {
         t = target(model, "dgx-h100", 1, in);

@@ -97,7 +97,7 @@ nccl: {call_overhead_us: 0, nvls_efficiency: 1, nvls_latency_us: 1}
 TEST_CASE("wrong types and values name the key") {
   CHECK(error_of([] { sim::parse_plan_input("tp: two\n", "p.yaml"); }) == "p.yaml: tp: expected an integer (at most 19 digits), got 'two'");
   CHECK(error_of([] { sim::parse_plan_input("strategy: fast\n", "p.yaml"); }) ==
-        "p.yaml: strategy: expected one of none | domino | te-pipelined | async-tp | te-bulk, got 'fast'");
+        "p.yaml: strategy: expected one of none | domino | te-pipelined | async-tp | te-bulk | fused, got 'fast'");
 }
 
 TEST_CASE("infeasible plans are refused with the reason") {

@@ -41,7 +41,9 @@ TEST_CASE("a saved graph loads back to the same graph and simulates to the same 
   for (const char* plan :
        {"tp: 2\ndp: 4\nmicro_batch: 4\nglobal_batch: 32\nsequence_parallel: true\nstrategy: domino\nrow_slices: 2\n"
         "row_axis: sequence\ncol_slices: 2\n",
-        "tp: 2\nmicro_batch: 2\n"}) {
+        "tp: 2\nmicro_batch: 2\n",
+        // FLUX's fused sites: the pieces' FusedPiece and kernel share come back, so they are priced alike
+        "tp: 2\nmicro_batch: 2\nsequence_parallel: true\nstrategy: fused\n"}) {
     CAPTURE(plan);
     const auto t = target(plan);
     const auto g = sim::build_step_graph(t.model, t.cluster, t.plan);
@@ -108,6 +110,17 @@ TEST_CASE("bad graph files name the file and the key") {
   CHECK(edit([](auto& k) { k.erase("groups"); }) == "g.json: groups: missing");
   CHECK(edit([](auto& k) { k["plan"]["tp"] = 3; }) == "g.json: plan: tp: heads=4 is not divisible by tp=3");
   CHECK(error_of([] { sim::read_graph_file("/nonexistent/g.json"); }).find("/nonexistent/g.json") == 0);
+  // a fused kernel's piece (strategy fused): a known kind, on a task of its kind, with the count it is priced by
+  CHECK(edit([](auto& k) { k["tasks"][3]["fused"] = "tile"; }) ==
+        "g.json: tasks[3].fused: expected none | gemm | ag_copy | ag_copy_first | rs_store | rs_pull");
+  CHECK(edit([](auto& k) {
+          k["tasks"][3]["fused"] = "rs_pull";
+          k["tasks"][3]["fused_of"] = 0;
+        }) == "g.json: tasks[3].fused: a gemm piece must be a GEMM, a transfer piece a collective");
+  CHECK(edit([](auto& k) {
+          k["tasks"][3]["fused"] = "gemm";
+          k["tasks"][3]["fused_of"] = 0;
+        }) == "g.json: tasks[3].fused_of: a GEMM piece needs the kernel's chunk count (>= 1)");
 }
 
 TEST_CASE("graph files are read within the limits of common/limits.hpp") {

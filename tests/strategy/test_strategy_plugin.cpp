@@ -48,7 +48,7 @@ TEST_CASE("a registered strategy is parsed, printed and checked from its table")
         "plan.yaml: strategy: row_slices=2 needs strategy domino (strategy serial has no row_slices)");
   // the names a plan may give now include it
   CHECK(error_of([] { sim::parse_plan_input("strategy: fast\n", "p.yaml"); }) ==
-        "p.yaml: strategy: expected one of none | domino | te-pipelined | async-tp | te-bulk | serial, got 'fast'");
+        "p.yaml: strategy: expected one of none | domino | te-pipelined | async-tp | te-bulk | fused | serial, got 'fast'");
 }
 
 TEST_CASE("the serial strategy overlaps nothing: its step is the sum of its tasks' solo times") {

@@ -65,23 +65,23 @@ TEST_CASE("tune on the default model compares the best plan of each strategy and
   std::getline(rows, line);  // the title
   std::getline(rows, line);  // header
   std::getline(rows, line);  // units
-  // five strategies, then the two SUMMA grids (searched by default, slower here: last)
+  // six strategies, then the two SUMMA grids (searched by default, slower here: last)
   std::vector<std::string> names;
-  for (int i = 0; i < 7 && std::getline(rows, line); ++i) {
+  for (int i = 0; i < 8 && std::getline(rows, line); ++i) {
     names.push_back(line.substr(0, line.find(' ')));
     CHECK(line.find("no feasible plan") == std::string::npos);
-    if (i >= 5) CHECK(line.find(" summa ") != std::string::npos);
+    if (i >= 6) CHECK(line.find(" summa ") != std::string::npos);
   }
   std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{"2.5d", "2d", "async-tp", "domino", "none", "te-bulk", "te-pipelined"});
+  CHECK(names == std::vector<std::string>{"2.5d", "2d", "async-tp", "domino", "fused", "none", "te-bulk", "te-pipelined"});
   std::getline(rows, line);  // the verdict: the winner is the recommended plan's strategy
   const auto j = nlohmann::json::parse(run("tune --json").out);
   const std::string winner = j["top"][0]["plan"]["strategy"];
   CHECK(line.rfind(winner + " wins", 0) == 0);
   CHECK(line.find("the largest gain is") != std::string::npos);
   CHECK(j["strategies"]["verdict"] == line);
-  REQUIRE(j["strategies"]["rows"].size() == 7);
-  CHECK(j["strategies"]["rows"][6]["name"] == "2.5d summa");
+  REQUIRE(j["strategies"]["rows"].size() == 8);
+  CHECK(j["strategies"]["rows"][7]["name"] == "2.5d summa");
   CHECK(j["strategies"]["rows"][0]["best"]["describe"] == j["top"][0]["describe"]);
 }
 

@@ -133,7 +133,7 @@ TEST_CASE("a real search keeps the best plan of every strategy it searches, with
   o.prune = false;
   const auto e = tuner::search(m, c, *cost, s, o);
   CHECK(a.pruned > 0);
-  REQUIRE(a.strategies.size() == 5);  // none, domino, te-pipelined, async-tp, te-bulk
+  REQUIRE(a.strategies.size() == 6);  // none, domino, te-pipelined, async-tp, te-bulk, fused
   // one best per strategy, and one for the 2D grid (tp 4 = 2^2; no 2.5D grid at tp 2 or 4)
   REQUIRE(a.per_strategy.size() == a.strategies.size() + 1);
   CHECK(std::count_if(a.per_strategy.begin(), a.per_strategy.end(), [](const tuner::RankedPlan& b) { return b.plan.tp_layout == sim::TpLayout::two_d; }) == 1);
