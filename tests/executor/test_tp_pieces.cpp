@@ -136,7 +136,9 @@ TEST_CASE("TpPieces: a fused GEMM + ReduceScatter in sub-chunks (Hopper) compute
   const auto g = sim::build_step_graph(model, cluster, sim::resolve_plan(model, cluster, in));
   const executor::TpPieces p(g);
   using sim::Op, sim::Phase;
-  for (const auto& [op, ph] : {std::pair{Op::fc2, Phase::fwd}, {Op::out_proj, Phase::fwd}, {Op::qkv, Phase::bwd_dgrad}, {Op::fc1, Phase::bwd_dgrad}}) {
+  for (const auto& site : {std::pair{Op::fc2, Phase::fwd}, {Op::out_proj, Phase::fwd}, {Op::qkv, Phase::bwd_dgrad}, {Op::fc1, Phase::bwd_dgrad}}) {
+    const Op op = site.first;  // not structured bindings: CAPTURE and the lambdas below capture them (clang 14)
+    const Phase ph = site.second;
     CAPTURE(sim::to_string(op));
     for (int r = 0; r < 2; ++r) {
       std::map<std::int64_t, int> rows;  // first input row of each chunk on rank r

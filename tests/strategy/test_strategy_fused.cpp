@@ -169,14 +169,16 @@ TEST_CASE("the fused graph: one kernel per site, its GEMM in tile-row chunks, it
     });
   };
   // AllGather + GEMM sites: tp = 2 chunks of the kernel, tp - 1 = 1 copy (the first carries the latency), no NCCL AllGather
-  for (const auto& [op, ph] : {std::pair{Op::qkv, Phase::fwd}, {Op::fc1, Phase::fwd}, {Op::out_proj, Phase::bwd_dgrad}, {Op::fc2, Phase::bwd_dgrad}})
-    CHECK(pieces(op, ph) == 2);
+  for (const auto& site : {std::pair{Op::qkv, Phase::fwd}, {Op::fc1, Phase::fwd}, {Op::out_proj, Phase::bwd_dgrad}, {Op::fc2, Phase::bwd_dgrad}})
+    CHECK(pieces(site.first, site.second) == 2);
   CHECK(on_fused(Op::attn_comm, Phase::fwd, FusedPiece::ag_copy_first) == 1);
   CHECK(on_fused(Op::mlp_comm, Phase::bwd_dgrad, FusedPiece::ag_copy_first) == 1);
   CHECK(count(g, [](const sim::Task& t) { return collective_of(t, Op::attn_comm, Phase::fwd, CollectiveKind::all_gather); }) == 0);
   // GEMM + ReduceScatter sites, forward and the input gradients: tp = 2 chunks, the peer's rows stored by
   // the epilogue (one rs_store), then the local reduction; no NCCL ReduceScatter
-  for (const auto& [op, ph] : {std::pair{Op::out_proj, Phase::fwd}, {Op::fc2, Phase::fwd}, {Op::qkv, Phase::bwd_dgrad}, {Op::fc1, Phase::bwd_dgrad}}) {
+  for (const auto& site : {std::pair{Op::out_proj, Phase::fwd}, {Op::fc2, Phase::fwd}, {Op::qkv, Phase::bwd_dgrad}, {Op::fc1, Phase::bwd_dgrad}}) {
+    const Op op = site.first;  // not structured bindings: CAPTURE and the lambdas below capture them (clang 14)
+    const Phase ph = site.second;
     CAPTURE(sim::to_string(op));
     CHECK(pieces(op, ph) == 2);
     CHECK(count(g, [&](const sim::Task& t) {
