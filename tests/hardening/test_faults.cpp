@@ -164,6 +164,23 @@ TEST_CASE("under mpirun an input error prints once, from rank 0") {
   CHECK(count_lines_with(p.err, "slicetune: error:") == 1);
 }
 
+namespace {
+// Up to sixteen jobs of `strategy` at tp 2 with rank 1 SIGSTOPped: each must end with rank 0 naming
+// the rank it waited on, with no output file; true once one ends in a TP point-to-point exchange.
+bool sigstop_ends_in_tp_exchange(const char* strategy) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    CAPTURE(attempt);
+    Scratch s;
+    const auto argv = mpirun_argv(2, {"run", "--model", "tiny", "--tp", "2", "--sequence-parallel", "--strategy", strategy,
+                                      "--steps", "100000", "--watchdog-s", "2", "--out", s / "run.json"});
+    const Stopped r = stop_rank1(argv, s / "job");
+    check_named_abort(r, s / "run.json");
+    if (r.err.find("tp sendrecv") != std::string::npos) return true;
+  }
+  return false;
+}
+}  // namespace
+
 TEST_CASE("async-tp at tp 2: a SIGSTOPped rank ends the job in a TP exchange, naming the rank") {
   // async-tp decomposes every sequence-parallel AllGather + GEMM and GEMM + ReduceScatter of the
   // layers into point-to-point steps (executor/tp_pieces.hpp: MPI_Isend / MPI_Irecv on the TP
@@ -172,17 +189,7 @@ TEST_CASE("async-tp at tp 2: a SIGSTOPped rank ends the job in a TP exchange, na
   // a sendrecv, the others a backward allgather or reducescatter). Up to sixteen jobs (all sixteen
   // missing: (5/9)^16 ~ 1e-4 at that rate, so CI does not flake; about two jobs expected): each
   // must end named; at least one in an exchange.
-  bool in_exchange = false;
-  for (int attempt = 0; attempt < 16 && !in_exchange; ++attempt) {
-    CAPTURE(attempt);
-    Scratch s;
-    const auto argv = mpirun_argv(2, {"run", "--model", "tiny", "--tp", "2", "--sequence-parallel", "--strategy", "async-tp",
-                                      "--steps", "100000", "--watchdog-s", "2", "--out", s / "run.json"});
-    const Stopped r = stop_rank1(argv, s / "job");
-    check_named_abort(r, s / "run.json");
-    in_exchange = r.err.find("tp sendrecv") != std::string::npos;
-  }
-  CHECK(in_exchange);
+  CHECK(sigstop_ends_in_tp_exchange("async-tp"));
 }
 
 TEST_CASE("fused at tp 2: a SIGSTOPped rank ends the job in one of the fused kernels' exchanges, naming the rank") {
@@ -190,16 +197,6 @@ TEST_CASE("fused at tp 2: a SIGSTOPped rank ends the job in one of the fused ker
   // point-to-point exchanges on its own stream (fused_comm: its thread and communicator, under the
   // watchdog); only the norm outputs' backward AllGathers and the embedding's and loss's
   // collectives stay whole. As above: up to sixteen jobs, each must end named, at least one in an exchange.
-  bool in_exchange = false;
-  for (int attempt = 0; attempt < 16 && !in_exchange; ++attempt) {
-    CAPTURE(attempt);
-    Scratch s;
-    const auto argv = mpirun_argv(2, {"run", "--model", "tiny", "--tp", "2", "--sequence-parallel", "--strategy", "fused",
-                                      "--steps", "100000", "--watchdog-s", "2", "--out", s / "run.json"});
-    const Stopped r = stop_rank1(argv, s / "job");
-    check_named_abort(r, s / "run.json");
-    in_exchange = r.err.find("tp sendrecv") != std::string::npos;
-  }
-  CHECK(in_exchange);
+  CHECK(sigstop_ends_in_tp_exchange("fused"));
 }
 #endif
