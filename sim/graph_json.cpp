@@ -435,16 +435,6 @@ StepGraph load_one(const json& j, const std::string& source, const hardware::Clu
       if ((gemm || t.fused == FusedPiece::ag_copy || t.fused == FusedPiece::ag_copy_first) && t.fused_of < (gemm ? 1 : 2))
         s.fail("fused_of", gemm ? "a GEMM piece needs the kernel's chunk count (>= 1)" : "an all-gather copy needs tp (>= 2)");
     }
-    if (s.has("fused")) {
-      if (!parse_fused_piece(s.string("fused"), t.fused))
-        s.fail("fused", "expected none | gemm | ag_copy | ag_copy_first | rs_store | rs_pull");
-      const bool gemm = t.fused == FusedPiece::gemm;
-      if (t.fused != FusedPiece::none && gemm != std::holds_alternative<hardware::GemmOp>(t.kind))
-        s.fail("fused", "a gemm piece must be a GEMM, a transfer piece a collective");
-      t.fused_of = static_cast<std::uint16_t>(s.integer("fused_of", 0, std::numeric_limits<std::uint16_t>::max()));
-      if ((gemm || t.fused == FusedPiece::ag_copy || t.fused == FusedPiece::ag_copy_first) && t.fused_of < (gemm ? 1 : 2))
-        s.fail("fused_of", gemm ? "a GEMM piece needs the kernel's chunk count (>= 1)" : "an all-gather copy needs tp (>= 2)");
-    }
     if (pipelined) {
       t.model_chunk = static_cast<std::int8_t>(s.integer("model_chunk", -1, max_chunk));
       t.micro = static_cast<std::int16_t>(s.integer("micro", -1, max_micro));
