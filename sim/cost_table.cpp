@@ -318,4 +318,24 @@ common::Duration solo_time(const hardware::CostModel& c, const TaskKind& k, hard
       k);
 }
 
+CostTable& kept_cost_table(const hardware::CostModel& cost, hardware::Stack stack, std::unique_ptr<CostTable>& own) {
+  const std::uint64_t id = cost.pricing_id();
+  if (id == 0) {
+    own = std::make_unique<CostTable>(cost, stack);
+    return *own;
+  }
+  struct Kept {
+    std::uint64_t id;
+    hardware::Stack stack;
+    std::unique_ptr<CostTable> table;
+  };
+  constexpr std::size_t kKept = 8;  // the newest models' tables (a search uses one; whatif one per point)
+  thread_local std::vector<Kept> kept;
+  for (auto& k : kept)
+    if (k.id == id && k.stack == stack) return *k.table;
+  if (kept.size() >= kKept) kept.erase(kept.begin());
+  kept.push_back({id, stack, std::make_unique<CostTable>(cost, stack)});
+  return *kept.back().table;
+}
+
 }  // namespace sim

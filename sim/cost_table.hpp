@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -77,6 +78,11 @@ class CostTable {
   };
   std::vector<Slot> slots_ = std::vector<Slot>(std::size_t{1} << kSlotBits);
 };
+
+/// @brief The CostTable to price tasks of `stack` in: with a model whose prices never change
+/// (CostModel::pricing_id), one per thread and (model, stack), kept from one call to the next (the
+/// tuner simulates thousands of graphs of the same few hundred distinct ops); otherwise `own`, fresh.
+CostTable& kept_cost_table(const hardware::CostModel& cost, hardware::Stack stack, std::unique_ptr<CostTable>& own);
 
 /// @brief A compute kernel's time on a stack, from its modelled (isolated-kernel) time:
 /// time / host.kernel_efficiency[stack] + host.op_overhead_us[stack].

@@ -45,30 +45,6 @@ bool host_sync(const StepGraph& g, std::size_t i) {
   return g.plan.schedule == PipelineSchedule::one_f_one_b && !g.plan.p2p_overlap && receive(i) && !(i + 1 < g.size() && receive(i + 1));
 }
 
-/// The CostTable a rank's tasks are priced in: with a model whose prices never change
-/// (CostModel::pricing_id), one per thread and (model, stack), kept from one simulation to the
-/// next (the tuner simulates thousands of graphs of the same few hundred distinct ops); otherwise
-/// `own`, fresh.
-CostTable& table_for(const hardware::CostModel& cost, hardware::Stack stack, std::unique_ptr<CostTable>& own) {
-  const std::uint64_t id = cost.pricing_id();
-  if (id == 0) {
-    own = std::make_unique<CostTable>(cost, stack);
-    return *own;
-  }
-  struct Kept {
-    std::uint64_t id;
-    hardware::Stack stack;
-    std::unique_ptr<CostTable> table;
-  };
-  constexpr std::size_t kKept = 8;  // the newest models' tables (a search uses one; whatif one per point)
-  thread_local std::vector<Kept> kept;
-  for (auto& k : kept)
-    if (k.id == id && k.stack == stack) return *k.table;
-  if (kept.size() >= kKept) kept.erase(kept.begin());
-  kept.push_back({id, stack, std::make_unique<CostTable>(cost, stack)});
-  return *kept.back().table;
-}
-
 /// The graphs' tasks priced once for every Simulation of one Engine::simulate (first, middle and
 /// last micro-batch): per rank, its table and each task's cost index in it.
 struct Priced {
@@ -78,7 +54,7 @@ struct Priced {
   Priced(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost) : tables(graphs.size()), own(graphs.size()), cost_index(graphs.size()) {
     for (std::size_t r = 0; r < graphs.size(); ++r) {
       const StepGraph& g = *graphs[r];
-      tables[r] = &table_for(cost, g.plan.stack, own[r]);
+      tables[r] = &kept_cost_table(cost, g.plan.stack, own[r]);
       cost_index[r].resize(g.size());
       for (std::size_t i = 0; i < g.size(); ++i) cost_index[r][i] = tables[r]->index(g.tasks[i]);
     }

@@ -1,11 +1,13 @@
 #include "tuner/evaluate.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <cmath>
 
+#include "sim/cost_table.hpp"
 #include "sim/pipeline_schedule.hpp"
 #include "sim/pipeline_step.hpp"
 #include "sim/shapes.hpp"
@@ -156,11 +158,63 @@ Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {
   return Duration::from_ps(static_cast<std::int64_t>(std::floor(static_cast<double>(per_mb * p.grad_accum_steps() + opt) / eff)));
 }
 
+StreamChain compute_stream_chain(const sim::StepGraph& g, const hardware::CostModel& cost) {
+  // The engine runs the compute stream in issue order, a task no faster than its solo time (rates
+  // <= 1) and never before its inputs and the task before it on its stream have ended. So between
+  // the starts of two consecutive compute tasks a and b lies at least the longest path from a to b
+  // through those constraints, and the step at least the sum of these gaps along the stream (a
+  // path of the graph). Each gap counts only paths through tasks of a's layer, both ends in one
+  // layer (a transformer's layers repeat, so a layer's gaps are the same in every layer; outside
+  // the layers the embedding and head side), else a's solo time: a bound either way (fewer paths).
+  // Tasks outside a middle micro-batch (step_start, once_per_step) are left out with their edges.
+  const std::size_t n = g.size();
+  constexpr std::uint32_t kNone = ~0u;
+  std::unique_ptr<sim::CostTable> own;
+  sim::CostTable& table = sim::kept_cost_table(cost, g.plan.stack, own);
+  std::vector<std::int64_t> d(n, -1);  // solo time (the engine's: latency + transfer); -1 left out
+  std::vector<std::uint32_t> next_on_stream(n, kNone), chain;
+  std::vector<std::uint32_t> last(g.streams.size(), kNone);
+  for (std::size_t i = 0; i < n; ++i) {
+    const sim::Task& t = g.tasks[i];
+    if (t.once_per_step || t.step_start) continue;
+    const sim::TaskCost& c = table[table.index(t)];
+    d[i] = c.first_ps + c.second_ps;
+    if (last[t.stream] != kNone) next_on_stream[last[t.stream]] = static_cast<std::uint32_t>(i);
+    last[t.stream] = static_cast<std::uint32_t>(i);
+    if (g.on_compute(i)) chain.push_back(static_cast<std::uint32_t>(i));
+  }
+  StreamChain out;
+  std::vector<std::int64_t> dist(n, -1);  // longest path from a's start to each task's start; -1 none
+  for (std::size_t k = 0; k < chain.size(); ++k) {
+    const std::uint32_t a = chain[k];
+    const int layer = g.tasks[a].layer;
+    std::int64_t gap = d[a];
+    if (k + 1 < chain.size() && g.tasks[chain[k + 1]].layer == layer) {
+      // tasks are in issue order and data edges run forward (an edge to an earlier task is left
+      // out: a bound without it), so the paths from a to b run through a..b in index order
+      const std::uint32_t b = chain[k + 1];
+      auto on_path = [&](std::uint32_t v) { return v > a && v <= b && d[v] >= 0 && g.tasks[v].layer == layer; };
+      dist[a] = 0;
+      for (std::uint32_t j = a; j < b; ++j) {
+        if (dist[j] < 0) continue;
+        const std::int64_t end = dist[j] + d[j];
+        for (auto v : boost::make_iterator_range(g.successors(j)))
+          if (on_path(static_cast<std::uint32_t>(v))) dist[v] = std::max(dist[v], end);
+        if (const std::uint32_t v = next_on_stream[j]; v != kNone && on_path(v)) dist[v] = std::max(dist[v], end);
+      }
+      gap = std::max(gap, dist[b]);
+      std::fill(dist.begin() + a, dist.begin() + b + 1, std::int64_t{-1});
+    }
+    (layer >= 0 ? out.layer_ps : out.rest_ps) += static_cast<double>(gap);
+  }
+  return out;
+}
+
 Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
   // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
   const sim::Strategy* st = nullptr;
-  const ClassKey key = class_key(p, true, st);
+  const ClassKey key = class_key(p, false, st);
   {
     std::lock_guard lock(mu_);
     if (auto it = bounds_.find(key); it != bounds_.end()) return it->second;
@@ -198,11 +252,14 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
     else (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;
   }
   const double L = model_.layers;
+  const StreamChain chain = compute_stream_chain(g, cost_);
+  b.chain_ps = chain.rest_ps + L * chain.layer_ps;
+  b.layer_chain_ps = chain.layer_ps;
   b.compute_ps = c + (L - 1) * cl;
   b.host_ps = h + (L - 1) * hl;
   b.layer_compute_ps = cl;
   b.layer_host_ps = hl;
-  b.layer_ps = cl;
+  b.layer_ps = std::max(cl, chain.layer_ps);  // pipelined plans: a layer's gaps on its stage's compute stream
   b.host_layer_ps = hl;
   std::lock_guard lock(mu_);
   bounds_.emplace(key, b);
@@ -241,7 +298,9 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
     const ClassBound n = class_bound(none);
     b.compute_ps = n.compute_ps + rc * (b.layer_compute_ps - n.layer_compute_ps);
     b.host_ps = n.host_ps + rc * (b.layer_host_ps - n.layer_host_ps);
+    b.chain_ps = n.chain_ps + rc * (b.layer_chain_ps - n.layer_chain_ps);
   }
+  b.compute_ps = std::max(b.compute_ps, b.chain_ps);  // the compute stream's gaps (at least its solo time)
   const double opt = static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = optimizer_params(model_, p)}, p.stack).ps);
   const double mb = std::max(b.compute_ps, b.host_ps);
   const double total = (p.grad_accum_steps() - 1) * mb + std::max(b.compute_ps + opt, b.host_ps);

@@ -43,6 +43,16 @@ struct Estimate {
   bool extrapolated = false;  ///< false: the model was small enough to simulate whole
 };
 
+/// @brief A lower bound of one micro-batch's run of a graph (tasks of every micro-batch only): the
+/// sum, along the compute stream, of the least time between the starts of consecutive tasks (the
+/// longest path between them through data and stream-order edges at solo times, where both are
+/// of one layer; else the first one's solo time). `layer_ps`: the part starting at the layers'
+/// tasks (a graph of L layers: L times a layer's), `rest_ps` the rest (embedding, head side).
+struct StreamChain {
+  double rest_ps = 0, layer_ps = 0;
+};
+StreamChain compute_stream_chain(const sim::StepGraph& g, const hardware::CostModel& cost);
+
 /// @brief Prices plans of one model on one cluster. Thread-safe (const; the cost model must be).
 class Evaluator {
  public:
@@ -50,7 +60,9 @@ class Evaluator {
       : model_(model), cluster_(cluster), cost_(cost), short_layers_(short_layers) {}
 
   /// A lower bound of the step time. Per micro-batch, the engine can neither run the compute
-  /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) nor start a
+  /// stream faster than the solo time of its kernels (one in-order stream, rates <= 1) - nor, more
+  /// tightly, close the gaps a kernel waits in for what it needs within its layer (a Megatron-LM
+  /// GEMM for the all-reduce before it: compute_stream_chain) - nor start a
   /// kernel before the host has issued it (launch cost x launches, in graph order). Both sums are
   /// linear in the layer count (every layer's tasks are alike), so they are taken from a graph of
   /// one layer - its layer's tasks times the layers, plus the rest - once per plan class (strategy
@@ -60,8 +72,10 @@ class Evaluator {
   /// (accum - 1) x max(compute, host) + max(compute + optimizer, host), the optimizer over this
   /// rank's ZeRO shard. Pipelined plans: per pipeline rank r, its own work m x W_r
   /// cannot start before micro-batch 0 has passed the virtual stages below it nor end before the
-  /// last micro-batch's gradient has gone back through them: max over r of sum_{v < r} C_v +
-  /// m W_r + optimizer_r (C_v: a virtual stage's solo compute per micro-batch) - tight for uniform
+  /// last micro-batch's gradient has gone back through them, and rank 0's optimizer comes after
+  /// that: max over r of sum_{v < r} C_v + m W_r + optimizer_0, and of m W_r + optimizer_r (rank
+  /// r's own optimizer runs beside the way back; C_v: a virtual stage's compute per micro-batch,
+  /// its layers' gaps as compute_stream_chain has them) - tight for uniform
   /// stages: (m + pp - 1) C, (vp m + pp - 1) C / vp interleaved.
   Duration compute_lower_bound(const sim::Plan& p) const;
   /// The cheaper, looser bound without any graph: solo time of the GEMMs and attention kernels
@@ -116,6 +130,8 @@ class Evaluator {
     /// the same split for pipelined plans: per layer (its own tasks), the embedding side, the head
     /// side (compute stream, solo), host issue time per layer
     double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
+    /// compute_stream_chain of one micro-batch of the whole model / what one more layer adds
+    double chain_ps = 0, layer_chain_ps = 0;
   };
   Duration pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const;
   /// pipeline_lower_bound's maximum over pipeline ranks, in ps (without the GEMM bound's floor);

@@ -230,17 +230,27 @@ double Evaluator::pipeline_work_bound(const sim::Plan& p, const ClassBound& b, b
     return b.layer_ps * vs[static_cast<std::size_t>(v)].size() + (v == 0 ? b.emb_ps : 0.0) + (v == V - 1 ? b.head_ps : 0.0);
   };
   const double m = p.grad_accum_steps();
-  double best = 0, below = 0;  // below: sum of C_v over the virtual stages v < r (chunk 0 of ranks 0..r-1)
+  auto optimizer_of = [&](int r) {
+    return optimizer ? static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_optimizer_params(model_, p, r)}, p.stack).ps)
+                     : 0.0;
+  };
+  const double opt0 = optimizer_of(0);
+  // Row slices go from stage to stage one by one (Builder::transfer per slice): the next stage
+  // starts on the first slice while this one computes the second, so the way through the stages
+  // below costs only one slice's share: a batch slice's is 1 / row_slices; sequence slices differ
+  // (causal attention: the first attends to fewer keys), so none is counted for them.
+  const double share = p.row_slices <= 1 ? 1.0 : p.row_axis == sim::RowAxis::batch ? 1.0 / p.row_slices : 0.0;
+  double best = 0, below = 0;  // below: sum of C_v (times share) over the virtual stages v < r (chunk 0 of ranks 0..r-1)
   for (int r = 0; r < p.pp; ++r) {
     double W = 0, layers = 0;
     for (int c = 0; c < p.vp; ++c) {
       W += C(c * p.pp + r);
       layers += vs[static_cast<std::size_t>(c * p.pp + r)].size();
     }
-    const double opt =
-        optimizer ? static_cast<double>(sim::solo_time(cost_, hardware::OptimizerOp{.params = stage_optimizer_params(model_, p, r)}, p.stack).ps) : 0.0;
-    best = std::max({best, below + m * W + opt, m * b.host_layer_ps * layers});
-    below += C(r);
+    // rank r's own optimizer runs beside the last gradient's way back through the ranks below; the
+    // step ends after that way and rank 0's optimizer (its last pass is the last one back)
+    best = std::max({best, below + m * W + opt0, m * W + optimizer_of(r), m * b.host_layer_ps * layers});
+    below += share * C(r);
   }
   return best;
 }
