@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/table.hpp"
+#include "sim/pipeline_schedule.hpp"
 #include "sim/pipeline_step.hpp"
 #include "sim/report_json.hpp"
 #include "sim/strategy.hpp"
@@ -18,6 +19,9 @@ double tp_bytes_per_gpu(const Evaluator& ev, const sim::Plan& p) {
   // Every micro-batch issues the same collectives: a pipelined step is built with pp micro-batches
   // (the fewest both schedules accept) and its per-micro-batch part scaled to the plan's; an
   // unpipelined graph is one micro-batch, repeated grad_accum_steps times, the once-per-step tasks once.
+  // And the bytes are linear in the layers a stage holds (each layer issues the same collectives;
+  // sequence parallelism's norm-gradient all-reduce grows with the layers): the graphs are built
+  // with one and with two layers per virtual stage, and each stage's bytes taken at its layers.
   const int m = p.grad_accum_steps();
   sim::Plan q = p;
   double scale = m;
@@ -27,20 +31,41 @@ double tp_bytes_per_gpu(const Evaluator& ev, const sim::Plan& p) {
   } else if (p.pp > 1) {
     scale = 1;
   }
-  double most = 0;
-  for (const auto& g : sim::build_stage_graphs(ev.model(), ev.cluster(), q)) {
-    double once = 0, each = 0;
-    for (const auto& t : g.tasks) {
-      if (!t.is_collective() || !t.group) continue;
-      // the tensor-parallel groups: 1D's tp, a 2D / 2.5D grid's rows and columns, row<i> / col<i> of domino's slice i (not depth: that is data parallelism)
-      const std::string& name = g.groups[*t.group].name;
-      if (!name.starts_with("tp") && !name.starts_with("row") && !name.starts_with("col")) continue;
-      const double b = ev.cost().collective(std::get<hardware::CollectiveOp>(t.kind)).sent_bytes;
-      // unpipelined: once-per-step tasks run once; pipelined: tasks of no micro-batch (micro -1) do
-      const bool per_step = g.micro_batches > 1 ? t.micro < 0 : t.once_per_step;
-      (per_step ? once : each) += b;
+  const auto layers = sim::virtual_stage_layers(ev.model(), p);
+  auto bytes_of = [&](const sim::ModelSpec& model) {
+    std::vector<double> per_stage(static_cast<std::size_t>(p.pp), 0.0);
+    for (const auto& g : sim::build_stage_graphs(model, ev.cluster(), q)) {
+      double once = 0, each = 0;
+      for (const auto& t : g.tasks) {
+        if (!t.is_collective() || !t.group) continue;
+        // the tensor-parallel groups: 1D's tp, a 2D / 2.5D grid's rows and columns, row<i> / col<i> of domino's slice i (not depth: that is data parallelism)
+        const std::string& name = g.groups[*t.group].name;
+        if (!name.starts_with("tp") && !name.starts_with("row") && !name.starts_with("col")) continue;
+        const double b = ev.cost().collective(std::get<hardware::CollectiveOp>(t.kind)).sent_bytes;
+        // unpipelined: once-per-step tasks run once; pipelined: tasks of no micro-batch (micro -1) do
+        const bool per_step = g.micro_batches > 1 ? t.micro < 0 : t.once_per_step;
+        (per_step ? once : each) += b;
+      }
+      per_stage[static_cast<std::size_t>(sim::pipeline_position(q, g.rank).stage)] = once + scale * each;
     }
-    most = std::max(most, once + scale * each);
+    return per_stage;
+  };
+  const int V = p.virtual_stages();
+  if (std::any_of(layers.begin(), layers.end(), [](const sim::LayerRange& r) { return r.size() == 0; }) || ev.model().layers <= 2 * V) {
+    const auto whole = bytes_of(ev.model());
+    return *std::max_element(whole.begin(), whole.end());
+  }
+  sim::ModelSpec one = ev.model(), two = ev.model();
+  one.layers = V;
+  two.layers = 2 * V;
+  q.pipeline_layers.clear();
+  const auto b1 = bytes_of(one), b2 = bytes_of(two);
+  double most = 0;
+  for (int s = 0; s < p.pp; ++s) {
+    int held = 0;  // the stage's layers in the plan (vp in the first graph, 2 vp in the second)
+    for (int c = 0; c < p.vp; ++c) held += layers[static_cast<std::size_t>(c * p.pp + s)].size();
+    const auto i = static_cast<std::size_t>(s);
+    most = std::max(most, b1[i] + (b2[i] - b1[i]) * (held - p.vp) / p.vp);
   }
   return most;
 }
