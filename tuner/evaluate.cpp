@@ -63,6 +63,18 @@ Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_def
   return key;
 }
 
+std::size_t Evaluator::bound_class_hash(const sim::Plan& p) const {
+  const sim::Strategy* st = nullptr;
+  const ClassKey k = class_key(p, false, st);
+  std::size_t h = std::hash<std::string_view>{}(k.strategy);
+  auto mix = [&h](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull; };
+  for (std::int64_t v : {std::int64_t{k.tp}, std::int64_t{k.micro_batch}, std::int64_t{k.sequence_parallel}, k.seq_len, std::int64_t{k.dtype},
+                         std::int64_t{k.stack}, std::int64_t{k.recompute}, std::int64_t{k.attention}})
+    mix(v);
+  for (int v : k.knobs) mix(v);
+  return h;
+}
+
 Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
   const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};

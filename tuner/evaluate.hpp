@@ -110,6 +110,10 @@ class Evaluator {
   /// step from two shorter ones).
   sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
 
+  /// A hash of the plan class whose graph compute_lower_bound builds for `p` (plans of one class
+  /// share it): the search computes each batch's bounds class by class on its threads, so two
+  /// threads do not build the same class graph at once.
+  std::size_t bound_class_hash(const sim::Plan& p) const;
   /// Plan classes whose bound graph has been built so far (compute_lower_bound's cache).
   std::size_t bound_classes() const {
     std::lock_guard lock(mu_);

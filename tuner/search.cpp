@@ -513,6 +513,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::vector<Estimate> est(kRound);
   std::vector<char> fits(kRound);
   std::vector<Candidate> refine;
+  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> by_class;  // a class's hash, its candidates in refine
   while (!cand.empty()) {
     const Duration thr_all = best.size() >= keep ? best.back().est.step_time : kInf;
     const Duration thr_none = best_none.size() >= 3 ? best_none.back().est.step_time : kInf;
@@ -542,9 +543,20 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
           }
         }
         res.full_bounds += refine.size();
-        parallel_for(refine.size(), res.threads, [&](std::size_t k) {
-          refine[k].bound = ev.compute_lower_bound(plans[refine[k].slot]);
-          refine[k].full = true;
+        // class by class (a class's graph is built once, then the cache answers the rest): two
+        // threads building one class's graph at once would each pay for it
+        by_class.clear();
+        for (std::size_t k = 0; k < refine.size(); ++k) {
+          const std::size_t h = ev.bound_class_hash(plans[refine[k].slot]);
+          auto g = std::find_if(by_class.begin(), by_class.end(), [&](const auto& c) { return c.first == h; });
+          if (g == by_class.end()) by_class.push_back({h, {k}});
+          else g->second.push_back(k);
+        }
+        parallel_for(by_class.size(), res.threads, [&](std::size_t c) {
+          for (std::size_t k : by_class[c].second) {
+            refine[k].bound = ev.compute_lower_bound(plans[refine[k].slot]);
+            refine[k].full = true;
+          }
         });
         for (const Candidate& c : refine) {
           cand.push_back(c);
