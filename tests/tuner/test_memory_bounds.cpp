@@ -317,9 +317,9 @@ TEST_CASE("the compute stream's gaps, worked out by hand on a small graph") {
   // between B and C, left out. Gaps: E -> A crosses into the layer: E's 10 us; A -> B: the path
   // through R1, 100 + 50 = 150 us; B -> C: 30 us (stream order; S left out); C -> H leaves the
   // layer: C's 40 us (the wait for R2 is not counted); H, last: 20 us. Layer part 150 + 30 + 40 =
-  // 220 us, the rest 10 + 20 = 30 us; the solo compute is 200 us. The engine runs the graph in
-  // 10 + 100 + 50 + 30 + 40 + 100 + 20 = 350 us (S not in a middle micro-batch... it is in the only
-  // one here, 5 us more: 355 us), at least the bound's 250 us.
+  // 220 us, the rest 10 + 20 = 30 us; the solo compute is 200 us. The engine runs this one-micro-
+  // batch step, S included, in 10 + 100 + 50 + 30 + 5 + 40 + 100 + 20 = 355 us, at least the
+  // bound's 250 us.
   auto gemm = [](int us, int layer) {
     sim::Task t;
     t.kind = hardware::GemmOp{.m = us, .n = 0, .k = 1};
