@@ -61,6 +61,11 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const hardware::ClusterSpec& 
   return estimate_memory(m, c, p, whole_model(m));
 }
 
+MemoryEstimate estimate_memory(const PlanMemory& shared) {
+  if (shared.plan().pp > 1) return worst_stage_memory(shared);
+  return shared.stage(whole_model(shared.model()));
+}
+
 MemoryEstimate estimate_memory(const StepGraph& g, const hardware::ClusterSpec& c) {
   if (g.pipelined()) return estimate_stage_memory(g, c);
   MemoryEstimate r;
@@ -71,7 +76,7 @@ MemoryEstimate estimate_memory(const StepGraph& g, const hardware::ClusterSpec& 
   return r;
 }
 
-PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : m_(m), p_(p) {
+PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : m_(&m), p_(&p) {
   const Shapes sh(m, p);
   capacity_ = c.gpu.hbm_capacity_bytes;
   reserve_fraction_ = c.memory.fragmentation_reserve;
@@ -132,7 +137,7 @@ PlanMemory::PlanMemory(const ModelSpec& m, const hardware::ClusterSpec& c, const
 }
 
 MemoryEstimate PlanMemory::stage(const MemoryStage& st) const {
-  const Plan& p = p_;
+  const Plan& p = *p_;
   MemoryEstimate r;
   r.capacity = capacity_;
   r.reserve_fraction = reserve_fraction_;
@@ -143,7 +148,7 @@ MemoryEstimate PlanMemory::stage(const MemoryStage& st) const {
   // ---- model state: parameters x bytes
   double params = layer_params_ * st.layers;
   if (st.embedding) params += embedding_params_;
-  if (st.head) params += final_norm_params_ + (m_.tied_embeddings && st.embedding ? 0 : lm_head_params_);
+  if (st.head) params += final_norm_params_ + (m_->tied_embeddings && st.embedding ? 0 : lm_head_params_);
   const double dp = p.dp;
   const bool sh_w = zero && p.shards_weights(), sh_g = zero && p.shards_gradients(), sh_o = zero && p.shards_optimizer();
   r.weights = params * e / (sh_w ? dp : 1.0);
@@ -151,7 +156,7 @@ MemoryEstimate PlanMemory::stage(const MemoryStage& st) const {
     // the root unit (embedding, positions, final norm, head) stays gathered; two layers at once
     double root = 0;
     if (st.embedding) root += embedding_params_;
-    if (st.head) root += final_norm_params_ + (m_.tied_embeddings && st.embedding ? 0 : lm_head_params_);
+    if (st.head) root += final_norm_params_ + (m_->tied_embeddings && st.embedding ? 0 : lm_head_params_);
     r.gathered_weights = e * (root + std::min(2, st.layers) * layer_params_);
   }
   r.gradients = 4.0 * params / (sh_g ? dp : 1.0);
@@ -201,6 +206,12 @@ MemoryKey memory_key(const Plan& p) {
               p.recompute_layers, p.zero, static_cast<std::int64_t>(p.attention),
               buckets ? static_cast<std::int64_t>(std::llround(p.dp_bucket_mb * 1e6)) : -1};
   k.pipeline_layers = p.pipeline_layers;
+  return k;
+}
+
+MemoryKey memory_key_without_savers(const Plan& p) {
+  MemoryKey k = memory_key(p);
+  for (std::size_t f : {15, 16, 17, 18, 20}) k.fields[f] = -1;  // recompute, its method and layers, ZeRO, the bucket size
   return k;
 }
 

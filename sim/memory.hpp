@@ -79,10 +79,20 @@ class PlanMemory {
  public:
   PlanMemory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
   MemoryEstimate stage(const MemoryStage& stage) const;
+  /// The same shared part for `plan`, which differs from the plan this was built for at most in
+  /// its memory savers (the fields memory_key_without_savers leaves out: ZeRO, recompute and the
+  /// bucket size): none of those enters the constructor's work. Keeps a reference to `plan`.
+  PlanMemory for_savers(const Plan& plan) const {
+    PlanMemory r = *this;
+    r.p_ = &plan;
+    return r;
+  }
+  const ModelSpec& model() const { return *m_; }
+  const Plan& plan() const { return *p_; }
 
  private:
-  const ModelSpec& m_;
-  const Plan& p_;
+  const ModelSpec* m_;
+  const Plan* p_;
   double capacity_ = 0, reserve_fraction_ = 0, cuda_context_ = 0;
   double e_ = 0;  ///< bytes per activation element
   bool fp32_ = false;
@@ -103,6 +113,12 @@ struct MemoryKey {
   bool operator==(const MemoryKey&) const = default;
 };
 MemoryKey memory_key(const Plan& plan);
+/// @brief memory_key with the memory savers set to one value (ZeRO stage, recompute mode, method
+/// and layers, bucket size): plans with equal keys share a PlanMemory (PlanMemory::for_savers).
+MemoryKey memory_key_without_savers(const Plan& plan);
+/// @brief estimate_memory(model, cluster, shared.plan()) from a PlanMemory built already (the
+/// tuner shares one among plans that differ only in their savers).
+MemoryEstimate estimate_memory(const PlanMemory& shared);
 struct MemoryKeyHash {
   std::size_t operator()(const MemoryKey& k) const;
 };
@@ -138,6 +154,7 @@ MemoryEstimate estimate_memory(const StepGraph& g, const hardware::ClusterSpec& 
 MemoryEstimate estimate_stage_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, int stage);
 /// @brief The stage of a pipelined plan whose estimate_stage_memory total is largest (the first on ties).
 MemoryEstimate worst_stage_memory(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan);
+MemoryEstimate worst_stage_memory(const PlanMemory& shared);
 /// @brief A pipeline stage's graph: estimate_stage_memory with each chunk's saved activations read
 /// off the graph's tensors of micro-batch 0 (what a forward writes and a backward or a recompute reads).
 MemoryEstimate estimate_stage_memory(const StepGraph& g, const hardware::ClusterSpec& cluster);

@@ -49,6 +49,7 @@ std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int sta
 class StageMemo {
  public:
   StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : plan_(m, c, p) {}
+  explicit StageMemo(const PlanMemory& shared) : plan_(shared) {}
   const MemoryEstimate& operator()(const MemoryStage& st) {
     for (const auto& [k, v] : seen_)
       if (k.layers == st.layers && k.embedding == st.embedding && k.head == st.head && k.in_flight == st.in_flight) return v;
@@ -99,8 +100,12 @@ MemoryEstimate estimate_stage_memory(const ModelSpec& m, const hardware::Cluster
   return stage_memory(memo, m, p, stage, virtual_stage_layers(m, p));
 }
 
-MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
-  StageMemo memo(m, c, p);
+MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) { return worst_stage_memory(PlanMemory(m, c, p)); }
+
+MemoryEstimate worst_stage_memory(const PlanMemory& shared) {
+  StageMemo memo(shared);
+  const ModelSpec& m = shared.model();
+  const Plan& p = shared.plan();
   const auto vs = virtual_stage_layers(m, p);
   MemoryEstimate worst = stage_memory(memo, m, p, 0, vs);
   for (int s = 1; s < p.pp; ++s) {

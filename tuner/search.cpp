@@ -281,8 +281,44 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       f.count += count;
       part.infeasible += count;
     };
-    std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;
-    auto memory_of = [&](const sim::Plan& p) -> const sim::MemoryEstimate& {
+    // Memory per block: the plans of blocks with one memory_key_without_savers (blocks that differ
+    // in the strategy and its knobs) share a PlanMemory and, position by position (the same savers
+    // in the same order: a block's savers depend only on dp and the space), their estimates. A
+    // block whose savers are not those of the first one of its key (none in today's enumeration) is
+    // priced plan by plan.
+    struct BlockMemory {
+      sim::Plan plan;  // the block's first plan (shared refers to it; map nodes do not move)
+      std::optional<sim::PlanMemory> shared;
+      std::vector<sim::Plan> savers;  // the key's first block (its savers, position by position)
+      std::vector<std::optional<sim::MemoryEstimate>> est;
+    };
+    std::unordered_map<sim::MemoryKey, BlockMemory, sim::MemoryKeyHash> block_mem;
+    std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;  // the plan-by-plan fallback
+    auto same_savers = [](const sim::Plan& a, const sim::Plan& b) {
+      return a.zero == b.zero && a.recompute == b.recompute && a.recompute_method == b.recompute_method &&
+             a.recompute_layers == b.recompute_layers && a.dp_bucket_mb == b.dp_bucket_mb;
+    };
+    BlockMemory* bm = nullptr;  // the current block's, or null: plan by plan
+    auto memory_block = [&](std::span<const sim::Plan> block) {
+      auto [it, fresh] = block_mem.try_emplace(sim::memory_key_without_savers(block.front()));
+      BlockMemory& b = it->second;
+      if (fresh) {
+        b.plan = block.front();
+        b.shared.emplace(model, cluster, b.plan);
+        b.savers.assign(block.begin(), block.end());
+        b.est.assign(block.size(), std::nullopt);
+      }
+      bm = &b;
+      if (b.savers.size() != block.size()) bm = nullptr;
+      for (std::size_t j = 0; bm && j < block.size(); ++j)
+        if (!same_savers(b.savers[j], block[j])) bm = nullptr;
+    };
+    auto memory_of = [&](const sim::Plan& p, std::size_t j) -> const sim::MemoryEstimate& {
+      if (bm) {
+        auto& e = bm->est[j];
+        if (!e) e = sim::estimate_memory(bm->shared->for_savers(p));
+        return *e;
+      }
       auto [it, fresh] = mem_of.try_emplace(sim::memory_key(p));
       if (fresh) it->second = sim::estimate_memory(model, cluster, p);
       return it->second;
@@ -327,6 +363,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         else index[j] = part.passed++;
       }
       const auto tm = clock::now();
+      memory_block(block);
       mem.assign(n, nullptr);
       fit_of.assign(n, 0);
       dominated.assign(n, 0);
@@ -334,7 +371,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       reps.clear();
       for (std::size_t j = 0; j < n; ++j) {
         if (index[j] == kNone) continue;
-        mem[j] = &memory_of(block[j]);
+        mem[j] = &memory_of(block[j], j);
         fit_of[j] = mem[j]->fits();
         // groups: plans equal once ZeRO and recompute are reset, in order of their first member;
         // a block's plans differ only in those and the bucket size (enumerate_plan_blocks)
@@ -374,13 +411,13 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
             while (lo < hi) {
               const int mid = (lo + hi) / 2;
               q.recompute_layers = mid;
-              if (sim::estimate_memory(model, cluster, q).fits()) hi = mid;
+              if ((bm ? sim::estimate_memory(bm->shared->for_savers(q)) : sim::estimate_memory(model, cluster, q)).fits()) hi = mid;
               else lo = mid + 1;
             }
             known->second.first = lo;
             if (lo < model.layers) {
               q.recompute_layers = lo;
-              known->second.second = sim::estimate_memory(model, cluster, q);
+              known->second.second = bm ? sim::estimate_memory(bm->shared->for_savers(q)) : sim::estimate_memory(model, cluster, q);
             }
           }
           const int lo = known->second.first;
