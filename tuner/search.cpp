@@ -140,6 +140,29 @@ struct Candidate {
 /// Full bounds computed together, on the search's threads.
 constexpr std::size_t kRefine = 32;
 
+/// A part's candidate plans, in chunks that never move: tens of thousands of plans (160 B each)
+/// copied into one growing vector, and merged into another, touched three times their size in
+/// fresh pages, and a fresh process pays for each page (~8 us a page fault on this machine: 2/3
+/// of tune's system time before).
+class PlanStore {
+ public:
+  static constexpr std::size_t kChunk = 256;
+  void push(const sim::Plan& p) {
+    if (size_ % kChunk == 0) {
+      chunks_.emplace_back();
+      chunks_.back().reserve(kChunk);
+    }
+    chunks_.back().push_back(p);
+    ++size_;
+  }
+  std::size_t size() const { return size_; }
+  const sim::Plan& operator[](std::size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+
+ private:
+  std::vector<std::vector<sim::Plan>> chunks_;
+  std::size_t size_ = 0;
+};
+
 // ---- estimates as bytes, for the processes of a distributed search (same program, same machine kind) ----
 template <class T>
 void put(std::string& out, const T& v) {
@@ -242,7 +265,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     double closest = std::numeric_limits<double>::infinity();
     std::size_t considered = 0, infeasible = 0, dominated = 0;
     std::size_t passed = 0, added = 0;  // plans that passed check_plan; block-recompute plans added
-    std::vector<sim::Plan> plans;       // the candidates: Candidate::slot (in this part)
+    PlanStore plans;                    // the candidates: Candidate::slot (in this part)
     std::vector<Candidate> cand;        // index: among this part's passed, or kAdded + among its added
     double memory_seconds = 0, seconds = 0;  // thread time: memory and dominance; the whole part
   };
@@ -345,7 +368,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       }
       if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
       part.cand.push_back({i, part.plans.size(), ev.cheap_lower_bound(p, *parts)});
-      part.plans.push_back(p);
+      part.plans.push(p);
     };
     enumerate_plan_blocks(model, cluster, space, part_no, [&](std::span<const sim::Plan> block) {
       const std::size_t n = block.size();
@@ -450,7 +473,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::vector<std::array<std::pair<std::size_t, std::string>, sim::kInfeasibilityKinds>> refused_of(res.strategies.size());
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
   double closest = std::numeric_limits<double>::infinity();
-  std::vector<sim::Plan> plans;  // the candidates (slot = Candidate::slot)
+  std::vector<const sim::Plan*> plans;  // the candidates (slot = Candidate::slot), kept in their parts
   std::vector<Candidate> cand;
   std::size_t passed = 0, added = 0, candidates_total = 0;
   double memory_seconds = 0, part_seconds = 0;
@@ -491,11 +514,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       c.slot += plans.size();
       cand.push_back(c);
     }
-    std::move(part.plans.begin(), part.plans.end(), std::back_inserter(plans));
+    for (std::size_t k = 0; k < part.plans.size(); ++k) plans.push_back(&part.plans[k]);
     passed_before += part.passed;
     added += part.added;
   }
-  parts.clear();
   // the wall time of the pass, split as its parts' time (summed over threads) was: memory + dominance, the rest
   const double decided_s = std::chrono::duration<double>(clock::now() - t0).count();
   res.phases.memory = part_seconds > 0 ? decided_s * memory_seconds / part_seconds : 0;
@@ -555,7 +577,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     const Duration thr_all = best.size() >= keep ? best.back().est.step_time : kInf;
     const Duration thr_none = best_none.size() >= 3 ? best_none.back().est.step_time : kInf;
     auto prunable = [&](const Candidate& c) {
-      const sim::Plan& cp = plans[c.slot];
+      const sim::Plan& cp = *plans[c.slot];
       const bool none = cp.strategy->baseline && !cp.grid_tp();
       const auto layout = best_of_layout.find(cp.tp_layout);
       const Duration thr_own = cp.grid_tp() ? (layout != best_of_layout.end() ? layout->second.est.step_time : kInf)
@@ -584,14 +606,14 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         // threads building one class's graph at once would each pay for it
         by_class.clear();
         for (std::size_t k = 0; k < refine.size(); ++k) {
-          const std::size_t h = ev.bound_class_hash(plans[refine[k].slot]);
+          const std::size_t h = ev.bound_class_hash(*plans[refine[k].slot]);
           auto g = std::find_if(by_class.begin(), by_class.end(), [&](const auto& c) { return c.first == h; });
           if (g == by_class.end()) by_class.push_back({h, {k}});
           else g->second.push_back(k);
         }
         parallel_for(by_class.size(), res.threads, [&](std::size_t c) {
           for (std::size_t k : by_class[c].second) {
-            refine[k].bound = ev.compute_lower_bound(plans[refine[k].slot]);
+            refine[k].bound = ev.compute_lower_bound(*plans[refine[k].slot]);
             refine[k].full = true;
           }
         });
@@ -612,7 +634,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       batch.push_back(c);
     }
     if (dist.size <= 1) {
-      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plans[batch[b].slot]); });
+      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(*plans[batch[b].slot]); });
     } else {
       // this process screens slots rank, rank + size, ...; then every process gets every estimate
       const std::size_t r = static_cast<std::size_t>(dist.rank), n = static_cast<std::size_t>(dist.size);
@@ -621,7 +643,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       // its error: then every process throws the error of the lowest failed rank, the same everywhere
       std::string out(1, '\0');
       try {
-        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(plans[batch[r + k * n].slot]); });
+        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(*plans[batch[r + k * n].slot]); });
         for (std::size_t k = 0; k < mine; ++k) put_estimate(out, r + k * n, est[r + k * n]);
       } catch (const common::ConfigError& e) {
         out = std::string(1, '\1') + e.what();
@@ -657,15 +679,16 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       ++res.screened;
       const Screened s{batch[b].index, i, est[b]};
       insert(best, s, keep);
-      if (plans[i].strategy->baseline && !plans[i].grid_tp()) insert(best_none, s, 3);
-      const auto [at, fresh] = best_of_pp.try_emplace(plans[i].pp, s);
+      const sim::Plan& pi = *plans[i];
+      if (pi.strategy->baseline && !pi.grid_tp()) insert(best_none, s, 3);
+      const auto [at, fresh] = best_of_pp.try_emplace(pi.pp, s);
       if (!fresh && better(s, at->second)) at->second = s;
-      if (plans[i].grid_tp()) {
-        const auto [lt, first] = best_of_layout.try_emplace(plans[i].tp_layout, s);
+      if (pi.grid_tp()) {
+        const auto [lt, first] = best_of_layout.try_emplace(pi.tp_layout, s);
         if (!first && better(s, lt->second)) lt->second = s;
         continue;
       }
-      auto& own = best_of_strategy[strategy_index(plans[i])];
+      auto& own = best_of_strategy[strategy_index(pi)];
       if (!own || better(s, *own)) own = s;
     }
     if (opt.progress) opt.progress({decided, candidates, std::chrono::duration<double>(clock::now() - t0).count()});
@@ -685,7 +708,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     if (s) add_finalist(*s);
   std::vector<RankedPlan> full(finalists.size());
   parallel_for(finalists.size(), res.threads, [&](std::size_t f) {
-    full[f] = RankedPlan{finalists[f].index, plans[finalists[f].slot], finalists[f].est, ev.simulate(plans[finalists[f].slot])};
+    full[f] = RankedPlan{finalists[f].index, *plans[finalists[f].slot], finalists[f].est, ev.simulate(*plans[finalists[f].slot])};
   });
   res.simulated_full = full.size();
   res.phases.whole = lap();
