@@ -55,6 +55,7 @@ void bench(const std::string& label, const std::string& model, const std::string
 
 int main(int argc, char** argv) {
   common::keep_freed_memory();
+  common::use_huge_pages();  // as tune and whatif do
   int threads = 0, repeat = 3;
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {

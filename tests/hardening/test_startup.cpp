@@ -5,7 +5,15 @@
 // commands that need MPI).
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "common/memory_reuse.hpp"
 
 #include "tests/hardening/process.hpp"
 
@@ -102,3 +110,47 @@ TEST_CASE("run and tune under mpirun load the MPI plug-in and Open MPI (the dlop
   CHECK(t.err.find("libslicetune_mpi.so") != std::string::npos);
 }
 #endif
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SLICETUNE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SLICETUNE_TEST_SANITIZED 1
+#endif
+#endif
+
+TEST_CASE("tune and whatif's heap is advised for transparent huge pages (common::use_huge_pages)") {
+  // use_huge_pages grows the heap by a 64 MB pad and advises it MADV_HUGEPAGE; the kernel shows
+  // the advice as "hg" in the mapping's VmFlags (proc(5)). Checked on a block malloc hands out
+  // from the pad afterwards. Not meaningful where the kernel has transparent huge pages off, or
+  // under a sanitizer (its allocator does not use the heap).
+#if defined(SLICETUNE_TEST_SANITIZED) || !defined(__GLIBC__)
+  MESSAGE("skipped: a sanitizer's allocator or not glibc");
+#else
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  if (mode.empty() || mode.find("[never]") != std::string::npos) {
+    MESSAGE("skipped: transparent huge pages are off on this machine");
+    return;
+  }
+  common::keep_freed_memory();
+  common::use_huge_pages();
+  void* block = std::malloc(std::size_t{8} << 20);  // below the 16 MB mmap threshold: from the heap's pad
+  REQUIRE(block);
+  const auto at = reinterpret_cast<std::uintptr_t>(block) + (std::size_t{4} << 20);  // past the first, partial 2 MB
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line, flags;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line (the others start with a field name)
+      inside = at >= lo && at < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) flags = line;
+  }
+  std::free(block);
+  CAPTURE(flags);
+  CHECK(flags.find(" hg") != std::string::npos);
+#endif
+}
