@@ -136,6 +136,8 @@ struct Candidate {
   std::size_t slot;   ///< where search keeps the plan
   Duration bound;
   bool full = false;  ///< bound is compute_lower_bound (else cheap_lower_bound)
+  bool none = false;  ///< 1D without overlap (Megatron-LM): pruned also against the best of those
+  std::uint16_t own = 0;  ///< whose best prunes it too: a 1D plan's strategy (its index), a grid's layout (strategies + layout)
 };
 /// Full bounds computed together, on the search's threads.
 constexpr std::size_t kRefine = 32;
@@ -367,7 +369,12 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         return;
       }
       if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
-      part.cand.push_back({i, part.plans.size(), ev.cheap_lower_bound(p, *parts)});
+      const bool grid = p.grid_tp();
+      part.cand.push_back({.index = i,
+                           .slot = part.plans.size(),
+                           .bound = ev.cheap_lower_bound(p, *parts),
+                           .none = p.strategy->baseline && !grid,
+                           .own = static_cast<std::uint16_t>(grid ? res.strategies.size() + static_cast<std::size_t>(p.tp_layout) : strategy_index(p))});
       part.plans.push(p);
     };
     enumerate_plan_blocks(model, cluster, space, part_no, [&](std::span<const sim::Plan> block) {
@@ -572,21 +579,41 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::vector<Estimate> est(kRound);
   std::vector<char> fits(kRound);
   std::vector<Candidate> refine;
+  // per group (Candidate::own): its threshold this round, and whether any candidate of it is left
+  // (an over-estimate: set once, for every group with candidates)
+  const std::size_t groups = res.strategies.size() + 3;  // the strategies, then the layouts (1d unused)
+  std::vector<Duration> thr_own;
+  std::vector<char> waiting(groups, 0);
+  bool none_waiting = false;
+  for (const Candidate& c : cand) {
+    waiting[c.own] = 1;
+    none_waiting |= c.none;
+  }
   std::vector<std::pair<std::size_t, std::vector<std::size_t>>> by_class;  // a class's hash, its candidates in refine
   while (!cand.empty()) {
     const Duration thr_all = best.size() >= keep ? best.back().est.step_time : kInf;
     const Duration thr_none = best_none.size() >= 3 ? best_none.back().est.step_time : kInf;
+    // the best screened step of each group (Candidate::own) so far
+    thr_own.assign(groups, kInf);
+    for (std::size_t si = 0; si < res.strategies.size(); ++si)
+      if (best_of_strategy[si]) thr_own[si] = best_of_strategy[si]->est.step_time;
+    for (const auto& [layout, sc] : best_of_layout) thr_own[res.strategies.size() + static_cast<std::size_t>(layout)] = sc.est.step_time;
     auto prunable = [&](const Candidate& c) {
-      const sim::Plan& cp = *plans[c.slot];
-      const bool none = cp.strategy->baseline && !cp.grid_tp();
-      const auto layout = best_of_layout.find(cp.tp_layout);
-      const Duration thr_own = cp.grid_tp() ? (layout != best_of_layout.end() ? layout->second.est.step_time : kInf)
-                               : best_of_strategy[strategy_index(cp)] ? best_of_strategy[strategy_index(cp)]->est.step_time
-                                                                      : kInf;
-      return opt.prune && c.bound >= thr_all && (!none || c.bound >= thr_none) && c.bound >= thr_own;
+      return opt.prune && c.bound >= thr_all && (!c.none || c.bound >= thr_none) && c.bound >= thr_own[c.own];
     };
+    // a bound at or above every threshold of the groups still waiting prunes every candidate left
+    // (the heap's top has the smallest bound): they are counted at once, not popped one by one
+    Duration thr_max = std::max(thr_all, none_waiting ? thr_none : Duration{0});
+    for (std::size_t g = 0; g < groups; ++g)
+      if (waiting[g]) thr_max = std::max(thr_max, thr_own[g]);
     std::vector<Candidate> batch;
     while (!cand.empty() && batch.size() < kRound) {
+      if (opt.prune && thr_max != kInf && cand.front().bound >= thr_max) {
+        res.pruned += cand.size();
+        decided += cand.size();
+        cand.clear();
+        break;
+      }
       if (!cand.front().full) {
         // the next candidates on top with cheap bounds: pruned by them, or their full bounds computed
         refine.clear();
