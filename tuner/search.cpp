@@ -165,6 +165,61 @@ class PlanStore {
   std::size_t size_ = 0;
 };
 
+/// The candidates, one min-heap on (bound, index) per pruning group (Candidate::own), taken in
+/// (bound, index) order over them all. A group's plans are pruned by one threshold, so when the
+/// first of a group is pruned by its bound every other one is too (their bounds are no smaller):
+/// the group is dropped at once (`drop`) rather than popped plan by plan.
+class CandidateQueue {
+ public:
+  explicit CandidateQueue(std::size_t groups) : heaps_(groups) {}
+  /// adds without ordering; heapify before taking any
+  void add(const Candidate& c) {
+    heaps_[c.own].push_back(c);
+    ++size_;
+  }
+  void heapify() {
+    for (auto& h : heaps_) std::make_heap(h.begin(), h.end(), after);
+  }
+  void push(const Candidate& c) {
+    auto& h = heaps_[c.own];
+    h.push_back(c);
+    std::push_heap(h.begin(), h.end(), after);
+    ++size_;
+  }
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  /// the group whose first candidate comes first over all (!empty())
+  std::size_t top_group() const {
+    std::size_t best = heaps_.size();
+    for (std::size_t g = 0; g < heaps_.size(); ++g)
+      if (!heaps_[g].empty() && (best == heaps_.size() || after(heaps_[best].front(), heaps_[g].front()))) best = g;
+    return best;
+  }
+  const Candidate& top(std::size_t g) const { return heaps_[g].front(); }
+  Candidate pop(std::size_t g) {
+    auto& h = heaps_[g];
+    std::pop_heap(h.begin(), h.end(), after);
+    const Candidate c = h.back();
+    h.pop_back();
+    --size_;
+    return c;
+  }
+  /// removes the group's candidates; how many
+  std::size_t drop(std::size_t g) {
+    const std::size_t n = heaps_[g].size();
+    heaps_[g].clear();
+    size_ -= n;
+    return n;
+  }
+
+ private:
+  static bool after(const Candidate& a, const Candidate& b) {  // std::*_heap keep the largest on top: invert
+    return a.bound != b.bound ? a.bound > b.bound : a.index > b.index;
+  }
+  std::vector<std::vector<Candidate>> heaps_;
+  std::size_t size_ = 0;
+};
+
 // ---- estimates as bytes, for the processes of a distributed search (same program, same machine kind) ----
 template <class T>
 void put(std::string& out, const T& v) {
@@ -481,7 +536,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
   double closest = std::numeric_limits<double>::infinity();
   std::vector<const sim::Plan*> plans;  // the candidates (slot = Candidate::slot), kept in their parts
-  std::vector<Candidate> cand;
+  const std::size_t groups = res.strategies.size() + 3;  // Candidate::own: the strategies, then the layouts (1d unused)
+  CandidateQueue queue(groups);  // the candidates (below)
   std::size_t passed = 0, added = 0, candidates_total = 0;
   double memory_seconds = 0, part_seconds = 0;
   for (const Part& part : parts) {
@@ -489,7 +545,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     candidates_total += part.cand.size();
   }
   plans.reserve(candidates_total);
-  cand.reserve(candidates_total);
   std::size_t passed_before = 0;
   for (Part& part : parts) {
     for (std::size_t si = 0; si < refused_of.size(); ++si)
@@ -519,7 +574,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     for (Candidate c : part.cand) {
       c.index = c.index >= kAdded ? passed + added + (c.index - kAdded) : passed_before + c.index;
       c.slot += plans.size();
-      cand.push_back(c);
+      queue.add(c);
     }
     for (std::size_t k = 0; k < part.plans.size(); ++k) plans.push_back(&part.plans[k]);
     passed_before += part.passed;
@@ -541,12 +596,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // top with only the cheap bound is pruned by it if it can no longer win (its full bound would
   // be pruned too: thresholds only fall) or else gets its full bound and goes back. A candidate on
   // top with its full bound comes off in exactly the order of the sorted list, so the rounds, the
-  // estimates and the counts are those of computing every bound first (tests/tuner).
-  auto heap_after = [](const Candidate& a, const Candidate& b) {  // std::*_heap keep the largest on top: invert
-    return a.bound != b.bound ? a.bound > b.bound : a.index > b.index;
-  };
-  std::make_heap(cand.begin(), cand.end(), heap_after);
-  const std::size_t candidates = cand.size();
+  // estimates and the counts are those of computing every bound first (tests/tuner). The heap is
+  // one per pruning group (CandidateQueue): a group whose first candidate is pruned is pruned whole.
+  queue.heapify();
+  const std::size_t candidates = queue.size();
   std::size_t decided = 0;
 
   res.phases.bound = lap();  // the cheap bounds; the full ones are computed in the rounds below
@@ -579,18 +632,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::vector<Estimate> est(kRound);
   std::vector<char> fits(kRound);
   std::vector<Candidate> refine;
-  // per group (Candidate::own): its threshold this round, and whether any candidate of it is left
-  // (an over-estimate: set once, for every group with candidates)
-  const std::size_t groups = res.strategies.size() + 3;  // the strategies, then the layouts (1d unused)
-  std::vector<Duration> thr_own;
-  std::vector<char> waiting(groups, 0);
-  bool none_waiting = false;
-  for (const Candidate& c : cand) {
-    waiting[c.own] = 1;
-    none_waiting |= c.none;
-  }
+  std::vector<Duration> thr_own;  // per group (Candidate::own): the best screened step so far
   std::vector<std::pair<std::size_t, std::vector<std::size_t>>> by_class;  // a class's hash, its candidates in refine
-  while (!cand.empty()) {
+  while (!queue.empty()) {
     const Duration thr_all = best.size() >= keep ? best.back().est.step_time : kInf;
     const Duration thr_none = best_none.size() >= 3 ? best_none.back().est.step_time : kInf;
     // the best screened step of each group (Candidate::own) so far
@@ -601,32 +645,27 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     auto prunable = [&](const Candidate& c) {
       return opt.prune && c.bound >= thr_all && (!c.none || c.bound >= thr_none) && c.bound >= thr_own[c.own];
     };
-    // a bound at or above every threshold of the groups still waiting prunes every candidate left
-    // (the heap's top has the smallest bound): they are counted at once, not popped one by one
-    Duration thr_max = std::max(thr_all, none_waiting ? thr_none : Duration{0});
-    for (std::size_t g = 0; g < groups; ++g)
-      if (waiting[g]) thr_max = std::max(thr_max, thr_own[g]);
+    // the first candidate of a group pruned: the group's others are too (CandidateQueue)
+    auto prune_group = [&](std::size_t g) {
+      const std::size_t n = queue.drop(g);
+      res.pruned += n;
+      decided += n;
+    };
     std::vector<Candidate> batch;
-    while (!cand.empty() && batch.size() < kRound) {
-      if (opt.prune && thr_max != kInf && cand.front().bound >= thr_max) {
-        res.pruned += cand.size();
-        decided += cand.size();
-        cand.clear();
-        break;
+    while (!queue.empty() && batch.size() < kRound) {
+      const std::size_t g = queue.top_group();
+      if (prunable(queue.top(g))) {
+        prune_group(g);
+        continue;
       }
-      if (!cand.front().full) {
+      if (!queue.top(g).full) {
         // the next candidates on top with cheap bounds: pruned by them, or their full bounds computed
         refine.clear();
-        while (!cand.empty() && !cand.front().full && refine.size() < kRefine) {
-          std::pop_heap(cand.begin(), cand.end(), heap_after);
-          const Candidate c = cand.back();
-          cand.pop_back();
-          if (prunable(c)) {
-            ++res.pruned;
-            ++decided;
-          } else {
-            refine.push_back(c);
-          }
+        while (!queue.empty() && refine.size() < kRefine) {
+          const std::size_t h = queue.top_group();
+          if (queue.top(h).full) break;
+          if (prunable(queue.top(h))) prune_group(h);
+          else refine.push_back(queue.pop(h));
         }
         res.full_bounds += refine.size();
         // class by class (a class's graph is built once, then the cache answers the rest): two
@@ -644,21 +683,11 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
             refine[k].full = true;
           }
         });
-        for (const Candidate& c : refine) {
-          cand.push_back(c);
-          std::push_heap(cand.begin(), cand.end(), heap_after);
-        }
+        for (const Candidate& c : refine) queue.push(c);
         continue;
       }
-      std::pop_heap(cand.begin(), cand.end(), heap_after);
-      const Candidate c = cand.back();
-      cand.pop_back();
       ++decided;
-      if (prunable(c)) {
-        ++res.pruned;
-        continue;
-      }
-      batch.push_back(c);
+      batch.push_back(queue.pop(g));
     }
     if (dist.size <= 1) {
       parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(*plans[batch[b].slot]); });
