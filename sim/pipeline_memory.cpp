@@ -31,16 +31,14 @@ const std::vector<std::vector<int>>& frontier(const Plan& p, int stage) {
   return cache.emplace(key, std::move(f)).first->second;  // std::map: references stay valid
 }
 
-/// The stage's model chunks as MemoryStages (one micro-batch in flight each); `vs`: the plan's
-/// virtual_stage_layers.
-std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int stage, const std::vector<LayerRange>& vs) {
-  std::vector<MemoryStage> out;
-  out.reserve(static_cast<std::size_t>(p.vp));
+/// The stage's model chunks as MemoryStages (one micro-batch in flight each), into `out`; `vs`:
+/// the plan's virtual_stage_layers.
+void chunk_stages(const ModelSpec& m, const Plan& p, int stage, const std::vector<LayerRange>& vs, std::vector<MemoryStage>& out) {
+  out.clear();
   for (int c = 0; c < p.vp; ++c) {
     const LayerRange& r = vs[static_cast<std::size_t>(c * p.pp + stage)];
     out.push_back({.layers = r.size(), .embedding = r.first == 0, .head = r.end == m.layers, .in_flight = 1});
   }
-  return out;
 }
 
 /// estimate_memory of MemoryStages of one plan, each shape computed once: a plan's stages and
@@ -48,8 +46,8 @@ std::vector<MemoryStage> chunk_stages(const ModelSpec& m, const Plan& p, int sta
 /// asks for the worst stage of tens of thousands of plans.
 class StageMemo {
  public:
-  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : plan_(m, c, p) {}
-  explicit StageMemo(const PlanMemory& shared) : plan_(shared) {}
+  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : plan_(m, c, p) { seen_.reserve(8); }
+  explicit StageMemo(const PlanMemory& shared) : plan_(shared) { seen_.reserve(8); }
   const MemoryEstimate& operator()(const MemoryStage& st) {
     for (const auto& [k, v] : seen_)
       if (k.layers == st.layers && k.embedding == st.embedding && k.head == st.head && k.in_flight == st.in_flight) return v;
@@ -79,25 +77,37 @@ MemoryEstimate stage_memory(StageMemo& memo, const Plan& p, int stage, const std
     r.activations = std::min(p.pp - stage, p.grad_accum_steps()) * chunk_bytes[0];
     return r;
   }
-  const auto peak = peak_in_flight(frontier(p, stage), chunk_bytes);
-  r.activations = 0;
-  for (std::size_t k = 0; k < chunk_bytes.size(); ++k) r.activations += peak[k] * chunk_bytes[k];
+  // the bytes of peak_in_flight's passes (the same sum, in the same order), without its vector
+  double peak = 0, most = -1;
+  for (const auto& v : frontier(p, stage)) {
+    double b = 0;
+    for (std::size_t c = 0; c < v.size(); ++c) b += v[c] * chunk_bytes[c];
+    if (b > most) most = peak = b;
+  }
+  r.activations = peak;
   return r;
 }
 
-MemoryEstimate stage_memory(StageMemo& memo, const ModelSpec& m, const Plan& p, int stage, const std::vector<LayerRange>& vs) {
-  const auto chunks = chunk_stages(m, p, stage, vs);
+/// Buffers one plan's stages reuse.
+struct StageScratch {
+  std::vector<MemoryStage> chunks;
   std::vector<double> bytes;
-  bytes.reserve(chunks.size());
-  for (const auto& ch : chunks) bytes.push_back(memo(ch).activations);
-  return stage_memory(memo, p, stage, chunks, bytes);
+};
+
+MemoryEstimate stage_memory(StageMemo& memo, const ModelSpec& m, const Plan& p, int stage, const std::vector<LayerRange>& vs,
+                            StageScratch& scratch) {
+  chunk_stages(m, p, stage, vs, scratch.chunks);
+  scratch.bytes.clear();
+  for (const auto& ch : scratch.chunks) scratch.bytes.push_back(memo(ch).activations);
+  return stage_memory(memo, p, stage, scratch.chunks, scratch.bytes);
 }
 
 }  // namespace
 
 MemoryEstimate estimate_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, int stage) {
   StageMemo memo(m, c, p);
-  return stage_memory(memo, m, p, stage, virtual_stage_layers(m, p));
+  StageScratch scratch;
+  return stage_memory(memo, m, p, stage, virtual_stage_layers(m, p), scratch);
 }
 
 MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) { return worst_stage_memory(PlanMemory(m, c, p)); }
@@ -107,9 +117,10 @@ MemoryEstimate worst_stage_memory(const PlanMemory& shared) {
   const ModelSpec& m = shared.model();
   const Plan& p = shared.plan();
   const auto vs = virtual_stage_layers(m, p);
-  MemoryEstimate worst = stage_memory(memo, m, p, 0, vs);
+  StageScratch scratch;
+  MemoryEstimate worst = stage_memory(memo, m, p, 0, vs, scratch);
   for (int s = 1; s < p.pp; ++s) {
-    MemoryEstimate e = stage_memory(memo, m, p, s, vs);
+    MemoryEstimate e = stage_memory(memo, m, p, s, vs, scratch);
     if (e.total() > worst.total()) worst = e;
   }
   return worst;
@@ -126,7 +137,9 @@ MemoryEstimate estimate_stage_memory(const StepGraph& g, const hardware::Cluster
   }
   const int stage = pipeline_position(p, g.rank).stage;
   StageMemo memo(g.model, c, p);
-  return stage_memory(memo, p, stage, chunk_stages(g.model, p, stage, virtual_stage_layers(g.model, p)), bytes);
+  std::vector<MemoryStage> chunks;
+  chunk_stages(g.model, p, stage, virtual_stage_layers(g.model, p), chunks);
+  return stage_memory(memo, p, stage, chunks, bytes);
 }
 
 }  // namespace sim
