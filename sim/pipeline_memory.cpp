@@ -44,20 +44,30 @@ void chunk_stages(const ModelSpec& m, const Plan& p, int stage, const std::vecto
 /// estimate_memory of MemoryStages of one plan, each shape computed once: a plan's stages and
 /// chunks repeat the same few (interior chunks alike; the embedding's, the head's), and the tuner
 /// asks for the worst stage of tens of thousands of plans.
+using SeenStages = std::vector<std::pair<MemoryStage, MemoryEstimate>>;
+
+bool same_stage(const MemoryStage& a, const MemoryStage& b) {
+  return a.layers == b.layers && a.embedding == b.embedding && a.head == b.head && a.in_flight == b.in_flight;
+}
+
 class StageMemo {
  public:
-  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : plan_(m, c, p) { seen_.reserve(8); }
-  explicit StageMemo(const PlanMemory& shared) : plan_(shared) { seen_.reserve(8); }
+  StageMemo(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) : plan_(m, c, p), seen_(own_) { seen_.reserve(8); }
+  /// `seen`: a buffer the caller reuses from plan to plan (cleared here; no allocation per plan)
+  StageMemo(const PlanMemory& shared, SeenStages& seen) : plan_(shared), seen_(seen) { seen_.clear(); }
+  StageMemo(const StageMemo&) = delete;
+  StageMemo& operator=(const StageMemo&) = delete;
   const MemoryEstimate& operator()(const MemoryStage& st) {
     for (const auto& [k, v] : seen_)
-      if (k.layers == st.layers && k.embedding == st.embedding && k.head == st.head && k.in_flight == st.in_flight) return v;
+      if (same_stage(k, st)) return v;
     seen_.emplace_back(st, plan_.stage(st));
     return seen_.back().second;
   }
 
  private:
   PlanMemory plan_;  // what the stages share
-  std::vector<std::pair<MemoryStage, MemoryEstimate>> seen_;
+  SeenStages own_;
+  SeenStages& seen_;
 };
 
 /// The closed form for the whole stage, its activations from `chunk_bytes` (per chunk, one pass)
@@ -113,13 +123,30 @@ MemoryEstimate estimate_stage_memory(const ModelSpec& m, const hardware::Cluster
 MemoryEstimate worst_stage_memory(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) { return worst_stage_memory(PlanMemory(m, c, p)); }
 
 MemoryEstimate worst_stage_memory(const PlanMemory& shared) {
-  StageMemo memo(shared);
+  // buffers reused from plan to plan on this thread: the tuner asks for tens of thousands of plans
+  thread_local SeenStages seen;
+  thread_local StageScratch scratch;
+  thread_local std::vector<LayerRange> vs;
+  thread_local std::vector<MemoryStage> shapes;  // 1F1B: the stages' shapes computed so far
+  StageMemo memo(shared, seen);
   const ModelSpec& m = shared.model();
   const Plan& p = shared.plan();
-  const auto vs = virtual_stage_layers(m, p);
-  StageScratch scratch;
+  virtual_stage_layers(m, p, vs);
   MemoryEstimate worst = stage_memory(memo, m, p, 0, vs, scratch);
+  // Under 1F1B a stage holds one chunk and min(pp - stage, m) passes of it: a later stage of the
+  // same shape as an earlier one (the interior stages of an even split) needs the same bytes but
+  // fewer passes, so it never needs more - and `worst` keeps the first of equal totals - and is
+  // not computed (the result is the one of computing every stage).
+  const bool one_chunk = p.vp == 1 && p.schedule == PipelineSchedule::one_f_one_b;
+  shapes.clear();
+  if (one_chunk) shapes.push_back(scratch.chunks.front());
   for (int s = 1; s < p.pp; ++s) {
+    if (one_chunk) {
+      const LayerRange& r = vs[static_cast<std::size_t>(s)];
+      const MemoryStage st{.layers = r.size(), .embedding = r.first == 0, .head = r.end == m.layers, .in_flight = 1};
+      if (std::any_of(shapes.begin(), shapes.end(), [&](const MemoryStage& k) { return same_stage(k, st); })) continue;
+      shapes.push_back(st);
+    }
     MemoryEstimate e = stage_memory(memo, m, p, s, vs, scratch);
     if (e.total() > worst.total()) worst = e;
   }

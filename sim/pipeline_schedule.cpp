@@ -51,15 +51,20 @@ std::vector<PipelinePass> pipeline_order(PipelineSchedule schedule, int pp, int 
 }
 
 std::vector<LayerRange> virtual_stage_layers(const ModelSpec& m, const Plan& p) {
+  std::vector<LayerRange> out;
+  virtual_stage_layers(m, p, out);
+  return out;
+}
+
+void virtual_stage_layers(const ModelSpec& m, const Plan& p, std::vector<LayerRange>& out) {
   const int v = p.virtual_stages();
-  std::vector<LayerRange> out(v);
+  out.resize(static_cast<std::size_t>(v));
   int first = 0;
   for (int i = 0; i < v; ++i) {
     const int n = p.pipeline_layers.empty() ? m.layers / v : p.pipeline_layers[i];
     out[i] = {first, first + n};
     first += n;
   }
-  return out;
 }
 
 PipelinePosition pipeline_position(const Plan& p, int r) {

@@ -50,6 +50,8 @@ struct LayerRange {
 /// @brief The layers of every virtual stage v = 0..pp x vp - 1: the plan's pipeline_layers, or an
 /// even split. The plan must have passed check_plan.
 std::vector<LayerRange> virtual_stage_layers(const ModelSpec& m, const Plan& p);
+/// @brief The same into `out` (resized; its buffer reused by callers that ask plan after plan).
+void virtual_stage_layers(const ModelSpec& m, const Plan& p, std::vector<LayerRange>& out);
 
 /// @brief Where a world rank sits: Megatron-LM's order, tensor-parallel rank fastest, then the
 /// data-parallel rank, then the pipeline stage (world rank = t + tp x (d + dp x s)), so a TP group

@@ -128,7 +128,9 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
   if (p.recompute == sim::Recompute::full) {
     if (p.pp > 1) {
       recomputed = 1.0;
-      for (const auto& v : sim::virtual_stage_layers(model_, p))
+      thread_local std::vector<sim::LayerRange> vs;  // reused from candidate to candidate
+      sim::virtual_stage_layers(model_, p, vs);
+      for (const auto& v : vs)
         recomputed = std::min(recomputed, static_cast<double>(sim::recomputed_layers(p, static_cast<int>(v.size()))) / static_cast<double>(v.size()));
       layer += recomputed * static_cast<double>(g.layer_fwd_ps);
     } else {

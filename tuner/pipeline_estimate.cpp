@@ -224,7 +224,8 @@ Estimate Evaluator::pipeline_estimate(const sim::Plan& p) const {
 }
 
 double Evaluator::pipeline_work_bound(const sim::Plan& p, const ClassBound& b, bool optimizer) const {
-  const auto vs = sim::virtual_stage_layers(model_, p);
+  thread_local std::vector<sim::LayerRange> vs;  // reused: the cheap bound of every pipelined candidate comes here
+  sim::virtual_stage_layers(model_, p, vs);
   const int V = p.virtual_stages();
   auto C = [&](int v) {  // a virtual stage's solo compute per micro-batch, forward and backward
     return b.layer_ps * vs[static_cast<std::size_t>(v)].size() + (v == 0 ? b.emb_ps : 0.0) + (v == V - 1 ? b.head_ps : 0.0);

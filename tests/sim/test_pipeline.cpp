@@ -328,6 +328,46 @@ TEST_CASE("stage memory: activations of the passes in flight, read off the sched
   }
 }
 
+TEST_CASE("worst_stage_memory is the largest of every stage's own estimate, the first of equal ones") {
+  // worst_stage_memory skips a 1F1B stage whose chunk has the shape of an earlier stage's (it holds
+  // the same bytes for fewer passes in flight, min(pp - s, m)); the expected value here is computed
+  // without that shortcut: estimate_stage_memory of every stage, the first strict maximum kept.
+  const auto model = uniform_model(12);
+  struct Case {
+    int pp, vp, m;
+    std::vector<int> split;  // empty: even
+    bool interleaved;
+  };
+  const std::vector<Case> cases = {{4, 1, 8, {}, false},  {4, 1, 2, {}, false},         {2, 1, 1, {}, false},
+                                   {4, 1, 8, {2, 4, 4, 2}, false}, {4, 1, 8, {4, 2, 2, 4}, false}, {3, 1, 5, {}, false},
+                                   {2, 2, 4, {}, true},   {4, 3, 8, {}, true},          {6, 1, 3, {}, false}};
+  for (const auto& k : cases) {
+    const auto c = cluster_of(k.pp);
+    sim::PlanInput in;
+    in.tp = 1;
+    in.pp = k.pp;
+    in.vp = k.vp;
+    in.dp = 1;
+    in.micro_batch = 1;
+    in.global_batch = k.m;
+    in.dtype = common::DType::fp32;
+    if (k.interleaved) in.schedule = sim::PipelineSchedule::interleaved;
+    if (!k.split.empty()) in.pipeline_layers = k.split;
+    const auto plan = sim::resolve_plan(model, c, in, "test");
+    sim::MemoryEstimate expect = sim::estimate_stage_memory(model, c, plan, 0);
+    for (int s = 1; s < plan.pp; ++s)
+      if (const auto e = sim::estimate_stage_memory(model, c, plan, s); e.total() > expect.total()) expect = e;
+    const auto got = sim::worst_stage_memory(model, c, plan);
+    CAPTURE(k.pp);
+    CAPTURE(k.m);
+    CAPTURE(k.split.size());
+    CHECK(got.total() == expect.total());
+    CHECK(got.activations == expect.activations);
+    CHECK(got.weights == expect.weights);
+    CHECK(got.optimizer == expect.optimizer);
+  }
+}
+
 TEST_CASE("stage memory composes with activation recompute: each in-flight micro-batch keeps only what recompute leaves") {
   // Full recompute of every layer (chunks of one layer) keeps, per layer and micro-batch, only the
   // layer's input: s b h elements (Korthikanti et al. 2022: 2 s b h bytes at 16 bits; this plan is
