@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <shared_mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -65,7 +66,10 @@ Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_def
 
 std::size_t Evaluator::bound_class_hash(const sim::Plan& p) const {
   const sim::Strategy* st = nullptr;
-  const ClassKey k = class_key(p, false, st);
+  return class_hash(class_key(p, false, st));
+}
+
+std::size_t Evaluator::class_hash(const ClassKey& k) {
   std::size_t h = std::hash<std::string_view>{}(k.strategy);
   auto mix = [&h](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull; };
   for (std::int64_t v : {std::int64_t{k.tp}, std::int64_t{k.micro_batch}, std::int64_t{k.sequence_parallel}, k.seq_len, std::int64_t{k.dtype},
@@ -84,9 +88,10 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   const GemmKey key{p.tp,          static_cast<std::int64_t>(p.tp_layout), p.tp_q, p.tp_d, p.micro_batch, p.seq_len,
                     static_cast<std::int64_t>(p.dtype), static_cast<std::int64_t>(p.attention), static_cast<std::int64_t>(p.stack),
                     p.row_slices,  static_cast<std::int64_t>(p.row_axis), p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp)};
+  GemmShard& shard = gemm_parts_[GemmKeyHash{}(key) % kShards];
   {
-    std::lock_guard lock(mu_);
-    if (auto it = gemm_parts_.find(key); it != gemm_parts_.end()) return it->second;
+    std::shared_lock lock(shard.mu);  // lookups do not exclude each other (two threads ask per block)
+    if (auto it = shard.parts.find(key); it != shard.parts.end()) return it->second;
   }
   const sim::Shapes sh(model_, p);
   auto ps = [&](const hardware::GemmOp& g) { return cost_.gemm(g).time.ps; };
@@ -113,8 +118,8 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
                                [&](const hardware::GemmOp& g, std::int64_t n) { r.layer_fwd_ps += steps * n * ps(g); });
     sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += steps * n * ps(g); });
   }
-  std::lock_guard lock(mu_);
-  gemm_parts_.emplace(key, r);
+  std::unique_lock lock(shard.mu);
+  shard.parts.emplace(key, r);
   return r;
 }
 
@@ -229,9 +234,10 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
   const sim::Strategy* st = nullptr;
   const ClassKey key = class_key(p, false, st);
+  BoundShard& shard = bounds_[class_hash(key) % kShards];
   {
-    std::lock_guard lock(mu_);
-    if (auto it = bounds_.find(key); it != bounds_.end()) return it->second;
+    std::shared_lock lock(shard.mu);
+    if (auto it = shard.bounds.find(key); it != shard.bounds.end()) return it->second;
   }
   sim::Plan q = p;
   q.strategy = st;
@@ -275,8 +281,8 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   b.layer_host_ps = hl;
   b.layer_ps = std::max(cl, chain.layer_ps);  // pipelined plans: a layer's gaps on its stage's compute stream
   b.host_layer_ps = hl;
-  std::lock_guard lock(mu_);
-  bounds_.emplace(key, b);
+  std::unique_lock lock(shard.mu);
+  shard.bounds.emplace(key, b);
   return b;
 }
 

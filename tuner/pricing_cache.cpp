@@ -1,5 +1,8 @@
 #include "tuner/pricing_cache.hpp"
 
+#include <mutex>
+#include <shared_mutex>
+
 namespace tuner {
 
 namespace {
@@ -7,11 +10,11 @@ template <class Shards, class Key, class Price>
 hardware::ComputeCost cached(Shards& shards, const Key& key, std::size_t hash, Price&& price) {
   auto& s = shards[hash % shards.size()];
   {
-    std::lock_guard lock(s.mu);
+    std::shared_lock lock(s.mu);  // lookups do not exclude each other
     if (auto it = s.prices.find(key); it != s.prices.end()) return it->second;
   }
   const hardware::ComputeCost c = price();  // outside the lock: two threads may price the same shape, alike
-  std::lock_guard lock(s.mu);
+  std::unique_lock lock(s.mu);
   s.prices.emplace(key, c);
   return c;
 }

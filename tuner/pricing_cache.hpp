@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,7 +15,7 @@ namespace tuner {
 /// @brief The cost model a search prices through: GEMM and attention prices are kept per distinct
 /// shape for the whole search (the class bounds, the screening simulations and the whole ones ask
 /// for the same few thousand shapes hundreds of thousands of times); everything else goes to `base`
-/// as it is. The same answers as `base` (it is a pure function of the op). Thread-safe: one lock
+/// as it is. The same answers as `base` (it is a pure function of the op). Thread-safe: one reader-writer lock
 /// per shard.
 class PricingCache final : public hardware::CostModel {
  public:
@@ -45,7 +46,7 @@ class PricingCache final : public hardware::CostModel {
   static constexpr std::size_t kShards = 16;
   template <class Key>
   struct Shard {
-    std::mutex mu;
+    std::shared_mutex mu;  // lookups shared, inserts exclusive
     std::unordered_map<Key, hardware::ComputeCost, KeyHash> prices;
   };
   const hardware::CostModel& base_;
