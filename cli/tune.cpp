@@ -39,7 +39,9 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
                            .prune = !f.exhaustive,
                            .extra_full = 3,
                            .progress = {},
-                           .distribution = procs.distribution()};
+                           .distribution = procs.distribution(),
+                           // the explained plans are finalists: their timelines come from the search
+                           .keep_simulations = !f.no_explain && f.export_framework.empty() && procs.prints()};
   bool shown = false;
   if (procs.prints())
     opt.progress = [&shown](const tuner::Progress& p) {
@@ -95,19 +97,22 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     // the plans explained: the best, the runner-up (the best plan with another layout - tp,
     // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
     // their timelines simulated in parallel
-    std::vector<std::pair<std::string, const sim::Plan*>> explained{{"best", &best.plan}};
+    std::vector<std::pair<std::string, const tuner::RankedPlan*>> explained{{"best", &best}};
     auto layout = [](const sim::Plan& q) {
       return std::tuple(q.tp, q.pp, q.vp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices);
     };
     for (std::size_t i = 1; i < r.top.size(); ++i)
       if (layout(r.top[i].plan) != layout(best.plan) || i + 1 == r.top.size()) {
-        explained.emplace_back("runner-up", &r.top[i].plan);
+        explained.emplace_back("runner-up", &r.top[i]);
         break;
       }
-    if (r.baseline && r.baseline->index != best.index) explained.emplace_back("baseline", &r.baseline->plan);
+    if (r.baseline && r.baseline->index != best.index) explained.emplace_back("baseline", &*r.baseline);
     why.resize(explained.size());
     tuner::parallel_for(explained.size(), f.threads,
-                        [&](std::size_t i) { why[i] = {explained[i].first, tuner::explain_plan(ev, *explained[i].second)}; });
+                        [&](std::size_t i) {
+                          const tuner::RankedPlan& q = *explained[i].second;
+                          why[i] = {explained[i].first, tuner::explain_plan(ev, q.plan, q.simulated.get())};
+                        });
   }
   if (f.json) {
     auto j = tuner::search_json(r, cluster, ranges);

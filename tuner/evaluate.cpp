@@ -334,6 +334,10 @@ sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
   return sim::Engine(cost_, {.timeline = timeline}).simulate(g);
 }
 
+sim::SimulatedPlan Evaluator::simulate_kept(const sim::Plan& p) const {
+  return sim::simulate_plan(model_, cluster_, p, cost_, {.timeline = true});
+}
+
 Estimate Evaluator::estimate(const sim::Plan& p) const {
   if (p.pp > 1) return pipeline_estimate(p);
   const int rc = sim::recomputed_layers(p, model_.layers);

@@ -14,6 +14,7 @@
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
+#include "sim/pipeline_step.hpp"
 #include "sim/plan.hpp"
 
 namespace tuner {
@@ -110,6 +111,9 @@ class Evaluator {
   /// The whole model through the step graph and the engine (sim::simulate_plan: a long pipelined
   /// step from two shorter ones).
   sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
+  /// The same simulation with its timelines, and the graphs simulated (the same report as
+  /// simulate(p, true)).
+  sim::SimulatedPlan simulate_kept(const sim::Plan& p) const;
 
   /// A hash of the plan class whose graph compute_lower_bound builds for `p` (plans of one class
   /// share it): the search computes each batch's bounds class by class on its threads, so two

@@ -1,6 +1,8 @@
 #include "tuner/explain.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <stdexcept>
 
 #include "sim/pipeline_step.hpp"
 #include "sim/step_graph.hpp"
@@ -40,9 +42,12 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
 
 }  // namespace
 
-LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p) {
+LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p, const sim::SimulatedPlan* simulated) {
   const int L = ev.model().layers;
-  const auto sp = sim::simulate_plan(ev.model(), ev.cluster(), p, ev.cost(), {.timeline = true});
+  std::optional<sim::SimulatedPlan> own;
+  if (simulated && simulated->report.timelines.size() != simulated->graphs.size())
+    throw std::invalid_argument("tuner::explain_plan: the simulation given has no timelines");
+  const sim::SimulatedPlan& sp = simulated ? *simulated : own.emplace(ev.simulate_kept(p));
   const sim::StepReport& r = sp.report;
   LayerBreakdown b;
   b.plan = p;

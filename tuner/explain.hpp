@@ -35,6 +35,8 @@ struct LayerBreakdown {
 /// compares each layer's GEMM solo times with those of the same plan with one row slice and one
 /// column chunk. Pipelined plans: every stage's timeline (sim::simulate_plan; a long step from the
 /// 3 pp micro-batches simulated, scaled), the bubble and the exposed transfers.
-LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p);
+/// `simulated`: that simulation of `p` with its timelines if the caller has it (the search's,
+/// SearchOptions::keep_simulations); null: simulated here.
+LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p, const sim::SimulatedPlan* simulated = nullptr);
 
 }  // namespace tuner

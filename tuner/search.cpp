@@ -777,7 +777,16 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     if (s) add_finalist(*s);
   std::vector<RankedPlan> full(finalists.size());
   parallel_for(finalists.size(), res.threads, [&](std::size_t f) {
-    full[f] = RankedPlan{finalists[f].index, *plans[finalists[f].slot], finalists[f].est, ev.simulate(*plans[finalists[f].slot])};
+    const sim::Plan& p = *plans[finalists[f].slot];
+    full[f] = RankedPlan{.index = finalists[f].index, .plan = p, .estimate = finalists[f].est};
+    if (opt.keep_simulations) {
+      auto kept = std::make_shared<sim::SimulatedPlan>(ev.simulate_kept(p));
+      full[f].report = kept->report;
+      full[f].report.timelines.clear();  // kept once, in `simulated`
+      full[f].simulated = std::move(kept);
+    } else {
+      full[f].report = ev.simulate(p);
+    }
   });
   res.simulated_full = full.size();
   res.phases.whole = lap();

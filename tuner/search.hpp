@@ -4,10 +4,12 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/pipeline_step.hpp"
 #include "tuner/evaluate.hpp"
 #include "tuner/space.hpp"
 
@@ -40,6 +42,9 @@ struct SearchOptions {
   int extra_full = 3;     ///< full simulations beyond top_k, against screening error
   std::function<void(const Progress&)> progress;
   Distribution distribution;  ///< screening split over processes (the finalists are simulated by each)
+  /// The finalists simulated with timelines and their graphs kept (RankedPlan::simulated), for
+  /// what reads them afterwards (explain_plan) instead of simulating the same plans again.
+  bool keep_simulations = false;
 };
 
 /// @brief A plan that was simulated whole, with its reduced-layer estimate.
@@ -48,6 +53,9 @@ struct RankedPlan {
   sim::Plan plan;
   Estimate estimate;
   sim::StepReport report;
+  /// SearchOptions::keep_simulations: the whole simulation `report` comes from, with its graphs
+  /// and timelines (report is simulated->report without the timelines); otherwise null.
+  std::shared_ptr<const sim::SimulatedPlan> simulated;
 };
 
 /// @brief Plans refused for one reason, with an example: the first such plan, or for memory the one
