@@ -56,6 +56,18 @@ StepReport extrapolate_micro_batches(const StepReport& a, int lo, const StepRepo
   return r;
 }
 
+namespace {
+
+Plan with_micro_batches(const Plan& plan, int micro_batches) {
+  Plan q = plan;
+  q.global_batch = micro_batches * plan.micro_batch * plan.dp;
+  return q;
+}
+
+}  // namespace
+
+Plan SimulatedPlan::graphs_plan(const Plan& plan) const { return extrapolated() ? with_micro_batches(plan, micro_batches_hi) : plan; }
+
 SimulatedPlan simulate_plan(const ModelSpec& model, const hardware::ClusterSpec& cluster, const Plan& plan, const hardware::CostModel& cost,
                             const EngineOptions& options, bool all_micro_batches) {
   SimulatedPlan out;
@@ -66,12 +78,7 @@ SimulatedPlan simulate_plan(const ModelSpec& model, const hardware::ClusterSpec&
     out.report = simulate_stages(engine, out.graphs);
     return out;
   }
-  auto with = [&](int micro_batches) {
-    Plan q = plan;
-    q.global_batch = micro_batches * plan.micro_batch * plan.dp;
-    return q;
-  };
-  const Plan p_lo = with(lo), p_hi = with(hi);
+  const Plan p_lo = with_micro_batches(plan, lo), p_hi = with_micro_batches(plan, hi);
   const StepReport r_lo = simulate_stages(Engine(cost, {.timeline = false, .models = options.models}), build_stage_graphs(model, cluster, p_lo));
   out.graphs = build_stage_graphs(model, cluster, p_hi);
   const StepReport r_hi = simulate_stages(engine, out.graphs);

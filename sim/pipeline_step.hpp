@@ -24,6 +24,9 @@ struct SimulatedPlan {
   /// the report extrapolated linearly from them to the plan's; 0, 0: simulated as it is.
   int micro_batches_lo = 0, micro_batches_hi = 0;
   bool extrapolated() const { return micro_batches_hi > 0; }
+  /// The plan whose graphs were simulated last (`plan` itself, or with micro_batches_hi
+  /// micro-batches): build_stage_graphs of it rebuilds `graphs` task for task.
+  Plan graphs_plan(const Plan& plan) const;
 };
 
 /// @brief Simulates `plan`. A pipelined step of m micro-batches repeats its steady state once per

@@ -45,19 +45,24 @@ std::vector<std::int64_t> gemm_time_per_layer(const sim::StepGraph& g, const har
 LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p, const sim::SimulatedPlan* simulated) {
   const int L = ev.model().layers;
   std::optional<sim::SimulatedPlan> own;
-  if (simulated && simulated->report.timelines.size() != simulated->graphs.size())
-    throw std::invalid_argument("tuner::explain_plan: the simulation given has no timelines");
+  std::vector<sim::StepGraph> rebuilt;
+  if (simulated && simulated->graphs.empty()) rebuilt = sim::build_stage_graphs(ev.model(), ev.cluster(), simulated->graphs_plan(p));
   const sim::SimulatedPlan& sp = simulated ? *simulated : own.emplace(ev.simulate_kept(p));
+  const std::vector<sim::StepGraph>& graphs = rebuilt.empty() ? sp.graphs : rebuilt;
+  if (sp.report.timelines.size() != graphs.size()) throw std::invalid_argument("tuner::explain_plan: the simulation given has no timelines");
+  for (std::size_t s = 0; s < graphs.size(); ++s)
+    if (sp.report.timelines[s].timing.size() != graphs[s].size())
+      throw std::invalid_argument("tuner::explain_plan: the simulation given is not of this plan (task counts differ)");
   const sim::StepReport& r = sp.report;
   LayerBreakdown b;
   b.plan = p;
   b.step_time = r.step_time;
-  b.per_step = p.pp > 1 ? static_cast<double>(p.grad_accum_steps()) / sp.graphs[0].micro_batches : p.grad_accum_steps();
+  b.per_step = p.pp > 1 ? static_cast<double>(p.grad_accum_steps()) / graphs[0].micro_batches : p.grad_accum_steps();
   b.layers.resize(L + 1);
   for (int l = -1; l < L; ++l) b.layers[l + 1].layer = l;
-  const int stages = static_cast<int>(sp.graphs.size());
+  const int stages = static_cast<int>(graphs.size());
   for (int st = 0; st < stages; ++st) {
-    const sim::StepGraph& g = sp.graphs[static_cast<std::size_t>(st)];
+    const sim::StepGraph& g = graphs[static_cast<std::size_t>(st)];
     const auto& tl = r.timelines.at(static_cast<std::size_t>(st)).timing;
     LayerCost once;
     // compute intervals are disjoint and in issue order (one in-order compute stream)
@@ -109,9 +114,9 @@ LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p, const sim::
     whole.strategy = &sim::default_strategy();
     for (const sim::Knob* k : sim::plan_knobs()) k->set(whole, k->neutral);
   }
-  if (p.pp > 1) whole.global_batch = sp.graphs[0].micro_batches * p.micro_batch * p.dp;  // the micro-batches simulated
+  if (p.pp > 1) whole.global_batch = graphs[0].micro_batches * p.micro_batch * p.dp;  // the micro-batches simulated
   std::vector<std::int64_t> sliced(L + 1, 0), unsliced(L + 1, 0);
-  for (const auto& g : sp.graphs) {
+  for (const auto& g : graphs) {
     const auto s = gemm_time_per_layer(g, ev.cost(), L);
     for (int l = 0; l <= L; ++l) sliced[l] += s[l];
   }

@@ -36,7 +36,7 @@ struct LayerBreakdown {
 /// column chunk. Pipelined plans: every stage's timeline (sim::simulate_plan; a long step from the
 /// 3 pp micro-batches simulated, scaled), the bubble and the exposed transfers.
 /// `simulated`: that simulation of `p` with its timelines if the caller has it (the search's,
-/// SearchOptions::keep_simulations); null: simulated here.
+/// SearchOptions::keep_simulations; without graphs they are rebuilt); null: simulated here.
 LayerBreakdown explain_plan(const Evaluator& ev, const sim::Plan& p, const sim::SimulatedPlan* simulated = nullptr);
 
 }  // namespace tuner

@@ -783,6 +783,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       auto kept = std::make_shared<sim::SimulatedPlan>(ev.simulate_kept(p));
       full[f].report = kept->report;
       full[f].report.timelines.clear();  // kept once, in `simulated`
+      // not the graphs: 5-6 MB more at the peak for the default search, and a page fault here
+      // costs ~10 us (docs/benchmarks.md); explain_plan rebuilds the few it reads
+      kept->graphs = {};
+      for (auto& t : kept->report.timelines) t.graph = nullptr;
       full[f].simulated = std::move(kept);
     } else {
       full[f].report = ev.simulate(p);

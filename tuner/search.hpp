@@ -42,8 +42,8 @@ struct SearchOptions {
   int extra_full = 3;     ///< full simulations beyond top_k, against screening error
   std::function<void(const Progress&)> progress;
   Distribution distribution;  ///< screening split over processes (the finalists are simulated by each)
-  /// The finalists simulated with timelines and their graphs kept (RankedPlan::simulated), for
-  /// what reads them afterwards (explain_plan) instead of simulating the same plans again.
+  /// The finalists simulated with timelines, kept (RankedPlan::simulated), for what reads them
+  /// afterwards (explain_plan) instead of simulating the same plans again.
   bool keep_simulations = false;
 };
 
@@ -53,8 +53,9 @@ struct RankedPlan {
   sim::Plan plan;
   Estimate estimate;
   sim::StepReport report;
-  /// SearchOptions::keep_simulations: the whole simulation `report` comes from, with its graphs
-  /// and timelines (report is simulated->report without the timelines); otherwise null.
+  /// SearchOptions::keep_simulations: the whole simulation `report` comes from with its timelines
+  /// (report is simulated->report without them) but not its graphs (no graphs: explain_plan
+  /// rebuilds them, SimulatedPlan::graphs_plan); otherwise null.
   std::shared_ptr<const sim::SimulatedPlan> simulated;
 };
 

@@ -65,7 +65,8 @@ TEST_CASE("explain_plan from the search's kept simulations: the same breakdown a
     CHECK(a.top[i].simulated == nullptr);  // not kept unless asked
     REQUIRE(b.top[i].simulated != nullptr);
     CHECK(b.top[i].simulated->report.step_time == b.top[i].report.step_time);
-    CHECK(b.top[i].report.timelines.empty());  // kept once, with the graphs
+    CHECK(b.top[i].report.timelines.empty());  // kept once, in `simulated`
+    CHECK(b.top[i].simulated->graphs.empty());   // rebuilt by explain_plan: not kept for every finalist
     finalists.push_back(&b.top[i]);
   }
   REQUIRE(b.baseline);
@@ -79,8 +80,18 @@ TEST_CASE("explain_plan from the search's kept simulations: the same breakdown a
     CAPTURE(sim::describe(q->plan));
     check_same(tuner::explain_plan(ev, q->plan, q->simulated.get()), tuner::explain_plan(ev, q->plan));
   }
-  // a simulation without timelines cannot be explained: refused, not read out of range
+  // with its graphs (a simulation of explain's own): the same as rebuilt
+  const sim::SimulatedPlan whole = ev.simulate_kept(b.top[0].plan);
+  REQUIRE_FALSE(whole.graphs.empty());
+  check_same(tuner::explain_plan(ev, b.top[0].plan, &whole), tuner::explain_plan(ev, b.top[0].plan, b.top[0].simulated.get()));
+  // a simulation without timelines, or of another plan's tasks, cannot be explained: refused, not
+  // read out of range
   sim::SimulatedPlan bare = *b.top[0].simulated;
   bare.report.timelines.clear();
-  CHECK_THROWS_AS(tuner::explain_plan(ev, b.top[0].plan, &bare), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(tuner::explain_plan(ev, b.top[0].plan, &bare), doctest::Contains("no timelines"), std::invalid_argument);
+  auto shorter = m;
+  shorter.layers = 20;  // gpt3-13b with half its 40 layers: the rebuilt graphs have fewer tasks
+  const tuner::Evaluator ev20(shorter, c, cost);
+  CHECK_THROWS_WITH_AS(tuner::explain_plan(ev20, b.top[0].plan, b.top[0].simulated.get()), doctest::Contains("task counts differ"),
+                       std::invalid_argument);
 }
