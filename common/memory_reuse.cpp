@@ -1,7 +1,10 @@
 #include "common/memory_reuse.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
+#include <mutex>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -18,8 +21,21 @@ void keep_freed_memory() {
 #endif
 }
 
+namespace {
+std::atomic<bool> huge_pages{false};  // use_huge_pages was called
+
+/// A block held for the process's life, its pages never touched: address space, no memory.
+void keep_untouched(void* block) {
+  static std::mutex mu;
+  static std::vector<void*> kept;  // reachable: not a leak to LeakSanitizer
+  std::lock_guard lock(mu);
+  kept.push_back(block);
+}
+}  // namespace
+
 void use_huge_pages() {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+  huge_pages.store(true, std::memory_order_relaxed);
   // Transparent huge pages for the heap, as glibc's glibc.malloc.hugetlb=1 tunable would give (a
   // tunable is read from the environment before main, so it cannot be set from here): the heap
   // grows by a 64 MB pad at once (address space only: pages are touched as used) and that range
@@ -35,9 +51,39 @@ void use_huge_pages() {
   if (probe) {
     const auto lo = (reinterpret_cast<std::uintptr_t>(probe) + kHuge - 1) & ~(kHuge - 1);
     const auto hi = reinterpret_cast<std::uintptr_t>(sbrk(0)) & ~(kHuge - 1);
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice: failure changes nothing
-    std::free(probe);
+    const auto at = reinterpret_cast<std::uintptr_t>(probe);
+    // advice: failure changes nothing. The probe's part below the advised range is kept allocated
+    // and never touched (use_huge_pages_in_thread): what the command allocates next comes from
+    // the advised pages, not from the small ones below them (-200 to -500 faults of `tune`)
+    if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0 && lo - at > 256 * 1024)
+      keep_untouched(std::realloc(probe, lo - at - 256));  // shrinks in place: the rest is freed
+    else
+      std::free(probe);
   }
+#endif
+}
+
+void use_huge_pages_in_thread() {
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+  if (!huge_pages.load(std::memory_order_relaxed)) return;
+  // A thread's first allocation creates its arena: a heap aligned to glibc's HEAP_MAX_SIZE (64 MB
+  // on 64-bit: 2 x the 32 MB largest mmap threshold), writable to the 64 MB top pad at once. The
+  // probe lies in its first 2 MB page, already faulted in small pages (the heap's header, the
+  // thread's tcache); from the next 2 MB boundary to the heap's end the range is advised, as
+  // glibc.malloc.hugetlb=1 advises a new heap whole. The rest of that first page is taken by one
+  // block kept for the process's life and never touched (address space, no memory): the thread's
+  // allocations start on the advised pages. Were the probe elsewhere (the main heap, when glibc
+  // reuses an arena) the range is the main heap's or unmapped: advice, or ENOMEM.
+  constexpr std::uintptr_t kHeap = std::uintptr_t{64} << 20, kHuge = std::uintptr_t{2} << 20;
+  void* probe = std::malloc(64);
+  if (!probe) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(probe);
+  const std::uintptr_t lo = (at + kHuge) & ~(kHuge - 1), hi = (at & ~(kHeap - 1)) + kHeap;
+  if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0) {
+    const std::uintptr_t gap = lo - at;  // the probe, its chunk header and the rest of the page
+    if (gap > 256 * 1024) keep_untouched(std::malloc(gap - 256));
+  }
+  std::free(probe);
 #endif
 }
 

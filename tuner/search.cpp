@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "common/config_error.hpp"
+#include "common/memory_reuse.hpp"
 #include "sim/memory.hpp"
 #include "tuner/pricing_cache.hpp"
 #include "sim/strategy.hpp"
@@ -56,7 +57,11 @@ class Pool {
   bool run(std::size_t n, int helpers, const std::function<void(std::size_t)>& fn) {
     std::unique_lock lock(mu_);
     if (job_) return false;
-    for (; threads_ < helpers; ++threads_) std::thread([this] { work(); }).detach();
+    for (; threads_ < helpers; ++threads_)
+      std::thread([this] {
+        common::use_huge_pages_in_thread();  // its arena as the main heap (tune, whatif)
+        work();
+      }).detach();
     Job job{.fn = &fn, .n = n, .seats = helpers};
     job_ = &job;
     ++generation_;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "common/memory_reuse.hpp"
 
@@ -119,7 +120,27 @@ TEST_CASE("run and tune under mpirun load the MPI plug-in and Open MPI (the dlop
 #endif
 #endif
 
-TEST_CASE("tune and whatif's heap is advised for transparent huge pages (common::use_huge_pages)") {
+namespace {
+
+/// The VmFlags line of the mapping holding `at` (/proc/self/smaps, proc(5)); empty if none does.
+[[maybe_unused]] std::string mapping_flags(std::uintptr_t at) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line, flags;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line (the others start with a field name)
+      inside = at >= lo && at < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) flags = line;
+  }
+  return flags;
+}
+
+}  // namespace
+
+TEST_CASE("tune and whatif's heap is advised for transparent huge pages (common::use_huge_pages, use_huge_pages_in_thread)") {
   // use_huge_pages grows the heap by a 64 MB pad and advises it MADV_HUGEPAGE; the kernel shows
   // the advice as "hg" in the mapping's VmFlags (proc(5)). Checked on a block malloc hands out
   // from the pad afterwards. Not meaningful where the kernel has transparent huge pages off, or
@@ -137,20 +158,46 @@ TEST_CASE("tune and whatif's heap is advised for transparent huge pages (common:
   common::use_huge_pages();
   void* block = std::malloc(std::size_t{8} << 20);  // below the 16 MB mmap threshold: from the heap's pad
   REQUIRE(block);
-  const auto at = reinterpret_cast<std::uintptr_t>(block) + (std::size_t{4} << 20);  // past the first, partial 2 MB
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line, flags;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line (the others start with a field name)
-      inside = at >= lo && at < hi;
-      continue;
-    }
-    if (inside && line.rfind("VmFlags:", 0) == 0) flags = line;
-  }
+  // past the first, partial 2 MB (a block freed earlier in this process may lie below the range)
+  const std::string flags = mapping_flags(reinterpret_cast<std::uintptr_t>(block) + (std::size_t{4} << 20));
   std::free(block);
   CAPTURE(flags);
   CHECK(flags.find(" hg") != std::string::npos);
+
+  // a thread's own arena (glibc gives each thread a heap of its own): in a process of its own,
+  // where the thread's arena is new (this one's threads leave arenas that glibc hands out again)
+  ::setenv("SLICETUNE_TEST_FRESH_ARENA", "1", 1);
+  const auto child = hardening::run({"/proc/self/exe", "--test-case=a new thread's arena*", "--no-version", "--no-intro"});
+  ::unsetenv("SLICETUNE_TEST_FRESH_ARENA");
+  CAPTURE(child.out);
+  CAPTURE(child.err);
+  CHECK(child.code == 0);
+  CHECK(child.out.find("1 passed") != std::string::npos);
+#endif
+}
+
+TEST_CASE("a new thread's arena is advised for huge pages (common::use_huge_pages_in_thread; run by the case above in a process of its own)") {
+  // use_huge_pages_in_thread advises the thread's heap past its first 2 MB page and keeps the rest
+  // of that page allocated, so the thread's first block lies in the advised range ("hg"). Without
+  // the call the heap has no "hg"; without the kept rest a 1 MB block comes from the first page.
+#if defined(SLICETUNE_TEST_SANITIZED) || !defined(__GLIBC__)
+  MESSAGE("skipped: a sanitizer's allocator or not glibc");
+#else
+  if (!std::getenv("SLICETUNE_TEST_FRESH_ARENA")) {
+    MESSAGE("run as a process of its own by the test case above");
+    return;
+  }
+  common::keep_freed_memory();
+  common::use_huge_pages();
+  std::string own;
+  std::thread([&own] {
+    common::use_huge_pages_in_thread();
+    void* b = std::malloc(std::size_t{1} << 20);
+    if (!b) return;  // own stays empty: the check below fails
+    own = mapping_flags(reinterpret_cast<std::uintptr_t>(b) + 4096);  // past the page its header may share with the kept block
+    std::free(b);
+  }).join();
+  CAPTURE(own);
+  CHECK(own.find(" hg") != std::string::npos);
 #endif
 }
