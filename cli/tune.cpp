@@ -96,7 +96,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     savers = tuner::explain_savers(ev, best.plan, f.threads, known);
     // the plans explained: the best, the runner-up (the best plan with another layout - tp,
     // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
-    // their timelines simulated in parallel
+    // explained in parallel from the search's timelines of them (keep_simulations above)
     std::vector<std::pair<std::string, const tuner::RankedPlan*>> explained{{"best", &best}};
     auto layout = [](const sim::Plan& q) {
       return std::tuple(q.tp, q.pp, q.vp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices);

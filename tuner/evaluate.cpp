@@ -328,10 +328,10 @@ Duration Evaluator::compute_lower_bound(const sim::Plan& p) const {
   return std::max(Duration::from_ps(static_cast<std::int64_t>(std::floor(total * (1 - 1e-12)))), gemm_lower_bound(p));
 }
 
-sim::StepReport Evaluator::simulate(const sim::Plan& p, bool timeline) const {
-  if (p.pp > 1) return sim::simulate_plan(model_, cluster_, p, cost_, {.timeline = timeline}).report;
+sim::StepReport Evaluator::simulate(const sim::Plan& p) const {
+  if (p.pp > 1) return sim::simulate_plan(model_, cluster_, p, cost_).report;
   sim::StepGraph g = sim::build_step_graph(model_, cluster_, p);
-  return sim::Engine(cost_, {.timeline = timeline}).simulate(g);
+  return sim::Engine(cost_).simulate(g);
 }
 
 sim::SimulatedPlan Evaluator::simulate_kept(const sim::Plan& p) const {

@@ -110,9 +110,8 @@ class Evaluator {
   Estimate estimate(const sim::Plan& p) const;
   /// The whole model through the step graph and the engine (sim::simulate_plan: a long pipelined
   /// step from two shorter ones).
-  sim::StepReport simulate(const sim::Plan& p, bool timeline = false) const;
-  /// The same simulation with its timelines, and the graphs simulated (the same report as
-  /// simulate(p, true)).
+  sim::StepReport simulate(const sim::Plan& p) const;
+  /// The same simulation with its timelines, and the graphs simulated.
   sim::SimulatedPlan simulate_kept(const sim::Plan& p) const;
 
   /// A hash of the plan class whose graph compute_lower_bound builds for `p` (plans of one class
