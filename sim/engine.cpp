@@ -20,6 +20,7 @@ namespace {
 
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 constexpr int kIdle = EngineView::kIdle;
+constexpr std::size_t kNoFork = std::numeric_limits<std::size_t>::max();
 
 /// Another simulated member of one of a rank's groups, and that group's index in its graph.
 struct Peer {
@@ -74,6 +75,7 @@ struct RankState {
   std::size_t next_sync = 0;                      // the sync the host waits at (or will)
   std::uint32_t done_before_sync = 0;             // completed tasks issued up to syncs[next_sync]
   std::vector<std::uint32_t> pending;
+  std::vector<std::uint32_t> pending0;            // `pending` before the run (Simulation::hand_over)
   std::vector<TaskTiming> timing;
   std::vector<std::size_t> head;     // per stream
   std::vector<int> running;          // per stream: index into the activities, or kIdle
@@ -93,6 +95,7 @@ struct RunStats {
   std::int64_t end = 0;
   std::vector<RankStats> ranks;  // per simulated graph
   std::size_t events = 0;
+  std::size_t shared = 0;  // of events, those taken over from another run (Simulation::hand_over)
 };
 
 /// Which micro-batch of the step a run simulates: the tasks it includes (Task::step_start only in
@@ -107,15 +110,18 @@ bool runs_in(const Task& t, MicroBatch mb) {
 
 class Simulation {
  public:
+  /// `memo`: the rates remembered per running set, shared by the runs of one Engine::simulate (they
+  /// price the same tasks alike: Priced)
   Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const Priced& priced, const std::vector<ModelFactory>& models,
-             MicroBatch which, bool timeline)
-      : timeline_(timeline) {
+             MicroBatch which, bool timeline, RateMemo& memo)
+      : timeline_(timeline), which_(which), memo_(&memo) {
     const auto& cl = cost.cluster();
     for (const auto& link : cost.links()) link_bytes_per_ps_.push_back(link.bytes_per_s * 1e-12);
     for (const auto& make : models) {
       models_.push_back(make(cost));
       memoize_ = memoize_ && models_.back()->memoizable();
     }
+    stateless_ = memoize_;
     ranks_.resize(graphs.size());
     std::size_t max_running = 0;
     for (std::size_t r = 0; r < graphs.size(); ++r) {
@@ -174,6 +180,7 @@ class Simulation {
           if (seqs.size() <= t.seq) seqs.resize(t.seq + 1, ~0u);
           seqs[t.seq] = static_cast<std::uint32_t>(i);
         }
+      rs.pending0 = rs.pending;
     }
     // groups are matched by (name, instance) across the simulated graphs
     for (std::size_t r = 0; r < ranks_.size(); ++r)
@@ -200,6 +207,15 @@ class Simulation {
     view_.cluster = &cl;
   }
 
+  /// Until this run and `next` (a run of the same graphs and Priced, another micro-batch) part - the
+  /// first time a stream of either reaches a task the other does not run, or a task issued after
+  /// one - they are the same run event for event: this run hands its state over to `next` there
+  /// (hand_over), and next.run() goes on from it instead of simulating the shared part again. The
+  /// micro-batches differ in their tasks step_start and once_per_step: a step's last micro-batch
+  /// first runs its DP reductions and optimizer late in its backward pass (Builder), so all its forward
+  /// pass and most of its backward are the runs' shared part. Not with host syncs (pipeline graphs, run
+  /// once) or models with state of their own.
+  void fork_into(Simulation& next);
   RunStats run();
   std::vector<RankState>& ranks() { return ranks_; }
 
@@ -253,8 +269,18 @@ class Simulation {
   void complete(std::size_t a, std::int64_t now);
   void release_sync(RankState& rs, std::int64_t now);
   void update_rates();
+  void hand_over(std::int64_t now, const RunStats& st);
 
   bool timeline_;
+  MicroBatch which_;
+  bool stateless_ = true;  // every model memoizable: the rates depend on the running set alone (fork_into)
+  Simulation* fork_ = nullptr;                     // the run this one hands its state over to (fork_into)
+  std::vector<std::vector<std::size_t>> fork_at_;  // per rank, per stream: the queue position where the runs part (kNoFork: never)
+  std::vector<std::pair<int, StreamId>> at_fork_;  // the streams whose head is at their fork_at_
+  bool must_part() const;
+  bool resumed_ = false;                           // this run goes on from a hand-over: resume_st_ at resume_now_
+  RunStats resume_st_;
+  std::int64_t resume_now_ = 0;
   std::vector<double> link_bytes_per_ps_;
   std::vector<std::unique_ptr<EngineModel>> models_;
   std::vector<RankState> ranks_;
@@ -270,7 +296,7 @@ class Simulation {
   std::vector<std::uint64_t> active_key_;  // per activity (as active_): memo_word
   std::vector<std::uint64_t> key_;         // scratch: the key with flows, several ranks
   std::vector<double> rates_;              // scratch: its rates
-  RateMemo memo_;
+  RateMemo* memo_;
   std::uint32_t next_flow_ = 0;
   std::vector<StreamId> peer_streams_;  // scratch: where each peer starts its member of a collective
   std::vector<char> dirty_;             // per rank: a task of it completed since its streams were scanned
@@ -311,6 +337,7 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
   dirty_[static_cast<std::size_t>(a.rank)] = 1;
   rs.running[a.stream] = kIdle;
   ++rs.head[a.stream];
+  if (fork_ && rs.head[a.stream] == fork_at_[static_cast<std::size_t>(a.rank)][a.stream]) at_fork_.push_back({a.rank, a.stream});
   for (auto v : boost::make_iterator_range(rs.g->successors(a.task))) --rs.pending[v];
   if (rs.next_sync < rs.syncs.size() && a.task <= rs.syncs[rs.next_sync] && ++rs.done_before_sync == rs.sync_need[rs.next_sync])
     release_sync(rs, now);
@@ -323,6 +350,87 @@ void Simulation::release_sync(RankState& rs, std::int64_t now) {
   const std::uint32_t at = rs.syncs[rs.next_sync++];
   const std::size_t end = rs.next_sync < rs.syncs.size() ? rs.syncs[rs.next_sync] + std::size_t{1} : rs.issue_ps.size();
   for (std::size_t j = at + std::size_t{1}; j < end; ++j) rs.issue_ps[j] = now + (rs.host_ps[j] - rs.host_ps[at]);
+}
+
+void Simulation::fork_into(Simulation& next) {
+  if (!stateless_ || !next.stateless_ || next.ranks_.size() != ranks_.size()) return;
+  std::vector<std::vector<std::size_t>> at(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& a = ranks_[r];
+    const RankState& b = next.ranks_[r];
+    if (a.g != b.g || !a.syncs.empty() || !b.syncs.empty()) return;
+    // the first task one run includes and the other does not: the host issues the tasks after it at
+    // other times (its launch cost), so those differ too
+    const StepGraph& g = *a.g;
+    std::size_t d = g.size();
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (runs_in(g.tasks[i], which_) != runs_in(g.tasks[i], next.which_)) {
+        d = i;
+        break;
+      }
+    at[r].assign(a.queue.size(), kNoFork);
+    for (std::size_t s = 0; s < a.queue.size(); ++s) {
+      const auto& qa = a.queue[s];
+      const auto& qb = b.queue[s];
+      // queues are in issue order: their entries before d are the same in both runs
+      const auto p = static_cast<std::size_t>(std::lower_bound(qa.begin(), qa.end(), d) - qa.begin());
+      if (p == qa.size() && p == qb.size()) continue;  // the stream ends alike in both
+      at[r][s] = p;
+      if (p == 0) at_fork_.push_back({static_cast<int>(r), static_cast<StreamId>(s)});
+    }
+  }
+  fork_at_ = std::move(at);
+  fork_ = &next;
+  if (next.timeline_ && !timeline_) {  // the shared part's task times are next's
+    timeline_ = true;
+    for (auto& rs : ranks_) rs.timing.assign(rs.g->size(), TaskTiming{});
+  }
+}
+
+// Whether the runs part at this iteration: a stream at its fork position whose next task, in
+// either run, waits for nothing. Until then the scans of such a stream see a task that waits for
+// an input in both runs and leave everything as it is, so the runs stay the same.
+bool Simulation::must_part() const {
+  for (const auto& [r, s] : at_fork_) {
+    const RankState& a = ranks_[static_cast<std::size_t>(r)];
+    const RankState& b = fork_->ranks_[static_cast<std::size_t>(r)];
+    const std::size_t p = a.head[s];
+    if (p < a.queue[s].size() && a.pending[a.queue[s][p]] == 0) return true;
+    // the other run's task waits for its own inputs less those completed here (hand_over)
+    if (p < b.queue[s].size()) {
+      const auto v = b.queue[s][p];
+      if (b.pending0[v] - (a.pending0[v] - a.pending[v]) == 0) return true;
+    }
+  }
+  return false;
+}
+
+// The runs part now: `next` starts from this run's state, its own tasks waiting as they do in it.
+void Simulation::hand_over(std::int64_t now, const RunStats& st) {
+  Simulation& t = *fork_;
+  fork_ = nullptr;
+  at_fork_.clear();
+  t.resume_st_ = st;
+  t.resume_st_.shared = st.events;
+  t.resume_now_ = now;
+  t.resumed_ = true;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& a = ranks_[r];
+    RankState& b = t.ranks_[r];
+    std::copy(a.head.begin(), a.head.end(), b.head.begin());
+    std::copy(a.running.begin(), a.running.end(), b.running.begin());  // in place: the models' views span it
+    // what has completed is the same in both runs: each task waits for its own inputs less those
+    for (std::size_t v = 0; v < b.pending.size(); ++v) b.pending[v] = b.pending0[v] - (a.pending0[v] - a.pending[v]);
+    if (t.timeline_) b.timing = a.timing;
+  }
+  t.active_ = active_;
+  t.active_key_ = active_key_;
+  t.memoize_ = memoize_;
+  t.memo_lookups_ = memo_lookups_;
+  t.memo_hits_ = memo_hits_;
+  t.next_flow_ = next_flow_;
+  t.dirty_ = dirty_;
+  t.rank_wake_ = rank_wake_;
 }
 
 // The models' rates are a function of the running set alone - which task cost runs on which rank
@@ -344,7 +452,7 @@ void Simulation::update_rates() {
   }
   if (memoize_) {
     ++memo_lookups_;
-    if (const auto known = memo_.find(key)) {
+    if (const auto known = memo_->find(key)) {
       ++memo_hits_;
       for (std::size_t i = 0; i < active_.size(); ++i) active_[i].rate = (*known)[i];
       return;
@@ -363,21 +471,27 @@ void Simulation::update_rates() {
   if (memoize_) {
     rates_.clear();
     for (const auto& a : active_) rates_.push_back(a.rate);
-    memo_.insert(key, rates_);
+    memo_->insert(key, rates_);
   }
 }
 
 RunStats Simulation::run() {
   RunStats st;
-  st.ranks.resize(ranks_.size());
-  for (std::size_t r = 0; r < ranks_.size(); ++r) st.ranks[r].busy.assign(ranks_[r].g->streams.size(), 0);
   std::int64_t now = 0;
-  // A rank's streams are scanned again only when something on it completed (dirty_) or its next
-  // issue time has come (rank_wake_): nothing else can make one of its tasks ready. A collective
-  // waiting on a peer is found when the peer, whose state changed, is scanned.
-  dirty_.assign(ranks_.size(), 1);
-  rank_wake_.assign(ranks_.size(), kNever);
+  if (resumed_) {  // from another run's state (hand_over)
+    st = std::move(resume_st_);
+    now = resume_now_;
+  } else {
+    st.ranks.resize(ranks_.size());
+    for (std::size_t r = 0; r < ranks_.size(); ++r) st.ranks[r].busy.assign(ranks_[r].g->streams.size(), 0);
+    // A rank's streams are scanned again only when something on it completed (dirty_) or its next
+    // issue time has come (rank_wake_): nothing else can make one of its tasks ready. A collective
+    // waiting on a peer is found when the peer, whose state changed, is scanned.
+    dirty_.assign(ranks_.size(), 1);
+    rank_wake_.assign(ranks_.size(), kNever);
+  }
   for (;;) {
+    if (!at_fork_.empty() && must_part()) hand_over(now, st);  // the top of an iteration: the runs' states are alike up to here
     std::int64_t wake = kNever;
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       auto& rs = ranks_[r];
@@ -473,6 +587,7 @@ RunStats Simulation::run() {
       for (std::size_t i = 0; i < active_.size(); ++i) ranks_[active_[i].rank].running[active_[i].stream] = static_cast<int>(i);
     }
   }
+  if (fork_) hand_over(now, st);  // never parted: the runs are the same to the end
   for (const auto& rs : ranks_)
     for (std::size_t s = 0; s < rs.queue.size(); ++s)
       if (rs.head[s] != rs.queue[s].size()) {
@@ -523,17 +638,24 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   for (const StepGraph* g : ranks)
     for (const auto& t : g->tasks) has_start |= t.step_start;
   const Priced priced(ranks, cost_);
+  RateMemo memo;
   RunStats first{}, mid{};
   bool mid_simulated = false;
+  Simulation last(ranks, cost_, priced, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline, memo);
   if (repeats > 1) {
-    first = Simulation(ranks, cost_, priced, options_.models, MicroBatch::first, false).run();
+    // the last micro-batch goes on from the run before it where they part (fork_into)
+    Simulation f(ranks, cost_, priced, options_.models, MicroBatch::first, false, memo);
+    const bool middle = has_start && repeats > 2;
+    if (!middle && options_.share_runs) f.fork_into(last);
+    first = f.run();
     mid = first;
-    if (has_start && repeats > 2) {
-      mid = Simulation(ranks, cost_, priced, options_.models, MicroBatch::middle, false).run();
+    if (middle) {
+      Simulation m(ranks, cost_, priced, options_.models, MicroBatch::middle, false, memo);
+      if (options_.share_runs) m.fork_into(last);
+      mid = m.run();
       mid_simulated = true;
     }
   }
-  Simulation last(ranks, cost_, priced, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline);
   RunStats ls = last.run();
   const std::int64_t k = std::max<std::int64_t>(0, repeats - 2);
   // checked: the micro-batches of a long step must not wrap to a negative time
@@ -567,6 +689,7 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   rep.exposed_comm = rep.ranks[0].exposed_comm;
   rep.idle = rep.ranks[0].idle;
   rep.events = first.events + (mid_simulated ? mid.events : 0) + ls.events;
+  rep.shared_events = ls.shared;
   for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * repeats;
   const double gpus = g0.plan.gpus();
   rep.mfu = rep.model_flops / (rep.step_time.s() * gpus * cl.gpu.peak_flops(g0.plan.dtype));

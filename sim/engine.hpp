@@ -60,6 +60,9 @@ struct StepReport {
   double tokens_per_s = 0;
   std::size_t tasks = 0;   ///< tasks in the first rank's graph
   std::size_t events = 0;  ///< engine events processed (all runs)
+  /// Of `events`, those the last micro-batch's run took over from the run before it instead of
+  /// simulating them again (EngineOptions::share_runs).
+  std::size_t shared_events = 0;
   MemoryEstimate memory;             ///< the first graph's; with several graphs, the one that needs most (the worst stage)
   std::vector<RankBusy> ranks;       ///< every graph given, in order (ranks[0] repeats the figures above)
   std::vector<RankTimeline> timelines;  ///< filled when EngineOptions::timeline
@@ -72,6 +75,10 @@ struct StepReport {
 
 struct EngineOptions {
   bool timeline = false;  ///< record per-task start/end (for traces and per-task validation)
+  /// The micro-batch runs of one step (first, middle, last) simulate what they share once: the
+  /// last goes on from the run before it where their tasks part. The same report either way, to
+  /// the picosecond (tests/sim check it); false simulates each run from the start.
+  bool share_runs = true;
   /// The resource models, in the order the engine applies them (sim/engine_model.hpp).
   std::vector<ModelFactory> models = default_models();
 };
