@@ -203,6 +203,13 @@ StreamChain compute_stream_chain(const sim::StepGraph& g, const hardware::CostMo
     if (g.on_compute(i)) chain.push_back(static_cast<std::uint32_t>(i));
   }
   StreamChain out;
+  for (const std::uint32_t i : chain) {
+    const double solo = static_cast<double>(d[i]);
+    const sim::Task& t = g.tasks[i];
+    out.solo_ps += solo;
+    if (t.layer >= 0) out.layer_solo_ps += solo;
+    else (t.op == sim::Op::embedding ? out.embedding_solo_ps : out.head_solo_ps) += solo;
+  }
   std::vector<std::int64_t> dist(n, -1);  // longest path from a's start to each task's start; -1 none
   for (std::size_t k = 0; k < chain.size(); ++k) {
     const std::uint32_t a = chain[k];
@@ -256,7 +263,7 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   // One graph of one layer: every layer's tasks are the same (the builder emits each layer alike;
   // tests/tuner check that a graph of 2 layers adds exactly the 1-layer graph's layer tasks), so
   // a layer adds what the tasks of layer 0 cost, and the rest is the embedding and head side.
-  double c = 0, h = 0, cl = 0, hl = 0;
+  double h = 0, hl = 0;
   sim::ModelSpec m = model_;
   m.layers = 1;
   const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
@@ -265,14 +272,13 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
     const double launch_ps = static_cast<double>(launch * t.launches);
     h += launch_ps;
     if (t.layer >= 0) hl += launch_ps;
-    if (g.streams[t.stream].kind != sim::StreamKind::compute) continue;
-    const double solo = static_cast<double>(sim::solo_time(cost_, t, p.stack).ps);
-    c += solo;
-    if (t.layer >= 0) cl += solo;
-    else (t.op == sim::Op::embedding ? b.emb_ps : b.head_ps) += solo;
   }
   const double L = model_.layers;
+  // the compute stream's solo times priced once, with its gaps
   const StreamChain chain = compute_stream_chain(g, cost_);
+  const double c = chain.solo_ps, cl = chain.layer_solo_ps;
+  b.emb_ps = chain.embedding_solo_ps;
+  b.head_ps = chain.head_solo_ps;
   b.chain_ps = chain.rest_ps + L * chain.layer_ps;
   b.layer_chain_ps = chain.layer_ps;
   b.compute_ps = c + (L - 1) * cl;

@@ -52,6 +52,9 @@ struct Estimate {
 /// tasks (a graph of L layers: L times a layer's), `rest_ps` the rest (embedding, head side).
 struct StreamChain {
   double rest_ps = 0, layer_ps = 0;
+  /// The compute stream's tasks at their solo time (as the engine prices them): all of them, those
+  /// of the layers, and outside the layers the embedding's and the rest (the head side).
+  double solo_ps = 0, layer_solo_ps = 0, embedding_solo_ps = 0, head_solo_ps = 0;
 };
 StreamChain compute_stream_chain(const sim::StepGraph& g, const hardware::CostModel& cost);
 

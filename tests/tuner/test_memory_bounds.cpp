@@ -343,6 +343,8 @@ TEST_CASE("the compute stream's gaps, worked out by hand on a small graph") {
   s.step_start = true;
   //                     0 E           1 A           2 R1                3 B          4 S  5 C          6 R2                 7 H
   std::vector<sim::Task> tasks{gemm(10, -1), gemm(100, 0), all_reduce(50000, 0), gemm(30, 0), s, gemm(40, 0), all_reduce(100000, 0), gemm(20, -1)};
+  tasks[0].op = sim::Op::embedding;
+  tasks[7].op = sim::Op::lm_head;
   sim::Plan p;
   p.tp = 8;
   const auto g = test::assemble(tasks, {{0, 1}, {1, 2}, {2, 3}, {5, 6}, {6, 7}}, p);
@@ -350,6 +352,12 @@ TEST_CASE("the compute stream's gaps, worked out by hand on a small graph") {
   const tuner::StreamChain ch = tuner::compute_stream_chain(g, cost);
   CHECK(ch.layer_ps == doctest::Approx(220e6));
   CHECK(ch.rest_ps == doctest::Approx(30e6));
+  // the compute stream's solo times (S left out): 10 + 100 + 30 + 40 + 20 = 200 us, the layer's
+  // 100 + 30 + 40 = 170 us, outside it the embedding E 10 us and the head side H 20 us
+  CHECK(ch.solo_ps == doctest::Approx(200e6));
+  CHECK(ch.layer_solo_ps == doctest::Approx(170e6));
+  CHECK(ch.embedding_solo_ps == doctest::Approx(10e6));
+  CHECK(ch.head_solo_ps == doctest::Approx(20e6));
   const auto r = sim::Engine(cost).simulate(g);
   CHECK(r.step_time.us() == doctest::Approx(355.0));
 }
