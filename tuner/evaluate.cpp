@@ -236,6 +236,36 @@ StreamChain compute_stream_chain(const sim::StepGraph& g, const hardware::CostMo
   return out;
 }
 
+namespace {
+
+/// The knob tp_channels among `st`'s where it applies to `q` and is searched at more than one
+/// value, else null.
+const sim::Knob* searched_channels(const sim::Strategy& st, const sim::Plan& q) {
+  for (const sim::Knob& k : st.knobs)
+    if (k.key == "tp_channels") return k.searched.size() > 1 && k.applies(q) ? &k : nullptr;
+  return nullptr;
+}
+
+/// `g` (built with tp_channels 0, NCCL's choice) as the builder makes it with `channels`: the
+/// channels are the SMs of every collective of the TP communicator that no strategy put on SMs of
+/// its own or on copy engines (Builder::add; the tp_overlap of the strategies that have the knob
+/// sets nothing else from it). False where the graph has no single "tp" group.
+bool with_tp_channels(sim::StepGraph& g, int channels) {
+  std::optional<sim::GroupId> tp;
+  for (std::size_t i = 0; i < g.groups.size(); ++i)
+    if (g.groups[i].name == "tp") {
+      if (tp) return false;
+      tp = static_cast<sim::GroupId>(i);
+    }
+  if (!tp) return false;
+  g.plan.tp_channels = channels;
+  for (auto& t : g.tasks)
+    if (t.is_collective() && t.group == tp && t.comm_sms < 0) t.comm_sms = static_cast<std::int16_t>(channels);
+  return true;
+}
+
+}  // namespace
+
 Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
   // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
@@ -258,15 +288,49 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   q.schedule = sim::PipelineSchedule::one_f_one_b;
   q.pipeline_layers.clear();
   q.p2p_overlap = false;
-  const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
-  ClassBound b;
   // One graph of one layer: every layer's tasks are the same (the builder emits each layer alike;
   // tests/tuner check that a graph of 2 layers adds exactly the 1-layer graph's layer tasks), so
   // a layer adds what the tasks of layer 0 cost, and the rest is the embedding and head side.
-  double h = 0, hl = 0;
   sim::ModelSpec m = model_;
   m.layers = 1;
+  const sim::Knob* channels = searched_channels(*st, p);
+  if (!channels || q.tp_channels != channels->neutral ||
+      std::find(channels->searched.begin(), channels->searched.end(), channels->neutral) == channels->searched.end()) {
+    graphs_built_.fetch_add(1, std::memory_order_relaxed);
+    const ClassBound b = bound_of_graph(sim::build_step_graph(m, cluster_, q), q);
+    std::unique_lock lock(shard.mu);
+    shard.bounds.emplace(key, b);
+    return b;
+  }
+  // The class at NCCL's channel choice: its siblings at the knob's other searched channel counts
+  // differ only in the SMs of the TP collectives (with_tp_channels), so they are bounded from the
+  // same graph now (pricing a graph costs a tenth of building it; a sibling the search never asks
+  // for is a few microseconds lost). tests/tuner check the bounds equal those of built graphs.
+  graphs_built_.fetch_add(1, std::memory_order_relaxed);
   const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
+  const ClassBound b = bound_of_graph(g, q);
+  for (const int v : channels->searched) {
+    if (v == channels->neutral) continue;
+    sim::StepGraph gv = g;
+    if (!with_tp_channels(gv, v)) break;
+    sim::Plan pv = p;  // the plan class_bound(pv) would build gv for
+    pv.tp_channels = v;
+    const sim::Strategy* sv = nullptr;
+    const ClassKey kv = class_key(pv, false, sv);
+    const ClassBound bv = bound_of_graph(gv, gv.plan);
+    BoundShard& sh = bounds_[class_hash(kv) % kShards];
+    std::unique_lock lock(sh.mu);
+    sh.bounds.emplace(kv, bv);
+  }
+  std::unique_lock lock(shard.mu);
+  shard.bounds.emplace(key, b);
+  return b;
+}
+
+Evaluator::ClassBound Evaluator::bound_of_graph(const sim::StepGraph& g, const sim::Plan& p) const {
+  const std::int64_t launch = cluster_.host.launch_for(p.stack).ps;
+  ClassBound b;
+  double h = 0, hl = 0;
   for (const auto& t : g.tasks) {
     if (t.once_per_step || t.step_start) continue;
     const double launch_ps = static_cast<double>(launch * t.launches);
@@ -287,8 +351,6 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   b.layer_host_ps = hl;
   b.layer_ps = std::max(cl, chain.layer_ps);  // pipelined plans: a layer's gaps on its stage's compute stream
   b.host_layer_ps = hl;
-  std::unique_lock lock(shard.mu);
-  shard.bounds.emplace(key, b);
   return b;
 }
 

@@ -2,6 +2,7 @@
 //          simulation), Estimate, rank_params
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -121,15 +122,9 @@ class Evaluator {
   /// share it): the search computes each batch's bounds class by class on its threads, so two
   /// threads do not build the same class graph at once.
   std::size_t bound_class_hash(const sim::Plan& p) const;
-  /// Plan classes whose bound graph has been built so far (compute_lower_bound's cache).
-  std::size_t bound_classes() const {
-    std::size_t n = 0;
-    for (auto& sh : bounds_) {
-      std::shared_lock lock(sh.mu);
-      n += sh.bounds.size();
-    }
-    return n;
-  }
+  /// One-layer class graphs compute_lower_bound has built so far (a class and its tp_channels
+  /// siblings share one: class_bound).
+  std::size_t bound_classes() const { return graphs_built_.load(std::memory_order_relaxed); }
   const sim::ModelSpec& model() const { return model_; }
   const hardware::ClusterSpec& cluster() const { return cluster_; }
   const hardware::CostModel& cost() const { return cost_; }
@@ -166,6 +161,8 @@ class Evaluator {
   };
   /// The bound of one micro-batch of a class (cached): `q` with dp 1, its recompute as given.
   ClassBound class_bound(const sim::Plan& q) const;
+  /// class_bound of the class graph `g` (one layer) of a plan like `p`.
+  ClassBound bound_of_graph(const sim::StepGraph& g, const sim::Plan& p) const;
   /// `p`'s class; `neutral_as_default`: a strategy whose neutral graph has the default strategy's
   /// tasks keys as the default strategy (the graph-based bounds); `st` receives the strategy keyed.
   ClassKey class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const;
@@ -193,6 +190,7 @@ class Evaluator {
     std::unordered_map<GemmKey, GemmParts, GemmKeyHash> parts;
   };
   mutable std::array<BoundShard, kShards> bounds_;
+  mutable std::atomic<std::size_t> graphs_built_{0};
   mutable std::array<GemmShard, kShards> gemm_parts_;
 };
 

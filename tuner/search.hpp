@@ -92,7 +92,7 @@ struct SearchResult {
   std::size_t pruned = 0;               ///< feasible, skipped because their lower bound cannot beat the incumbents
   std::size_t screened = 0;             ///< evaluated: reduced-layer simulations, extrapolated
   std::size_t full_bounds = 0;          ///< candidates whose compute_lower_bound was computed (the others were pruned by the cheap bound)
-  std::size_t bound_classes = 0;        ///< plan classes whose one-layer graph compute_lower_bound built
+  std::size_t bound_classes = 0;        ///< one-layer class graphs compute_lower_bound built (tp_channels siblings share one)
   std::size_t simulated_full = 0;       ///< whole-model simulations (the final ranking)
   std::vector<Refusal> refusals;        ///< one per reason seen, in Infeasibility order
   int processes = 1;                    ///< options.distribution.size

@@ -469,3 +469,39 @@ TEST_CASE("plans that differ only in their memory savers share a PlanMemory: eve
   CHECK(pipelined > 1000);
   CHECK(reused > blocks / 2);
 }
+
+TEST_CASE("a domino class at 8 TP channels, bounded from its NCCL-choice sibling's graph, has the bound of its own graph") {
+  // Evaluator::class_bound builds a domino class's one-layer graph once at tp_channels 0 (NCCL's
+  // choice) and bounds its siblings at the knob's other searched counts (8) from copies with the
+  // TP collectives on those SMs. Expected: the same compute_lower_bound to the picosecond as an
+  // Evaluator that builds the 8-channel graph itself (asked for it first), on slicings with both
+  // row slices and column chunks, with and without sequence parallelism; and one graph built for
+  // both siblings where the NCCL-choice class is asked for first, one per class the other way.
+  const auto m = sim::load_model("gpt3-13b");
+  auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  const sim::Strategy* const domino = &sim::strategy_domino();
+  using A = sim::RowAxis;
+  int differ = 0;
+  for (const sim::Plan& base : {plan(8, 1, 4, 32, false, domino, 2, A::batch, 1, 2048), plan(4, 2, 4, 32, true, domino, 4, A::sequence, 2, 2048),
+                                plan(2, 4, 2, 32, true, domino, 1, A::batch, 4, 2048), plan(8, 1, 8, 32, false, domino, 8, A::batch, 2, 2048)}) {
+    sim::Plan p0 = base, p8 = base;
+    p0.tp_channels = 0;
+    p8.tp_channels = 8;
+    CAPTURE(sim::describe(p8));
+    REQUIRE_FALSE(sim::check_plan(m, c, p8));
+    const tuner::Evaluator built(m, c, *cost), shared(m, c, *cost);
+    const common::Duration own = built.compute_lower_bound(p8);  // its own graph
+    CHECK(built.bound_classes() == 1);
+    const common::Duration b0 = shared.compute_lower_bound(p0);
+    const common::Duration from_sibling = shared.compute_lower_bound(p8);
+    CHECK(shared.bound_classes() == 1);  // one graph for both
+    CHECK(from_sibling == own);
+    CHECK(built.compute_lower_bound(p0) == b0);
+    CHECK(built.bound_classes() == 2);
+    differ += b0 != own;
+  }
+  // the channels change the bound (slower TP collectives on the compute stream's path) on some of
+  // them, so the check compares bounds that depend on the patched SMs
+  CHECK(differ > 0);
+}
