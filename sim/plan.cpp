@@ -117,39 +117,47 @@ std::array<hardware::AttentionKernel, 2> attention_choices(hardware::AttentionKe
 
 namespace {
 
-std::optional<PlanProblem> bad(Infeasibility r, std::string key, std::string msg) {
-  return PlanProblem{r, std::move(msg), std::move(key)};
+/// Whether the checks on this thread format their messages (check_plan_shapes' `message`).
+thread_local bool t_messages = true;
+
+/// A problem; `msg` a string or a callable that makes it, called only where messages are wanted
+/// (the tuner formats one only for the plans it keeps as examples).
+template <class Msg>
+std::optional<PlanProblem> bad(Infeasibility r, std::string key, Msg&& msg) {
+  if (!t_messages) return PlanProblem{r, {}, {}};
+  if constexpr (std::is_invocable_v<Msg>) return PlanProblem{r, msg(), std::move(key)};
+  else return PlanProblem{r, std::string(std::forward<Msg>(msg)), std::move(key)};
 }
 
 /// pp, vp, schedule and the layer split agree with each other and with the model.
 std::optional<PlanProblem> check_pipeline_split(const ModelSpec& m, const Plan& p) {
-  if (p.pp < 1) return bad(Infeasibility::pp_layers, "pp", fmt::format("expected a positive integer, got {}", p.pp));
-  if (p.vp < 1) return bad(Infeasibility::pp_layers, "vp", fmt::format("expected a positive integer, got {}", p.vp));
+  if (p.pp < 1) return bad(Infeasibility::pp_layers, "pp", [&] { return fmt::format("expected a positive integer, got {}", p.pp); });
+  if (p.vp < 1) return bad(Infeasibility::pp_layers, "vp", [&] { return fmt::format("expected a positive integer, got {}", p.vp); });
   if (p.vp > 1 && p.pp == 1)
-    return bad(Infeasibility::pp_layers, "vp", fmt::format("vp={} model chunks per rank need pipeline parallelism (pp > 1)", p.vp));
+    return bad(Infeasibility::pp_layers, "vp", [&] { return fmt::format("vp={} model chunks per rank need pipeline parallelism (pp > 1)", p.vp); });
   if (p.schedule == PipelineSchedule::interleaved && p.vp < 2)
     return bad(Infeasibility::pp_layers, "vp", "the interleaved schedule needs vp >= 2 model chunks per pipeline rank");
   if (p.schedule == PipelineSchedule::one_f_one_b && p.vp > 1)
-    return bad(Infeasibility::pp_layers, "schedule", fmt::format("vp={} model chunks per rank need schedule: interleaved", p.vp));
+    return bad(Infeasibility::pp_layers, "schedule", [&] { return fmt::format("vp={} model chunks per rank need schedule: interleaved", p.vp); });
   const int v = p.virtual_stages();
   if (!p.pipeline_layers.empty()) {
     if (static_cast<int>(p.pipeline_layers.size()) != v)
       return bad(Infeasibility::pp_layers, "pipeline_layers",
-                 fmt::format("expected pp x vp = {} x {} = {} entries (layers per virtual stage), got {}", p.pp, p.vp, v, p.pipeline_layers.size()));
+                 [&] { return fmt::format("expected pp x vp = {} x {} = {} entries (layers per virtual stage), got {}", p.pp, p.vp, v, p.pipeline_layers.size()); });
     long long sum = 0;
     for (std::size_t i = 0; i < p.pipeline_layers.size(); ++i) {
       if (p.pipeline_layers[i] < 1)
-        return bad(Infeasibility::pp_layers, fmt::format("pipeline_layers[{}]", i), fmt::format("expected at least 1 layer, got {}", p.pipeline_layers[i]));
+        return bad(Infeasibility::pp_layers, fmt::format("pipeline_layers[{}]", i), [&] { return fmt::format("expected at least 1 layer, got {}", p.pipeline_layers[i]); });
       sum += p.pipeline_layers[i];
     }
     if (sum != m.layers)
-      return bad(Infeasibility::pp_layers, "pipeline_layers", fmt::format("the entries sum to {} layers, the model has {}", sum, m.layers));
+      return bad(Infeasibility::pp_layers, "pipeline_layers", [&] { return fmt::format("the entries sum to {} layers, the model has {}", sum, m.layers); });
   } else if (m.layers % v) {
     if (p.vp > 1)
       return bad(Infeasibility::pp_layers, "vp",
-                 fmt::format("layers={} is not divisible by pp x vp = {} x {} (give pipeline_layers for an uneven split)", m.layers, p.pp, p.vp));
+                 [&] { return fmt::format("layers={} is not divisible by pp x vp = {} x {} (give pipeline_layers for an uneven split)", m.layers, p.pp, p.vp); });
     return bad(Infeasibility::pp_layers, "pp",
-               fmt::format("layers={} is not divisible by pp={} (give pipeline_layers for an uneven split)", m.layers, p.pp));
+               [&] { return fmt::format("layers={} is not divisible by pp={} (give pipeline_layers for an uneven split)", m.layers, p.pp); });
   }
   return std::nullopt;
 }
@@ -159,10 +167,10 @@ std::optional<PlanProblem> check_pipeline_split(const ModelSpec& m, const Plan& 
 std::optional<PlanProblem> check_grid(const ModelSpec& m, const hardware::ClusterSpec&, const Plan& p) {
   const std::string lay(to_string(p.tp_layout));
   const int q = p.tp_q, d = p.tp_d;
-  if (q < 2) return bad(Infeasibility::tp_grid, "tp_q", fmt::format("tp_layout {} needs a grid side tp_q >= 2, got {}", lay, q));
+  if (q < 2) return bad(Infeasibility::tp_grid, "tp_q", [&] { return fmt::format("tp_layout {} needs a grid side tp_q >= 2, got {}", lay, q); });
   if (p.tp_layout == TpLayout::two_d && d != 1)
-    return bad(Infeasibility::tp_grid, "tp_d", fmt::format("tp_layout 2d has depth 1, got tp_d={} (use tp_layout 2.5d)", d));
-  if (d < 1) return bad(Infeasibility::tp_grid, "tp_d", fmt::format("expected a positive grid depth, got tp_d={}", d));
+    return bad(Infeasibility::tp_grid, "tp_d", [&] { return fmt::format("tp_layout 2d has depth 1, got tp_d={} (use tp_layout 2.5d)", d); });
+  if (d < 1) return bad(Infeasibility::tp_grid, "tp_d", [&] { return fmt::format("expected a positive grid depth, got tp_d={}", d); });
   if (std::int64_t{q} * q * d != p.tp)
     return bad(Infeasibility::tp_grid, "tp",
                p.tp_layout == TpLayout::two_d ? fmt::format("tp_layout 2d needs tp = tp_q^2 = {}^2 = {}, got tp={}", q, q * q, p.tp)
@@ -170,7 +178,7 @@ std::optional<PlanProblem> check_grid(const ModelSpec& m, const hardware::Cluste
                                                             std::int64_t{q} * q * d, p.tp));
   auto divides = [&](std::int64_t v, const char* what) -> std::optional<PlanProblem> {
     if (v % q == 0) return std::nullopt;
-    return bad(Infeasibility::tp_grid, "tp_q", fmt::format("{}={} is not divisible by tp_q={} (tp_layout {})", what, v, q, lay));
+    return bad(Infeasibility::tp_grid, "tp_q", [&] { return fmt::format("{}={} is not divisible by tp_q={} (tp_layout {})", what, v, q, lay); });
   };
   for (auto [v, what] : {std::pair<std::int64_t, const char*>{m.hidden, "hidden"}, {m.heads, "heads"}, {m.kv_heads, "kv_heads"},
                          {m.ffn_hidden, "ffn_hidden"}, {m.vocab, "vocab"}})
@@ -182,67 +190,73 @@ std::optional<PlanProblem> check_grid(const ModelSpec& m, const hardware::Cluste
                      : fmt::format("micro_batch={} is not divisible by tp_q={} (the grid's rows split the batch)", p.micro_batch, q));
   // what the SUMMA layers are not built with (docs/tensor-parallel-2d.md)
   if (p.sequence_parallel)
-    return bad(Infeasibility::tp_grid, "sequence_parallel", fmt::format("tp_layout {} splits the tokens already; sequence_parallel is 1D only", lay));
-  if (p.pp > 1) return bad(Infeasibility::tp_grid, "pp", fmt::format("tp_layout {} is simulated without pipeline parallelism (pp=1), got pp={}", lay, p.pp));
+    return bad(Infeasibility::tp_grid, "sequence_parallel", [&] { return fmt::format("tp_layout {} splits the tokens already; sequence_parallel is 1D only", lay); });
+  if (p.pp > 1) return bad(Infeasibility::tp_grid, "pp", [&] { return fmt::format("tp_layout {} is simulated without pipeline parallelism (pp=1), got pp={}", lay, p.pp); });
   if (p.zero > 0)
-    return bad(Infeasibility::tp_grid, "zero", fmt::format("tp_layout {} is simulated without ZeRO (zero: 0), got zero={}", lay, p.zero));
+    return bad(Infeasibility::tp_grid, "zero", [&] { return fmt::format("tp_layout {} is simulated without ZeRO (zero: 0), got zero={}", lay, p.zero); });
   if (p.recompute != Recompute::none)
-    return bad(Infeasibility::tp_grid, "recompute", fmt::format("tp_layout {} is simulated without activation recompute, got recompute: {}", lay,
-                                                                to_string(p.recompute)));
+    return bad(Infeasibility::tp_grid, "recompute", [&] { return fmt::format("tp_layout {} is simulated without activation recompute, got recompute: {}", lay,
+                                                                to_string(p.recompute)); });
   // strategies: none (Colossal-AI's SUMMA layers) and domino's row slices, each slice's SUMMA
   // products, norms and attention independent of the other slices' (sim/builder_grid.cpp)
   const bool domino = p.strategy == &strategy_domino();
   if (p.strategy != &default_strategy() && !domino)
     return bad(Infeasibility::tp_grid, "strategy",
-               fmt::format("tp_layout {} runs its own overlap (the next SUMMA step's broadcasts behind the current GEMM, as Colossal-AI); "
+               [&] { return fmt::format("tp_layout {} runs its own overlap (the next SUMMA step's broadcasts behind the current GEMM, as Colossal-AI); "
                            "strategy {} decomposes Megatron-LM's 1D collectives and does not compose with it: use strategy: none | domino",
-                           lay, p.strategy->name));
+                           lay, p.strategy->name); });
   if (domino) {
     if (p.row_axis != RowAxis::batch)
       return bad(Infeasibility::tp_grid, "row_axis",
-                 fmt::format("tp_layout {} slices rows along the batch only (row_axis: batch), got row_axis: sequence", lay));
+                 [&] { return fmt::format("tp_layout {} slices rows along the batch only (row_axis: batch), got row_axis: sequence", lay); });
     if (p.col_slices != 1)
       return bad(Infeasibility::tp_grid, "col_slices",
-                 fmt::format("col_slices={}: domino's column chunks split the 1D row-parallel GEMM before its all-reduce, which a SUMMA "
+                 [&] { return fmt::format("col_slices={}: domino's column chunks split the 1D row-parallel GEMM before its all-reduce, which a SUMMA "
                              "product does not have (tp_layout {}): use col_slices: 1",
-                             p.col_slices, lay));
+                             p.col_slices, lay); });
     if (p.row_slices >= 1 && (p.micro_batch / (q * d)) % p.row_slices)
       return bad(Infeasibility::tp_grid, "row_slices",
-                 fmt::format("row_slices={} does not divide the {} sequences of a grid rank (micro_batch / (tp_q x tp_d) = {} / ({} x {}))",
-                             p.row_slices, p.micro_batch / (q * d), p.micro_batch, q, d));
+                 [&] { return fmt::format("row_slices={} does not divide the {} sequences of a grid rank (micro_batch / (tp_q x tp_d) = {} / ({} x {}))",
+                             p.row_slices, p.micro_batch / (q * d), p.micro_batch, q, d); });
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p) {
+std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, bool message) {
+  // `message` false: the reason alone, for this call (its checks read t_messages)
+  struct Restore {
+    bool was = t_messages;
+    ~Restore() { t_messages = was; }
+  } restore;
+  t_messages = message;
   if (auto problem = check_pipeline_split(m, p)) return problem;
   if (p.grid_tp()) {  // the grid's own divisibility (by q, and the batch by q x d)
     if (auto problem = check_grid(m, c, p)) return problem;
   } else {
-    if (m.heads % p.tp) return bad(Infeasibility::tp_heads, "tp", fmt::format("heads={} is not divisible by tp={}", m.heads, p.tp));
-    if (m.kv_heads % p.tp) return bad(Infeasibility::tp_kv_heads, "tp", fmt::format("kv_heads={} is not divisible by tp={}", m.kv_heads, p.tp));
-    if (m.ffn_hidden % p.tp) return bad(Infeasibility::tp_ffn, "tp", fmt::format("ffn_hidden={} is not divisible by tp={}", m.ffn_hidden, p.tp));
-    if (m.vocab % p.tp) return bad(Infeasibility::tp_vocab, "tp", fmt::format("vocab={} is not divisible by tp={}", m.vocab, p.tp));
+    if (m.heads % p.tp) return bad(Infeasibility::tp_heads, "tp", [&] { return fmt::format("heads={} is not divisible by tp={}", m.heads, p.tp); });
+    if (m.kv_heads % p.tp) return bad(Infeasibility::tp_kv_heads, "tp", [&] { return fmt::format("kv_heads={} is not divisible by tp={}", m.kv_heads, p.tp); });
+    if (m.ffn_hidden % p.tp) return bad(Infeasibility::tp_ffn, "tp", [&] { return fmt::format("ffn_hidden={} is not divisible by tp={}", m.ffn_hidden, p.tp); });
+    if (m.vocab % p.tp) return bad(Infeasibility::tp_vocab, "tp", [&] { return fmt::format("vocab={} is not divisible by tp={}", m.vocab, p.tp); });
     if (p.tp > c.node.gpus_per_node && p.tp % c.node.gpus_per_node != 0)
-      return bad(Infeasibility::tp_node, "tp", fmt::format("tp={} spans nodes of {} GPUs unevenly", p.tp, c.node.gpus_per_node));
+      return bad(Infeasibility::tp_node, "tp", [&] { return fmt::format("tp={} spans nodes of {} GPUs unevenly", p.tp, c.node.gpus_per_node); });
   }
   if (p.gpus() != c.total_gpus())
-    return bad(Infeasibility::gpus, "dp", fmt::format("tp x dp x pp = {} x {} x {} = {} but the cluster has {} GPUs ({} nodes x {})",
-                                                      p.tp, p.dp, p.pp, p.gpus(), c.total_gpus(), c.nodes, c.node.gpus_per_node));
+    return bad(Infeasibility::gpus, "dp", [&] { return fmt::format("tp x dp x pp = {} x {} x {} = {} but the cluster has {} GPUs ({} nodes x {})",
+                                                      p.tp, p.dp, p.pp, p.gpus(), c.total_gpus(), c.nodes, c.node.gpus_per_node); });
   if (p.micro_batch <= 0 || p.global_batch % (std::int64_t{p.micro_batch} * p.dp) != 0)
     return bad(Infeasibility::global_batch, "global_batch",
-               fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp));
+               [&] { return fmt::format("global_batch={} is not a multiple of micro_batch x dp = {} x {}", p.global_batch, p.micro_batch, p.dp); });
   if (p.schedule == PipelineSchedule::interleaved) {
     // Megatron-LM's interleaved schedule runs micro-batches in groups of pp per model chunk
     // (microbatch_group_size_per_vp_stage = pp): it needs at least pp of them, and whole groups.
     const int mbs = p.grad_accum_steps();
     if (mbs < p.pp || mbs % p.pp)
       return bad(Infeasibility::pp_micro_batches, "global_batch",
-                 fmt::format("the interleaved schedule needs a multiple of pp={} micro-batches per pipeline, got global_batch / (micro_batch x dp)"
+                 [&] { return fmt::format("the interleaved schedule needs a multiple of pp={} micro-batches per pipeline, got global_batch / (micro_batch x dp)"
                              " = {} / ({} x {}) = {}",
-                             p.pp, p.global_batch, p.micro_batch, p.dp, mbs));
+                             p.pp, p.global_batch, p.micro_batch, p.dp, mbs); });
   }
   // knobs: in range; a knob of another strategy (that matters here) at its neutral value
   const Strategy& st = *p.strategy;
@@ -253,31 +267,31 @@ std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware:
     const int v = k->get(p);
     const Knob* own = owns[i];
     if (own && (v < own->min || v > own->max || (!own->choices.empty() && v >= static_cast<int>(own->choices.size()))))
-      return bad(own->refused_as, std::string(k->key), fmt::format("{}={} is out of range ({})", k->key, v, own->expected()));
+      return bad(own->refused_as, std::string(k->key), [&] { return fmt::format("{}={} is out of range ({})", k->key, v, own->expected()); });
     if (!own && v != k->neutral && k->applies(p)) {
       std::string owners;
       for (const Strategy* o : strategies())
         if (o->knob(k->key)) owners += (owners.empty() ? "" : " | ") + std::string(o->name);
       return bad(k->refused_as, "strategy",
-                 fmt::format("{}={} needs strategy {} (strategy {} has no {})", k->key, k->format(v), owners, st.name, k->key));
+                 [&] { return fmt::format("{}={} needs strategy {} (strategy {} has no {})", k->key, k->format(v), owners, st.name, k->key); });
     }
   }
   if (p.row_axis == RowAxis::batch && p.micro_batch % p.row_slices)
     return bad(Infeasibility::row_slices_batch, "row_slices",
-               fmt::format("micro_batch={} is not divisible by row_slices={} (row_axis batch)", p.micro_batch, p.row_slices));
+               [&] { return fmt::format("micro_batch={} is not divisible by row_slices={} (row_axis batch)", p.micro_batch, p.row_slices); });
   if (p.row_axis == RowAxis::sequence && p.seq_len % p.row_slices)
     return bad(Infeasibility::row_slices_sequence, "row_slices",
-               fmt::format("seq_len={} is not divisible by row_slices={} (row_axis sequence)", p.seq_len, p.row_slices));
+               [&] { return fmt::format("seq_len={} is not divisible by row_slices={} (row_axis sequence)", p.seq_len, p.row_slices); });
   if (p.sequence_parallel) {
     const std::int64_t rows = p.row_axis == RowAxis::batch ? p.seq_len * (p.micro_batch / p.row_slices)
                                                           : (p.seq_len / p.row_slices) * p.micro_batch;
     if (rows % p.tp)
       return bad(Infeasibility::row_slices_sequence, "sequence_parallel",
-                 fmt::format("a slice's {} tokens are not divisible by tp={}", rows, p.tp));
+                 [&] { return fmt::format("a slice's {} tokens are not divisible by tp={}", rows, p.tp); });
   }
   if (m.hidden % p.col_slices)
-    return bad(Infeasibility::col_slices, "col_slices", fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices));
-  if (auto why = st.check(m, c, p)) return bad(Infeasibility::strategy, "strategy", fmt::format("strategy {}: {}", st.name, *why));
+    return bad(Infeasibility::col_slices, "col_slices", [&] { return fmt::format("hidden={} is not divisible by col_slices={}", m.hidden, p.col_slices); });
+  if (auto why = st.check(m, c, p)) return bad(Infeasibility::strategy, "strategy", [&] { return fmt::format("strategy {}: {}", st.name, *why); });
   return std::nullopt;
 }
 

@@ -174,8 +174,9 @@ struct PlanProblem {
 std::optional<PlanProblem> check_plan(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
 /// @brief check_plan's checks of everything but the memory savers and the kernel: they read no
 /// ZeRO stage, recompute setting or bucket size, so plans differing only in those pass or fail them
-/// alike, with the same message (the tuner checks one plan of each enumerated block).
-std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p);
+/// alike, with the same message (the tuner checks one plan of each enumerated block). `message`
+/// false: the reason only (message and key empty; the strategy's own check still words its reason).
+std::optional<PlanProblem> check_plan_shapes(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, bool message = true);
 /// @brief The rest of check_plan: ZeRO stage (and ZeRO-2/3 with pipelines), recompute settings, the
 /// attention kernel and dtype on the GPU. `message` false: the reason only (message and key empty).
 std::optional<PlanProblem> check_plan_savers(const ModelSpec& m, const hardware::ClusterSpec& c, const Plan& p, bool message = true);

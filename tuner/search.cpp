@@ -456,8 +456,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
       // saver checks per plan, their message formatted only for a plan kept as an example
       part.considered += n;
-      if (const auto shapes = sim::check_plan_shapes(model, cluster, block.front())) {
-        refuse(block.front(), shapes->reason, shapes->message, 0, n);
+      if (const auto shapes = sim::check_plan_shapes(model, cluster, block.front(), false)) {
+        refuse(block.front(), shapes->reason, [&] { return sim::check_plan_shapes(model, cluster, block.front())->message; }, 0, n);
         return;
       }
       for (std::size_t j = 0; j < n; ++j) {
