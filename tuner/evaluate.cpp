@@ -98,6 +98,10 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   GemmParts r;
   std::int64_t& layer_ps = r.layer_ps;
   std::int64_t& head_ps = r.head_ps;
+  // Every row slice has T tokens (the batch or the sequence split evenly): its GEMMs are the same
+  // in every slice, priced once and counted row_slices times (integer sums: the same as slice by
+  // slice). Attention differs by slice only along the sequence (a slice's causal offset).
+  std::int64_t gemm_layer = 0, gemm_fwd = 0, gemm_head = 0;  // one slice's
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch / p.tp_rows(), seq = p.seq_len, off = 0;  // a grid's rows and depth split the batch
     if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
@@ -110,13 +114,18 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
     layer_ps += attention_fwd + cost_.attention(sh.attention(batch, seq, off, true)).time.ps;
     r.attention_fwd_ps += attention_fwd;  // selective recompute: the builder's recompute_attention
     r.layer_fwd_ps += attention_fwd;      // full: recompute_chunk runs the layer's forward again
-    // a grid runs each of these as q SUMMA steps of the block shapes Shapes gives (sim/builder_grid.cpp)
-    const std::int64_t steps = p.grid_tp() ? p.tp_q : 1;
-    sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
-                           [&](const hardware::GemmOp& g, std::int64_t n) { layer_ps += steps * n * ps(g); });
-    sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
-                               [&](const hardware::GemmOp& g, std::int64_t n) { r.layer_fwd_ps += steps * n * ps(g); });
-    sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { head_ps += steps * n * ps(g); });
+    if (i == 0) {
+      // a grid runs each of these as q SUMMA steps of the block shapes Shapes gives (sim/builder_grid.cpp)
+      const std::int64_t steps = p.grid_tp() ? p.tp_q : 1;
+      sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
+                             [&](const hardware::GemmOp& g, std::int64_t n) { gemm_layer += steps * n * ps(g); });
+      sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
+                                 [&](const hardware::GemmOp& g, std::int64_t n) { gemm_fwd += steps * n * ps(g); });
+      sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { gemm_head += steps * n * ps(g); });
+    }
+    layer_ps += gemm_layer;
+    r.layer_fwd_ps += gemm_fwd;
+    head_ps += gemm_head;
   }
   std::unique_lock lock(shard.mu);
   shard.parts.emplace(key, r);
