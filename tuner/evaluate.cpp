@@ -66,7 +66,9 @@ Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_def
 
 std::size_t Evaluator::bound_class_hash(const sim::Plan& p) const {
   const sim::Strategy* st = nullptr;
-  return class_hash(class_key(p, false, st));
+  sim::Plan q = p;
+  q.tp_channels = 0;  // siblings at other channel counts share the NCCL-choice graph (class_bound)
+  return class_hash(class_key(q, false, st));
 }
 
 std::size_t Evaluator::class_hash(const ClassKey& k) {
@@ -275,16 +277,7 @@ bool with_tp_channels(sim::StepGraph& g, int channels) {
 
 }  // namespace
 
-Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
-  // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
-  // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
-  const sim::Strategy* st = nullptr;
-  const ClassKey key = class_key(p, false, st);
-  BoundShard& shard = bounds_[class_hash(key) % kShards];
-  {
-    std::shared_lock lock(shard.mu);
-    if (auto it = shard.bounds.find(key); it != shard.bounds.end()) return it->second;
-  }
+sim::Plan Evaluator::class_plan(const sim::Plan& p, const sim::Strategy* st) const {
   sim::Plan q = p;
   q.strategy = st;
   q.dp = 1;
@@ -297,43 +290,77 @@ Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
   q.schedule = sim::PipelineSchedule::one_f_one_b;
   q.pipeline_layers.clear();
   q.p2p_overlap = false;
+  return q;
+}
+
+Evaluator::ClassBound Evaluator::built_class_bound(const sim::Plan& p) const {
+  const sim::Strategy* st = nullptr;
+  class_key(p, false, st);
   // One graph of one layer: every layer's tasks are the same (the builder emits each layer alike;
   // tests/tuner check that a graph of 2 layers adds exactly the 1-layer graph's layer tasks), so
   // a layer adds what the tasks of layer 0 cost, and the rest is the embedding and head side.
   sim::ModelSpec m = model_;
   m.layers = 1;
+  const sim::Plan q = class_plan(p, st);
+  return bound_of_graph(sim::build_step_graph(m, cluster_, q), q);
+}
+
+Evaluator::ClassBound Evaluator::class_bound(const sim::Plan& p) const {
+  // the class: everything that shapes one micro-batch's tasks (not dp, global batch, ZeRO or
+  // bucket size); a strategy whose neutral graph has the default strategy's tasks shares that class
+  const sim::Strategy* st = nullptr;
+  const ClassKey key = class_key(p, false, st);
+  BoundShard& shard = bounds_[class_hash(key) % kShards];
+  {
+    std::shared_lock lock(shard.mu);
+    if (auto it = shard.bounds.find(key); it != shard.bounds.end()) return it->second;
+  }
+  auto keep = [&](const ClassKey& k, const ClassBound& b) {
+    BoundShard& sh = bounds_[class_hash(k) % kShards];
+    std::unique_lock lock(sh.mu);
+    sh.bounds.emplace(k, b);
+  };
+  graphs_built_.fetch_add(1, std::memory_order_relaxed);
   const sim::Knob* channels = searched_channels(*st, p);
-  if (!channels || q.tp_channels != channels->neutral ||
-      std::find(channels->searched.begin(), channels->searched.end(), channels->neutral) == channels->searched.end()) {
-    graphs_built_.fetch_add(1, std::memory_order_relaxed);
-    const ClassBound b = bound_of_graph(sim::build_step_graph(m, cluster_, q), q);
-    std::unique_lock lock(shard.mu);
-    shard.bounds.emplace(key, b);
+  auto searched = [&](int v) { return std::find(channels->searched.begin(), channels->searched.end(), v) != channels->searched.end(); };
+  if (!channels || !searched(channels->neutral) || !searched(p.tp_channels)) {
+    const ClassBound b = built_class_bound(p);
+    keep(key, b);
     return b;
   }
-  // The class at NCCL's channel choice: its siblings at the knob's other searched channel counts
-  // differ only in the SMs of the TP collectives (with_tp_channels), so they are bounded from the
-  // same graph now (pricing a graph costs a tenth of building it; a sibling the search never asks
-  // for is a few microseconds lost). tests/tuner check the bounds equal those of built graphs.
-  graphs_built_.fetch_add(1, std::memory_order_relaxed);
-  const sim::StepGraph g = sim::build_step_graph(m, cluster_, q);
-  const ClassBound b = bound_of_graph(g, q);
+  // A class of a searched channel count: the graph at NCCL's choice (the knob's neutral value),
+  // and every searched count's class bounded from it (with_tp_channels: the same graph with the TP
+  // collectives on those SMs) - pricing a graph costs a tenth of building it, and a sibling the
+  // search never asks for is a few microseconds lost. tests/tuner check the bounds equal those of
+  // the siblings' own graphs (built_class_bound).
+  sim::ModelSpec m = model_;
+  m.layers = 1;
+  sim::Plan p0 = p;
+  p0.tp_channels = channels->neutral;
+  const sim::Plan q0 = class_plan(p0, st);
+  const sim::StepGraph g0 = sim::build_step_graph(m, cluster_, q0);
+  ClassBound asked;
   for (const int v : channels->searched) {
-    if (v == channels->neutral) continue;
-    sim::StepGraph gv = g;
-    if (!with_tp_channels(gv, v)) break;
-    sim::Plan pv = p;  // the plan class_bound(pv) would build gv for
+    sim::Plan pv = p;  // the sibling, keyed as class_bound(pv) would key it
     pv.tp_channels = v;
     const sim::Strategy* sv = nullptr;
     const ClassKey kv = class_key(pv, false, sv);
-    const ClassBound bv = bound_of_graph(gv, gv.plan);
-    BoundShard& sh = bounds_[class_hash(kv) % kShards];
-    std::unique_lock lock(sh.mu);
-    sh.bounds.emplace(kv, bv);
+    ClassBound bv;
+    if (v == channels->neutral) {
+      bv = bound_of_graph(g0, q0);
+    } else {
+      sim::StepGraph gv = g0;
+      if (!with_tp_channels(gv, v)) {
+        bv = built_class_bound(pv);  // no single TP group to put on other SMs: its own graph
+        graphs_built_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        bv = bound_of_graph(gv, gv.plan);
+      }
+    }
+    if (v == p.tp_channels) asked = bv;
+    keep(kv, bv);
   }
-  std::unique_lock lock(shard.mu);
-  shard.bounds.emplace(key, b);
-  return b;
+  return asked;
 }
 
 Evaluator::ClassBound Evaluator::bound_of_graph(const sim::StepGraph& g, const sim::Plan& p) const {

@@ -118,10 +118,26 @@ class Evaluator {
   /// The same simulation with its timelines, and the graphs simulated.
   sim::SimulatedPlan simulate_kept(const sim::Plan& p) const;
 
-  /// A hash of the plan class whose graph compute_lower_bound builds for `p` (plans of one class
-  /// share it): the search computes each batch's bounds class by class on its threads, so two
-  /// threads do not build the same class graph at once.
+  /// A hash of the class graph compute_lower_bound builds for `p` (plans of one class, and the
+  /// tp_channels siblings of a class, share it): the search computes each batch's bounds class by
+  /// class on its threads, so two threads do not build the same class graph at once.
   std::size_t bound_class_hash(const sim::Plan& p) const;
+  struct ClassBound {
+    double compute_ps = 0, host_ps = 0;              ///< one micro-batch of the whole model
+    double layer_compute_ps = 0, layer_host_ps = 0;  ///< what one more layer adds
+    /// the same split for pipelined plans: per layer (its own tasks), the embedding side, the head
+    /// side (compute stream, solo), host issue time per layer
+    double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
+    /// compute_stream_chain of one micro-batch of the whole model / what one more layer adds
+    double chain_ps = 0, layer_chain_ps = 0;
+  };
+  /// The bound of one micro-batch of `p`'s class (cached; built once per class, or once for a
+  /// class and its tp_channels siblings: a sibling's graph is the NCCL-choice graph with the TP
+  /// collectives on its channels' SMs).
+  ClassBound class_bound(const sim::Plan& p) const;
+  /// The same bound from the class's own graph, built now and not cached: what class_bound must
+  /// equal (tests/tuner).
+  ClassBound built_class_bound(const sim::Plan& p) const;
   /// One-layer class graphs compute_lower_bound has built so far (a class and its tp_channels
   /// siblings share one: class_bound).
   std::size_t bound_classes() const { return graphs_built_.load(std::memory_order_relaxed); }
@@ -134,15 +150,6 @@ class Evaluator {
   const hardware::ClusterSpec& cluster_;
   const hardware::CostModel& cost_;
   int short_layers_;
-  struct ClassBound {
-    double compute_ps = 0, host_ps = 0;              ///< one micro-batch of the whole model
-    double layer_compute_ps = 0, layer_host_ps = 0;  ///< what one more layer adds
-    /// the same split for pipelined plans: per layer (its own tasks), the embedding side, the head
-    /// side (compute stream, solo), host issue time per layer
-    double layer_ps = 0, emb_ps = 0, head_ps = 0, host_layer_ps = 0;
-    /// compute_stream_chain of one micro-batch of the whole model / what one more layer adds
-    double chain_ps = 0, layer_chain_ps = 0;
-  };
   Duration pipeline_lower_bound(const sim::Plan& p, const ClassBound& b) const;
   /// pipeline_lower_bound's maximum over pipeline ranks, in ps (without the GEMM bound's floor);
   /// `optimizer`: each rank's optimizer step included.
@@ -159,10 +166,11 @@ class Evaluator {
     std::array<int, kMaxKeyKnobs> knobs{};  ///< every plan knob's value where it applies, else neutral; the grid; then 0
     auto operator<=>(const ClassKey&) const = default;
   };
-  /// The bound of one micro-batch of a class (cached): `q` with dp 1, its recompute as given.
-  ClassBound class_bound(const sim::Plan& q) const;
   /// class_bound of the class graph `g` (one layer) of a plan like `p`.
   ClassBound bound_of_graph(const sim::StepGraph& g, const sim::Plan& p) const;
+  /// The plan whose one-layer graph bounds `p`'s class (dp 1, pp 1, no ZeRO, one micro-batch, full
+  /// recompute of every layer), with strategy `st`.
+  sim::Plan class_plan(const sim::Plan& p, const sim::Strategy* st) const;
   /// `p`'s class; `neutral_as_default`: a strategy whose neutral graph has the default strategy's
   /// tasks keys as the default strategy (the graph-based bounds); `st` receives the strategy keyed.
   ClassKey class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const;

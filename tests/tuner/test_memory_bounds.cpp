@@ -473,15 +473,20 @@ TEST_CASE("plans that differ only in their memory savers share a PlanMemory: eve
 TEST_CASE("a domino class at 8 TP channels, bounded from its NCCL-choice sibling's graph, has the bound of its own graph") {
   // Evaluator::class_bound builds a domino class's one-layer graph once at tp_channels 0 (NCCL's
   // choice) and bounds its siblings at the knob's other searched counts (8) from copies with the
-  // TP collectives on those SMs. Expected: the same compute_lower_bound to the picosecond as an
-  // Evaluator that builds the 8-channel graph itself (asked for it first), on slicings with both
-  // row slices and column chunks, with and without sequence parallelism; and one graph built for
-  // both siblings where the NCCL-choice class is asked for first, one per class the other way.
+  // TP collectives on those SMs. Expected: every field of the bound equal, to the last bit, to the
+  // bound of the sibling's own graph (built_class_bound), whichever sibling is asked for first, on
+  // slicings with both row slices and column chunks, with and without sequence parallelism; one
+  // graph built for both siblings; and compute_lower_bound as from the own graph's bound.
   const auto m = sim::load_model("gpt3-13b");
   auto c = hardware::load_cluster("dgx-h100");
   auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
   const sim::Strategy* const domino = &sim::strategy_domino();
   using A = sim::RowAxis;
+  auto same = [](const tuner::Evaluator::ClassBound& a, const tuner::Evaluator::ClassBound& b) {
+    return a.compute_ps == b.compute_ps && a.host_ps == b.host_ps && a.layer_compute_ps == b.layer_compute_ps &&
+           a.layer_host_ps == b.layer_host_ps && a.layer_ps == b.layer_ps && a.emb_ps == b.emb_ps && a.head_ps == b.head_ps &&
+           a.host_layer_ps == b.host_layer_ps && a.chain_ps == b.chain_ps && a.layer_chain_ps == b.layer_chain_ps;
+  };
   int differ = 0;
   for (const sim::Plan& base : {plan(8, 1, 4, 32, false, domino, 2, A::batch, 1, 2048), plan(4, 2, 4, 32, true, domino, 4, A::sequence, 2, 2048),
                                 plan(2, 4, 2, 32, true, domino, 1, A::batch, 4, 2048), plan(8, 1, 8, 32, false, domino, 8, A::batch, 2, 2048)}) {
@@ -490,18 +495,19 @@ TEST_CASE("a domino class at 8 TP channels, bounded from its NCCL-choice sibling
     p8.tp_channels = 8;
     CAPTURE(sim::describe(p8));
     REQUIRE_FALSE(sim::check_plan(m, c, p8));
-    const tuner::Evaluator built(m, c, *cost), shared(m, c, *cost);
-    const common::Duration own = built.compute_lower_bound(p8);  // its own graph
-    CHECK(built.bound_classes() == 1);
-    const common::Duration b0 = shared.compute_lower_bound(p0);
-    const common::Duration from_sibling = shared.compute_lower_bound(p8);
-    CHECK(shared.bound_classes() == 1);  // one graph for both
-    CHECK(from_sibling == own);
-    CHECK(built.compute_lower_bound(p0) == b0);
-    CHECK(built.bound_classes() == 2);
-    differ += b0 != own;
+    const tuner::Evaluator ref(m, c, *cost), eight_first(m, c, *cost), nccl_first(m, c, *cost);
+    const auto own8 = ref.built_class_bound(p8), own0 = ref.built_class_bound(p0);
+    CHECK(same(eight_first.class_bound(p8), own8));
+    CHECK(same(eight_first.class_bound(p0), own0));
+    CHECK(eight_first.bound_classes() == 1);  // one graph for both
+    CHECK(same(nccl_first.class_bound(p0), own0));
+    CHECK(same(nccl_first.class_bound(p8), own8));
+    CHECK(nccl_first.bound_classes() == 1);
+    CHECK(eight_first.compute_lower_bound(p8) == nccl_first.compute_lower_bound(p8));
+    CHECK(eight_first.bound_class_hash(p8) == eight_first.bound_class_hash(p0));  // the search bounds them on one thread
+    differ += !same(own0, own8);
   }
   // the channels change the bound (slower TP collectives on the compute stream's path) on some of
-  // them, so the check compares bounds that depend on the patched SMs
+  // them, so the checks compare bounds that depend on the patched SMs
   CHECK(differ > 0);
 }
