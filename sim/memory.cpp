@@ -197,9 +197,13 @@ MemoryEstimate PlanMemory::stage(const MemoryStage& st) const {
   return r;
 }
 
+namespace {
+bool bucket_sizes_memory(const Plan& p) { return p.zero >= 2; }  // the bucket size sizes dp_buckets only under ZeRO-2 (ZeRO-3: a layer)
+}  // namespace
+
 MemoryKey memory_key(const Plan& p) {
   MemoryKey k;
-  const bool buckets = p.zero >= 2;  // the bucket size sizes dp_buckets only under ZeRO-2 (ZeRO-3: a layer)
+  const bool buckets = bucket_sizes_memory(p);
   k.fields = {p.tp, static_cast<std::int64_t>(p.tp_layout), p.tp_q, p.tp_d, p.dp, p.pp, p.vp, static_cast<std::int64_t>(p.schedule),
               p.micro_batch, p.global_batch, p.seq_len, static_cast<std::int64_t>(p.dtype), p.sequence_parallel, p.row_slices,
               static_cast<std::int64_t>(p.row_axis), static_cast<std::int64_t>(p.recompute), static_cast<std::int64_t>(p.recompute_method),
@@ -213,6 +217,11 @@ MemoryKey memory_key_without_savers(const Plan& p) {
   MemoryKey k = memory_key(p);
   for (std::size_t f : {15, 16, 17, 18, 20}) k.fields[f] = -1;  // recompute, its method and layers, ZeRO, the bucket size
   return k;
+}
+
+bool same_memory_savers(const Plan& a, const Plan& b) {
+  return a.recompute == b.recompute && a.recompute_method == b.recompute_method && a.recompute_layers == b.recompute_layers &&
+         a.zero == b.zero && (!bucket_sizes_memory(a) || std::llround(a.dp_bucket_mb * 1e6) == std::llround(b.dp_bucket_mb * 1e6));
 }
 
 std::size_t MemoryKeyHash::operator()(const MemoryKey& k) const {

@@ -116,6 +116,10 @@ MemoryKey memory_key(const Plan& plan);
 /// @brief memory_key with the memory savers set to one value (ZeRO stage, recompute mode, method
 /// and layers, bucket size): plans with equal keys share a PlanMemory (PlanMemory::for_savers).
 MemoryKey memory_key_without_savers(const Plan& plan);
+/// @brief For plans with equal memory_key_without_savers: whether their memory_key are equal too -
+/// the savers memory_key reads (ZeRO, recompute mode, method and layers; the bucket size only
+/// where it sizes memory), compared without making the keys.
+bool same_memory_savers(const Plan& a, const Plan& b);
 /// @brief estimate_memory(model, cluster, shared.plan()) from a PlanMemory built already (the
 /// tuner shares one among plans that differ only in their savers).
 MemoryEstimate estimate_memory(const PlanMemory& shared);

@@ -356,14 +356,16 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   auto decide_part = [&](std::size_t part_no, Part& part) {
     const auto start = clock::now();
     part.refused_of.resize(res.strategies.size());
-    // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples)
-    // `count` plans alike but for their savers, `p` the first of them, refused for the same reason
-    auto refuse = [&](const sim::Plan& p, sim::Infeasibility r, auto&& msg, double over = 0, std::size_t count = 1) {
+    // `plan`: the plan refused, or a callable that makes it (made only where it is kept as an example);
+    // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples);
+    // `count` plans alike but for their savers, the first of them refused for the same reason;
+    // `si`: the strategy's index (strategy_index)
+    auto refuse = [&](std::size_t si, auto&& plan, sim::Infeasibility r, auto&& msg, double over = 0, std::size_t count = 1) {
       auto text = [&]() -> std::string {
         if constexpr (std::is_invocable_v<decltype(msg)>) return msg();
         else return std::string(msg);
       };
-      if (const std::size_t si = strategy_index(p); si < part.refused_of.size()) {
+      if (si < part.refused_of.size()) {
         auto& [n, first] = part.refused_of[si][static_cast<int>(r)];
         if (n == 0) first = text();
         n += count;
@@ -372,48 +374,57 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       const bool better = r == sim::Infeasibility::memory && over < part.closest;
       if (f.count == 0 || better) {
         f.reason = r;
-        f.example = p;
+        if constexpr (std::is_invocable_v<decltype(plan)>) f.example = plan();
+        else f.example = plan;
         f.message = text();
         if (r == sim::Infeasibility::memory) part.closest = over;
       }
       f.count += count;
       part.infeasible += count;
     };
-    // Memory per block: the plans of blocks with one memory_key_without_savers (blocks that differ
-    // in the strategy and its knobs) share a PlanMemory and, position by position (the same savers
-    // in the same order: a block's savers depend only on dp and the space), their estimates. A
-    // block whose savers are not those of the first one of its key (none in today's enumeration) is
-    // priced plan by plan.
+    // A block's verdict: what becomes of each of its plans (refused by a saver check or by memory,
+    // skipped as a dominated saver, a candidate) and the block-recompute plans it adds. It reads
+    // only the fields of the block's memory_key_without_savers and its savers - check_plan_savers
+    // reads ZeRO, recompute, pp, dp, the kernel and the dtype; the memory is its memory_key's;
+    // dominance and the fewest recomputed layers read the fits and the savers - so the blocks of
+    // one key with the same savers (blocks that differ in the strategy and its knobs: 84 % of the
+    // default space's blocks that pass their shape checks) share it: decided for the first, replayed
+    // for the others, with the same counts, indices, examples and candidates in the same order.
+    enum class Fate : std::uint8_t { refused, memory, dominated, candidate };
+    struct PlanFate {
+      Fate fate = Fate::candidate;
+      sim::Infeasibility reason{};       // Fate::refused: check_plan_savers' reason
+      const sim::MemoryEstimate* mem{};  // Fate::memory, candidate: the plan's memory
+    };
+    struct AddedPlan {
+      std::size_t from;  // the full-recompute plan of the block it recomputes fewer layers of
+      int layers;        // recompute_layers (block method)
+      const sim::MemoryEstimate* mem;
+    };
+    struct Verdict {
+      std::vector<PlanFate> plans;
+      std::vector<AddedPlan> added;
+    };
+    // Memory per key: the plans of blocks with one memory_key_without_savers share a PlanMemory and,
+    // position by position (the same savers in the same order: a block's savers depend only on dp
+    // and the space), their estimates and the verdict. A block whose savers are not those of the
+    // first one of its key (none in today's enumeration) is decided plan by plan.
     struct BlockMemory {
-      sim::Plan plan;  // the block's first plan (shared refers to it; map nodes do not move)
+      sim::Plan plan;  // the key's first block's head (shared refers to it; map nodes do not move)
       std::optional<sim::PlanMemory> shared;
-      std::vector<sim::Plan> savers;  // the key's first block (its savers, position by position)
+      std::vector<BlockSavers> savers;  // the key's first block's
       std::vector<std::optional<sim::MemoryEstimate>> est;
+      /// per position: the first position of the same memory_key (positions that differ only in a
+      /// bucket size the memory does not read share an estimate); filled by the first verdict
+      std::vector<std::size_t> same_as;
+      std::optional<Verdict> verdict;
     };
     std::unordered_map<sim::MemoryKey, BlockMemory, sim::MemoryKeyHash> block_mem;
     std::unordered_map<sim::MemoryKey, sim::MemoryEstimate, sim::MemoryKeyHash> mem_of;  // the plan-by-plan fallback
-    auto same_savers = [](const sim::Plan& a, const sim::Plan& b) {
-      return a.zero == b.zero && a.recompute == b.recompute && a.recompute_method == b.recompute_method &&
-             a.recompute_layers == b.recompute_layers && a.dp_bucket_mb == b.dp_bucket_mb;
-    };
     BlockMemory* bm = nullptr;  // the current block's, or null: plan by plan
-    auto memory_block = [&](std::span<const sim::Plan> block) {
-      auto [it, fresh] = block_mem.try_emplace(sim::memory_key_without_savers(block.front()));
-      BlockMemory& b = it->second;
-      if (fresh) {
-        b.plan = block.front();
-        b.shared.emplace(model, cluster, b.plan);
-        b.savers.assign(block.begin(), block.end());
-        b.est.assign(block.size(), std::nullopt);
-      }
-      bm = &b;
-      if (b.savers.size() != block.size()) bm = nullptr;
-      for (std::size_t j = 0; bm && j < block.size(); ++j)
-        if (!same_savers(b.savers[j], block[j])) bm = nullptr;
-    };
     auto memory_of = [&](const sim::Plan& p, std::size_t j) -> const sim::MemoryEstimate& {
       if (bm) {
-        auto& e = bm->est[j];
+        auto& e = bm->est[bm->same_as[j]];
         if (!e) e = sim::estimate_memory(bm->shared->for_savers(p));
         return *e;
       }
@@ -423,59 +434,32 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     };
     // block recompute: per memory key of a full-recompute plan, the fewest layers that fit and that plan's memory
     std::unordered_map<sim::MemoryKey, std::pair<int, sim::MemoryEstimate>, sim::MemoryKeyHash> fewest_of;
-    // per block (reused): each plan's index (or kNone: refused by its shapes), memory, fit, dominance
-    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
-    std::vector<std::size_t> index;
-    std::vector<const sim::MemoryEstimate*> mem;
+    // scratch for deciding a verdict: the block's plans, each one's memory, fit, dominance and group
+    std::vector<sim::Plan> block;
     std::vector<char> fit_of, dominated;
     std::vector<int> group;
     std::vector<std::size_t> reps;  // each group's first member (position in the block)
-    struct Added {
-      sim::Plan plan;
-      std::size_t index;
-      const sim::MemoryEstimate* mem;
-    };
-    std::vector<Added> extra;
-    auto consider = [&](const sim::Plan& p, std::size_t i, const sim::MemoryEstimate& m, std::optional<Evaluator::GemmParts>& parts) {
-      if (!m.fits()) {
-        refuse(p, sim::Infeasibility::memory, [&] { return memory_message(p, m); }, m.over());
-        return;
-      }
-      if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
-      const bool grid = p.grid_tp();
-      part.cand.push_back({.index = i,
-                           .slot = part.plans.size(),
-                           .bound = ev.cheap_lower_bound(p, *parts),
-                           .none = p.strategy->baseline && !grid,
-                           .own = static_cast<std::uint16_t>(grid ? res.strategies.size() + static_cast<std::size_t>(p.tp_layout) : strategy_index(p))});
-      part.plans.push(p);
-    };
-    enumerate_plan_blocks(model, cluster, space, part_no, [&](std::span<const sim::Plan> block) {
+    Verdict own;                    // a verdict not shared (bm null)
+    auto decide = [&](std::span<const sim::Plan> block, Verdict& v) {
       const std::size_t n = block.size();
-      index.assign(n, kNone);
-      // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
-      // saver checks per plan, their message formatted only for a plan kept as an example
-      part.considered += n;
-      if (const auto shapes = sim::check_plan_shapes(model, cluster, block.front(), false)) {
-        refuse(block.front(), shapes->reason, [&] { return sim::check_plan_shapes(model, cluster, block.front())->message; }, 0, n);
-        return;
-      }
-      for (std::size_t j = 0; j < n; ++j) {
-        if (auto prob = sim::check_plan_savers(model, cluster, block[j], false))
-          refuse(block[j], prob->reason, [&] { return sim::check_plan_savers(model, cluster, block[j])->message; });
-        else index[j] = part.passed++;
-      }
-      const auto tm = clock::now();
-      memory_block(block);
-      mem.assign(n, nullptr);
+      v.plans.assign(n, PlanFate{});
+      v.added.clear();
+      if (bm && bm->same_as.empty())
+        for (std::size_t j = 0; j < n; ++j) {
+          std::size_t k = 0;
+          while (!sim::same_memory_savers(block[k], block[j])) ++k;
+          bm->same_as.push_back(k);
+        }
+      for (std::size_t j = 0; j < n; ++j)
+        if (auto prob = sim::check_plan_savers(model, cluster, block[j], false)) v.plans[j] = {.fate = Fate::refused, .reason = prob->reason};
       fit_of.assign(n, 0);
       dominated.assign(n, 0);
       group.assign(n, -1);
       reps.clear();
       for (std::size_t j = 0; j < n; ++j) {
-        if (index[j] == kNone) continue;
-        mem[j] = &memory_of(block[j], j);
-        fit_of[j] = mem[j]->fits();
+        if (v.plans[j].fate == Fate::refused) continue;
+        v.plans[j].mem = &memory_of(block[j], j);
+        fit_of[j] = v.plans[j].mem->fits();
         // groups: plans equal once ZeRO and recompute are reset, in order of their first member;
         // a block's plans differ only in those and the bucket size (enumerate_plan_blocks)
         for (std::size_t g = 0; g < reps.size() && group[j] < 0; ++g)
@@ -485,7 +469,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
           reps.push_back(j);
         }
       }
-      extra.clear();
       for (std::size_t g = 0; g < reps.size(); ++g) {
         // fits[zero][recompute]
         std::array<std::array<bool, 3>, sim::kMaxZeroStage + 1> fit{};
@@ -525,24 +508,101 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
           }
           const int lo = known->second.first;
           if (lo >= model.layers) continue;
-          q.recompute_layers = lo;
-          extra.push_back({std::move(q), kAdded + part.added++, &known->second.second});
+          v.added.push_back({.from = j, .layers = lo, .mem = &known->second.second});
           dominated[j] = 1;  // the same plan recomputing more layers
         }
       }
-      part.memory_seconds += std::chrono::duration<double>(clock::now() - tm).count();
-      std::optional<Evaluator::GemmParts> parts;
       for (std::size_t j = 0; j < n; ++j) {
-        if (index[j] == kNone) continue;
-        if (dominated[j] && mem[j]->fits()) {
-          ++part.dominated;
-          continue;
-        }
-        consider(block[j], index[j], *mem[j], parts);
+        PlanFate& f = v.plans[j];
+        if (f.fate == Fate::refused) continue;
+        f.fate = dominated[j] && fit_of[j] ? Fate::dominated : fit_of[j] ? Fate::candidate : Fate::memory;
       }
-      for (const Added& a : extra) {
+    };
+    // the block's cheap bounds so far: cheap_lower_bound reads of the savers only the recompute
+    // mode, method and layers (ZeRO and the bucket size change no kernel it sums)
+    std::vector<std::pair<std::array<int, 3>, Duration>> cheap;
+    auto consider = [&](const sim::Plan& p, std::size_t i, std::size_t si, std::optional<Evaluator::GemmParts>& parts) {
+      if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
+      const bool grid = p.grid_tp();
+      const std::array<int, 3> rc{static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers};
+      auto known = std::find_if(cheap.begin(), cheap.end(), [&](const auto& c) { return c.first[0] == rc[0] && c.first[1] == rc[1] && c.first[2] == rc[2]; });
+      if (known == cheap.end()) known = cheap.insert(cheap.end(), {rc, ev.cheap_lower_bound(p, *parts)});
+      part.cand.push_back({.index = i,
+                           .slot = part.plans.size(),
+                           .bound = known->second,
+                           .none = p.strategy->baseline && !grid,
+                           .own = static_cast<std::uint16_t>(grid ? res.strategies.size() + static_cast<std::size_t>(p.tp_layout) : si)});
+      part.plans.push(p);
+    };
+    sim::Plan q;  // scratch: a plan of the block made from its head
+    enumerate_plan_block_heads(model, cluster, space, part_no, [&](const sim::Plan& head, std::span<const BlockSavers> savers) {
+      const std::size_t n = savers.size();
+      const std::size_t si = strategy_index(head);
+      auto plan_at = [&](std::size_t j) -> sim::Plan& {
+        q = head;
+        savers[j].apply(q);
+        return q;
+      };
+      // check_plan: its shape checks read nothing a block's plans differ in (one call per block), the
+      // saver checks per plan (in the verdict), their message formatted only for a plan kept as an example
+      part.considered += n;
+      if (const auto shapes = sim::check_plan_shapes(model, cluster, head, false)) {
+        refuse(si, head, shapes->reason, [&] { return sim::check_plan_shapes(model, cluster, head)->message; }, 0, n);
+        return;
+      }
+      auto [it, fresh] = block_mem.try_emplace(sim::memory_key_without_savers(head));
+      BlockMemory& b = it->second;
+      if (fresh) {
+        b.plan = head;
+        b.shared.emplace(model, cluster, b.plan);
+        b.savers.assign(savers.begin(), savers.end());
+        b.est.assign(n, std::nullopt);
+      }
+      bm = std::equal(b.savers.begin(), b.savers.end(), savers.begin(), savers.end()) ? &b : nullptr;
+      const Verdict* v = bm && bm->verdict ? &*bm->verdict : nullptr;
+      if (!v) {
+        const auto tm = clock::now();
+        block.assign(n, head);
+        for (std::size_t j = 0; j < n; ++j) savers[j].apply(block[j]);
+        Verdict& out = bm ? bm->verdict.emplace() : own;
+        decide(block, out);
+        v = &out;
+        part.memory_seconds += std::chrono::duration<double>(clock::now() - tm).count();
+      }
+      // the saver refusals, then (in a second pass, as check_plan before the memory) the rest
+      for (std::size_t j = 0; j < n; ++j)
+        if (v->plans[j].fate == Fate::refused)
+          refuse(si, [&] { return plan_at(j); }, v->plans[j].reason,
+                 [&] { return sim::check_plan_savers(model, cluster, plan_at(j))->message; });
+      std::optional<Evaluator::GemmParts> parts;
+      cheap.clear();
+      std::size_t index = part.passed;  // a plan's index: its position among the plans that pass check_plan
+      part.passed += static_cast<std::size_t>(std::count_if(v->plans.begin(), v->plans.end(), [](const PlanFate& f) { return f.fate != Fate::refused; }));
+      for (std::size_t j = 0; j < n; ++j) {
+        const PlanFate& f = v->plans[j];
+        switch (f.fate) {
+          case Fate::refused:
+            continue;
+          case Fate::dominated:
+            ++part.dominated;
+            break;
+          case Fate::memory:
+            refuse(si, [&] { return plan_at(j); }, sim::Infeasibility::memory, [&] { return memory_message(plan_at(j), *f.mem); }, f.mem->over());
+            break;
+          case Fate::candidate:
+            consider(plan_at(j), index, si, parts);
+            break;
+        }
+        ++index;
+      }
+      for (const AddedPlan& a : v->added) {
         ++part.considered;
-        consider(a.plan, a.index, *a.mem, parts);
+        sim::Plan& p = plan_at(a.from);
+        p.recompute_method = sim::RecomputeMethod::block;
+        p.recompute_layers = a.layers;
+        const std::size_t i = kAdded + part.added++;
+        if (!a.mem->fits()) refuse(si, p, sim::Infeasibility::memory, [&] { return memory_message(p, *a.mem); }, a.mem->over());
+        else consider(p, i, si, parts);
       }
     });
     part.seconds = std::chrono::duration<double>(clock::now() - start).count();

@@ -22,8 +22,8 @@ namespace {
 /// 2D / 2.5D plans: each (q, d) grid of each tp, at pp 1 with what the SUMMA layers run with.
 void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const std::vector<int>& tps,
                           int gb, const std::vector<hardware::AttentionKernel>& kernels, hardware::AttentionKernel own,
-                          const PlanBlockVisitor& visit) {
-  std::vector<sim::Plan> block;
+                          const PlanBlockHeadVisitor& visit) {
+  std::vector<BlockSavers> savers;
   const int gpus = c.total_gpus();
   // domino's row slices on the grid (each slice's SUMMA products independent, sim/builder_grid.cpp)
   // where domino is searched: 2 and 4 slices of the rank's sequences beside the unsliced grid
@@ -45,36 +45,38 @@ void enumerate_grid_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& 
         // the order matters only where a grid layer does not fit in a node's NVLink domain
         std::vector<sim::TpGridOrder> orders{sim::TpGridOrder::row};
         if (q * q > c.node.gpus_per_node) orders.push_back(sim::TpGridOrder::col);
+        // a block: the bucket sizes (no ZeRO or recompute on the grid), one without gradient reduction
+        savers.clear();
+        for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
+          if (dp * d == 1 && b > 0) continue;  // no gradient reduction
+          savers.push_back({.zero = 0, .recompute = sim::Recompute::none, .dp_bucket_mb = s.dp_bucket_mb[b]});
+        }
+        if (savers.empty()) continue;
         for (int mb : mbs)
           for (const int r : slices)
           for (const auto order : orders)
             for (const auto att : kernels) {
               if (sim::attention_unsupported(c, att, s.dtype)) continue;
               if ((mb / (q * d)) % r) continue;  // the slices split a rank's sequences
-              block.clear();
-              for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
-                if (dp * d == 1 && b > 0) continue;  // no gradient reduction
-                sim::Plan p;
-                p.tp = tp;
-                p.tp_layout = layout;
-                p.tp_q = q;
-                p.tp_d = d;
-                p.tp_grid_order = order;
-                p.dp = dp;
-                p.micro_batch = mb;
-                p.global_batch = gb;
-                p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
-                p.dtype = s.dtype;
-                p.strategy = r > 1 ? &sim::strategy_domino() : &sim::default_strategy();
-                p.stack = s.stack;
-                p.stack_attention = own;
-                for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
-                p.row_slices = r;
-                p.attention = att;
-                p.dp_bucket_mb = s.dp_bucket_mb[b];
-                block.push_back(std::move(p));
-              }
-              if (!block.empty()) visit(block);
+              sim::Plan p;
+              p.tp = tp;
+              p.tp_layout = layout;
+              p.tp_q = q;
+              p.tp_d = d;
+              p.tp_grid_order = order;
+              p.dp = dp;
+              p.micro_batch = mb;
+              p.global_batch = gb;
+              p.seq_len = s.seq_len > 0 ? s.seq_len : m.seq_len;
+              p.dtype = s.dtype;
+              p.strategy = r > 1 ? &sim::strategy_domino() : &sim::default_strategy();
+              p.stack = s.stack;
+              p.stack_attention = own;
+              for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
+              p.row_slices = r;
+              p.attention = att;
+              savers.front().apply(p);
+              visit(p, savers);
             }
       }
   }
@@ -137,6 +139,16 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
 void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, std::size_t part,
                            const PlanBlockVisitor& visit) {
   std::vector<sim::Plan> block;
+  enumerate_plan_block_heads(m, c, s, part, [&](const sim::Plan& head, std::span<const BlockSavers> savers) {
+    block.assign(savers.size(), head);
+    for (std::size_t j = 0; j < savers.size(); ++j) savers[j].apply(block[j]);
+    visit(block);
+  });
+}
+
+void enumerate_plan_block_heads(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, std::size_t part,
+                                const PlanBlockHeadVisitor& visit) {
+  std::vector<BlockSavers> savers;
   const int gpus = c.total_gpus();
   const int gb = s.global_batch > 0 ? s.global_batch : default_global_batch(c);
   const std::vector<int> tps = tp_values(c, s);
@@ -149,6 +161,17 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
   for_each_layout(m, c, s, [&](int tp, int pp, int vp) {
     if (at++ != part) return;
     const int dp = std::max(1, gpus / (tp * pp));
+    // a block's savers, the same for every block of the part: ZeRO shards over dp ranks (ZeRO-2/3
+    // with pp > 1 are enumerated and refused: check_plan), recompute, then the bucket size
+    savers.clear();
+    const std::vector<int> zs = dp == 1 ? std::vector<int>{0} : s.zero;
+    for (int zero : zs)
+      for (const auto rc : s.recompute)
+        for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
+          if ((dp == 1 || zero >= 3) && b > 0) continue;  // no gradient buckets: dp 1, or ZeRO-3 (one per layer)
+          savers.push_back({.zero = zero, .recompute = rc, .dp_bucket_mb = s.dp_bucket_mb[b]});
+        }
+    if (savers.empty()) return;
     std::vector<int> mbs = s.micro_batch;
     if (mbs.empty())
       for (int mb = 1; mb <= s.max_micro_batch && mb <= std::max(1, gb / dp); mb *= 2) mbs.push_back(mb);
@@ -172,6 +195,7 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
           p.stack = s.stack;
           p.stack_attention = own;
           for (const sim::Knob* k : sim::plan_knobs()) k->set(p, k->neutral);
+          savers.front().apply(p);
           // the strategy's knobs, first declared outermost; where a knob does not apply (given the
           // ones before it) only its first value, stored as neutral
           std::function<void(std::size_t)> knob = [&](std::size_t i) {
@@ -179,23 +203,7 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
               for (const auto att : kernels) {
                 if (sim::attention_unsupported(c, att, p.dtype)) continue;
                 p.attention = att;
-                block.clear();
-                // ZeRO shards over dp ranks; ZeRO-2/3 with pp > 1 are enumerated and refused (check_plan)
-                const std::vector<int> zs = dp == 1 ? std::vector<int>{0} : s.zero;
-                for (int zero : zs) {
-                  p.zero = zero;
-                  for (const auto rc : s.recompute) {
-                    p.recompute = rc;
-                    p.recompute_method = sim::RecomputeMethod::uniform;
-                    p.recompute_layers = 1;
-                    for (std::size_t b = 0; b < s.dp_bucket_mb.size(); ++b) {
-                      if ((dp == 1 || zero >= 3) && b > 0) continue;  // no gradient buckets: dp 1, or ZeRO-3 (one per layer)
-                      p.dp_bucket_mb = s.dp_bucket_mb[b];
-                      block.push_back(p);
-                    }
-                  }
-                }
-                if (!block.empty()) visit(block);
+                visit(p, savers);
               }
               return;
             }

@@ -81,6 +81,26 @@ void enumerate_plans(const sim::ModelSpec& m, const hardware::ClusterSpec& c, co
 /// one inside once those are reset (so a search can decide which savers a plan needs block by
 /// block, without keeping the space). A block is valid only during the call.
 using PlanBlockVisitor = std::function<void(std::span<const sim::Plan>)>;
+/// @brief What one plan of a block sets of its memory savers (the fields a block's plans differ in):
+/// its ZeRO stage, recompute mode (uniform over single layers) and bucket size.
+struct BlockSavers {
+  int zero = 0;
+  sim::Recompute recompute = sim::Recompute::none;
+  double dp_bucket_mb = 25.0;
+  /// `p` with these savers (recompute method uniform, one layer per chunk)
+  void apply(sim::Plan& p) const {
+    p.zero = zero;
+    p.recompute = recompute;
+    p.recompute_method = sim::RecomputeMethod::uniform;
+    p.recompute_layers = 1;
+    p.dp_bucket_mb = dp_bucket_mb;
+  }
+  bool operator==(const BlockSavers&) const = default;
+};
+/// @brief A block without its plans made: `head` is its first plan, and plan j is `head` with
+/// savers[j] applied (savers[0] gives `head` itself). Both are valid only during the call. The
+/// search reads most blocks this way: a plan is made only where it is kept or shown.
+using PlanBlockHeadVisitor = std::function<void(const sim::Plan& head, std::span<const BlockSavers> savers)>;
 void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, const PlanBlockVisitor& visit);
 /// @brief The space in parts, for enumerating them apart (on several threads): one part per 1D
 /// (tp, pp, vp), in enumeration order, then one for the 2D / 2.5D grids; enumerate_plan_blocks of
@@ -88,5 +108,8 @@ void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec&
 std::size_t plan_space_parts(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s);
 void enumerate_plan_blocks(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, std::size_t part,
                            const PlanBlockVisitor& visit);
+/// @brief Part `part`'s blocks in the same order, each as its head and savers (PlanBlockHeadVisitor).
+void enumerate_plan_block_heads(const sim::ModelSpec& m, const hardware::ClusterSpec& c, const SearchSpace& s, std::size_t part,
+                                const PlanBlockHeadVisitor& visit);
 
 }  // namespace tuner

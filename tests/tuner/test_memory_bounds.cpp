@@ -470,6 +470,75 @@ TEST_CASE("plans that differ only in their memory savers share a PlanMemory: eve
   CHECK(reused > blocks / 2);
 }
 
+TEST_CASE("a block's verdict depends only on its memory_key_without_savers and its savers") {
+  // tuner::search decides the first block of each memory_key_without_savers plan by plan - the
+  // saver checks (check_plan_savers), each plan's memory, dominance and the fewest layers full
+  // recompute needs - and replays that verdict for every later block of the key (they differ in the
+  // strategy and its knobs). That holds if, position by position, the saver check's reason and the
+  // memory estimate (every line, exactly) are those of the key's first block; and the search
+  // shares one estimate between positions exactly when sim::same_memory_savers says their
+  // memory_key are equal. Both checked over every block of the default space (gpt3-13b on one
+  // DGX-H100) that passes its shape checks.
+  const auto m = sim::load_model("gpt3-13b");
+  const auto c = hardware::load_cluster("dgx-h100");
+  const tuner::SearchSpace s;
+  auto key_text = [](const sim::MemoryKey& k) {
+    std::string t;
+    for (auto v : k.fields) t += std::to_string(v) + ",";
+    for (int v : k.pipeline_layers) t += std::to_string(v) + ";";
+    return t;
+  };
+  // a plan's fate inputs: its saver check's reason (-1: none), else its memory, line by line
+  auto fate = [&](const sim::Plan& p) {
+    if (const auto prob = sim::check_plan_savers(m, c, p, false)) return std::vector<double>{static_cast<double>(prob->reason)};
+    const auto e = sim::estimate_memory(m, c, p);
+    return std::vector<double>{-1.0,        e.weights,     e.gathered_weights, e.gradients, e.optimizer, e.activations,
+                               e.recomputed, e.temporaries, e.dp_buckets,       e.nccl,      e.cuda_context, e.capacity};
+  };
+  std::map<std::string, std::pair<std::vector<tuner::BlockSavers>, std::vector<std::vector<double>>>> first_of;
+  std::size_t blocks = 0, replayed = 0, differ = 0, pairs = 0, wrong_pairs = 0, heads_differ = 0;
+  for (std::size_t part = 0; part < tuner::plan_space_parts(m, c, s); ++part) {
+    // the block heads are the blocks' first plans, and a block's plan j its head with savers[j]
+    std::vector<std::vector<sim::Plan>> blocks_of_part;
+    tuner::enumerate_plan_blocks(m, c, s, part, [&](std::span<const sim::Plan> b) { blocks_of_part.emplace_back(b.begin(), b.end()); });
+    std::size_t k = 0;
+    tuner::enumerate_plan_block_heads(m, c, s, part, [&](const sim::Plan& head, std::span<const tuner::BlockSavers> savers) {
+      const auto& block = blocks_of_part.at(k++);
+      heads_differ += !(block.size() == savers.size() && block.front() == head);
+      for (std::size_t j = 0; j < block.size() && j < savers.size(); ++j) {
+        sim::Plan q = head;
+        savers[j].apply(q);
+        heads_differ += !(q == block[j]);
+      }
+      if (sim::check_plan_shapes(m, c, head, false)) return;
+      ++blocks;
+      std::vector<std::vector<double>> fates;
+      for (const auto& p : block) fates.push_back(fate(p));
+      for (std::size_t a = 0; a < block.size(); ++a)
+        for (std::size_t b = 0; b < block.size(); ++b, ++pairs)
+          wrong_pairs += sim::same_memory_savers(block[a], block[b]) != (sim::memory_key(block[a]) == sim::memory_key(block[b]));
+      const auto [first, fresh] = first_of.try_emplace(key_text(sim::memory_key_without_savers(head)),
+                                                       std::vector<tuner::BlockSavers>(savers.begin(), savers.end()), fates);
+      if (fresh || !std::equal(savers.begin(), savers.end(), first->second.first.begin(), first->second.first.end())) return;
+      ++replayed;
+      if (first->second.second != fates) {
+        ++differ;
+        CAPTURE(sim::describe(head));
+        CHECK(first->second.second == fates);
+      }
+    });
+    CHECK(k == blocks_of_part.size());
+  }
+  MESSAGE(blocks << " blocks pass their shape checks, " << replayed << " of them replay an earlier block's verdict; " << pairs
+                  << " pairs of plans compared for same_memory_savers");
+  // 12,578 blocks, 10,582 of them replaying (2026-12-06): the check needs most blocks to replay
+  CHECK(blocks > 10000);
+  CHECK(replayed > blocks / 2);
+  CHECK(differ == 0);
+  CHECK(wrong_pairs == 0);
+  CHECK(heads_differ == 0);
+}
+
 TEST_CASE("a domino class at 8 TP channels, bounded from its NCCL-choice sibling's graph, has the bound of its own graph") {
   // Evaluator::class_bound builds a domino class's one-layer graph once at tp_channels 0 (NCCL's
   // choice) and bounds its siblings at the knob's other searched counts (8) from copies with the
