@@ -63,7 +63,14 @@ void run_ranks(const RunFlags& f, const mpi_plugin::Session& mpi, executor::Back
                                                  .watchdog_s = f.watchdog_s});
   executor::RunOptions o{.steps = steps, .warmup = warmup, .training = {.seed = f.seed, .lr = f.lr}, .on_step = {}, .watchdog_s = f.watchdog_s};
   if (!f.quiet)
-    o.on_step = [&](int step, double ms, double loss) { fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, steps, ms, loss); };
+    // called from the MPI plug-in's training loop: nothing may be thrown back into it (common/plugin_error.hpp);
+    // a progress line that cannot be written is not a reason to stop training
+    o.on_step = [&](int step, double ms, double loss) noexcept {
+      try {
+        fmt::print(stderr, "step {:>3}/{}: {:9.3f} ms  loss {:.4f}\n", step + 1, steps, ms, loss);
+      } catch (...) {
+      }
+    };
   const executor::RunResult r = mpi_plugin::train(g, *backend, o, !f.dump_grads.empty());
   if (mpi.rank() != 0) return;
 

@@ -28,7 +28,7 @@ if [[ $what == asan || $what == all || $what == none ]]; then
   if [ ! -f build-asan/build.ninja ]; then
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
       -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DSLICETUNE_DISABLE_CUDA=ON \
-      -DSLICETUNE_FUZZ=ON -DSLICETUNE_BENCH=OFF "${launcher[@]}" >&2
+      -DSLICETUNE_FUZZ=ON -DSLICETUNE_BENCH=OFF -DSLICETUNE_STATIC_RUNTIME=OFF "${launcher[@]}" >&2
   fi
 fi
 if [[ $what == none ]]; then exit 0; fi
@@ -52,7 +52,7 @@ if [[ $what == tsan || $what == all ]]; then
   if [ ! -f build-tsan/build.ninja ]; then
     cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
       -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only -fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DSLICETUNE_DISABLE_CUDA=ON \
-      -DSLICETUNE_BENCH=OFF \
+      -DSLICETUNE_BENCH=OFF -DSLICETUNE_STATIC_RUNTIME=OFF \
       "${launcher[@]}" >&2
   fi
   t0=$SECONDS

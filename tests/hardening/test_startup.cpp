@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/memory_reuse.hpp"
+#include "common/plugin_error.hpp"
 
 #include "tests/hardening/process.hpp"
 
@@ -109,6 +110,56 @@ TEST_CASE("run and tune under mpirun load the MPI plug-in and Open MPI (the dlop
   const auto t = run(tune, 300);
   CHECK(t.code == 0);
   CHECK(t.err.find("libslicetune_mpi.so") != std::string::npos);
+}
+#endif
+
+#ifdef SLICETUNE_STATIC_RUNTIME
+TEST_CASE("the slicetune program carries its C++ runtime, yaml-cpp and fmt (no start-up binding of their symbols)") {
+  // SLICETUNE_STATIC_RUNTIME (CMakeLists.txt): the loader maps only the C library and libm at start-up
+  const auto r = run({"ldd", binary()});
+  REQUIRE(r.code == 0);
+  for (const char* lib : {"libstdc++", "libgcc_s", "libyaml-cpp", "libfmt"}) {
+    CAPTURE(lib);
+    CHECK(r.out.find(lib) == std::string::npos);
+  }
+  CHECK(r.out.find("libc.so") != std::string::npos);  // the control: ldd listed the libraries
+}
+#endif
+
+TEST_CASE("an exception in a plug-in comes back as data and is thrown again as the same kind, same message") {
+  // common/plugin_error.hpp: the MPI plug-in's entry points catch into a PluginError (the program
+  // and the plug-in each have a C++ runtime), the program's side throws it again: a ConfigError as a
+  // ConfigError (exit 2), anything else as std::runtime_error (exit 1), with what() unchanged
+  auto round_trip = [](auto&& work) {
+    common::PluginError e;
+    common::catch_into(&e, work);
+    return e;
+  };
+  const auto none = round_trip([] {});
+  CHECK(none.kind == common::PluginError::Kind::none);
+  CHECK_NOTHROW(common::rethrow_plugin_error(none));
+  const auto config = round_trip([] { throw common::ConfigError("plan.yaml", "tp", "expected a positive integer"); });
+  CHECK(config.kind == common::PluginError::Kind::config);
+  CHECK(error_of([&] { common::rethrow_plugin_error(config); }) == "plan.yaml: tp: expected a positive integer");
+  const auto other = round_trip([] { throw std::logic_error("engine deadlock"); });
+  CHECK(other.kind == common::PluginError::Kind::other);
+  CHECK_THROWS_WITH_AS(common::rethrow_plugin_error(other), "engine deadlock", std::runtime_error);
+  CHECK(error_of([&] { try { common::rethrow_plugin_error(other); } catch (const std::runtime_error&) {} }).empty());  // not a ConfigError
+  const auto unknown = round_trip([] { throw 42; });
+  CHECK(unknown.kind == common::PluginError::Kind::other);
+  CHECK(unknown.message == "an exception of unknown type in the MPI plug-in");
+}
+
+#ifdef SLICETUNE_HAVE_EXECUTOR
+TEST_CASE("bad input found inside the MPI plug-in ends the program with its one-line error and exit code 2") {
+  // run --backend cuda: the MPI plug-in makes the backend and, with SLICETUNE_CUDA_PLUGIN naming no
+  // file, throws ConfigError naming --backend cuda inside the plug-in; the program prints it once as
+  // any bad input (cli/app.cpp) and exits 2, as it did when the exception crossed the boundary itself
+  std::vector<std::string> argv{"env", "SLICETUNE_CUDA_PLUGIN=/nonexistent/libslicetune_cuda.so"};
+  for (const auto& a : mpirun_argv(1, {"run", "--model", "tiny", "--steps", "1", "--quiet", "--backend", "cuda"})) argv.push_back(a);
+  const auto r = run(argv, 120);
+  CHECK(r.code == 2);
+  CHECK(count_lines_with(r.err, "slicetune: error: --backend cuda: cannot load the CUDA backend (/nonexistent/libslicetune_cuda.so)") == 1);
 }
 #endif
 
