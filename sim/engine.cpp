@@ -681,7 +681,7 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
       rb.streams.push_back({.name = g.streams[s].name,
                             .kind = g.streams[s].kind,
                             .busy = total(f ? f->busy[s] : 0, m ? m->busy[s] : 0, l.busy[s])});
-    rb.memory = estimate_memory(g, cl);
+    if (options_.memory) rb.memory = estimate_memory(g, cl);
     rep.ranks.push_back(std::move(rb));
   }
   rep.compute = rep.ranks[0].compute;

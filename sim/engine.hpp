@@ -79,6 +79,10 @@ struct EngineOptions {
   /// last goes on from the run before it where their tasks part. The same report either way, to
   /// the picosecond (tests/sim check it); false simulates each run from the start.
   bool share_runs = true;
+  /// Each graph's memory (estimate_memory of the graph: StepReport::memory, RankBusy::memory); false
+  /// leaves them empty, for a caller that takes memory from the closed form (the tuner's
+  /// reduced-layer estimates: a tenth of a short graph's simulation).
+  bool memory = true;
   /// The resource models, in the order the engine applies them (sim/engine_model.hpp).
   std::vector<ModelFactory> models = default_models();
 };

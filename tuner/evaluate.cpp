@@ -488,7 +488,7 @@ Estimate Evaluator::estimate_uniform(const sim::Plan& p) const {
     r2 = simulate(p);
     r1 = r2;
   } else {
-    const sim::Engine engine(cost_);
+    const sim::Engine engine(cost_, {.memory = false});  // the memory is the closed form's (below)
     auto with_layers = [&](int layers) {
       sim::ModelSpec m = model_;
       m.layers = layers;

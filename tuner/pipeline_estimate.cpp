@@ -83,7 +83,7 @@ OneMicroBatch measure(const sim::ModelSpec& model, const hardware::ClusterSpec& 
   const int pp = p.pp, vp = p.vp, V = pp * vp;
   const int last_micro = p.grad_accum_steps() - 1;
   const auto graphs = sim::build_stage_graphs(model, cluster, p);
-  const auto r = sim::simulate_stages(sim::Engine(cost, {.timeline = true}), graphs);
+  const auto r = sim::simulate_stages(sim::Engine(cost, {.timeline = true, .memory = false}), graphs);  // memory: the closed form's
   OneMicroBatch o;
   auto& t = o.times;
   t.fwd.assign(static_cast<std::size_t>(V), 0.0);
