@@ -1,6 +1,7 @@
 // Benchmark (not a test): step graphs built and simulated per second, one thread.
 // Default workload: gpt3-13b on one dgx-h100, tp 8, micro-batch 16, seq 1024, domino 4 x 2.
 //   bench_simulate [--seconds S | --iterations N] [--model M] [--cluster C] [--row-slices R] [--col-slices C]
+//                  [--event-by-event 1]   (EngineOptions::fast_forward off: every event simulated)
 #include <fmt/format.h>
 
 #include <chrono>
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   in.flags.strategy = &sim::strategy_domino();
   in.flags.row_slices = 4;
   in.flags.col_slices = 2;
+  sim::EngineOptions options;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--seconds") seconds = std::atof(argv[i + 1]);
@@ -33,17 +35,19 @@ int main(int argc, char** argv) {
     else if (k == "--cluster") in.cluster = argv[i + 1];
     else if (k == "--row-slices") in.flags.row_slices = std::atoi(argv[i + 1]);
     else if (k == "--col-slices") in.flags.col_slices = std::atoi(argv[i + 1]);
+    else if (k == "--event-by-event") options.fast_forward = std::atoi(argv[i + 1]) == 0;
     else {
-      fmt::print(stderr, "usage: bench_simulate [--seconds S | --iterations N] [--model M] [--cluster C] [--row-slices R] [--col-slices C]\n");
+      fmt::print(stderr, "usage: bench_simulate [--seconds S | --iterations N] [--model M] [--cluster C] [--row-slices R] [--col-slices C] [--event-by-event 1]\n");
       return 2;
     }
   }
   const sim::Target t = sim::resolve_target(in);
   auto cost = hardware::make_analytic_cost_model(t.cluster, t.plan.stack);
-  sim::Engine engine(*cost);
+  sim::Engine engine(*cost, options);
   using clock = std::chrono::steady_clock;
   // warm-up
-  double sink = engine.simulate(sim::build_step_graph(t.model, t.cluster, t.plan)).step_time.ms();
+  const sim::StepReport first = engine.simulate(sim::build_step_graph(t.model, t.cluster, t.plan));
+  double sink = first.step_time.ms();
   std::size_t n = 0, tasks = 0;
   double build_s = 0, sim_s = 0;
   const auto t0 = clock::now();
@@ -60,8 +64,11 @@ int main(int argc, char** argv) {
     ++n;
   }
   const double total = build_s + sim_s;
-  fmt::print("bench_simulate: {} on {}, {} ({} tasks per graph)\n", t.model.name, t.cluster.name, sim::describe(t.plan), tasks);
-  fmt::print("{:>12} {:>14} {:>14} {:>16}\n", "iterations", "build (us)", "simulate (us)", "graphs/s (1 core)");
-  fmt::print("{:>12} {:>14.1f} {:>14.1f} {:>16.0f}\n", n, 1e6 * build_s / n, 1e6 * sim_s / n, n / total);
+  fmt::print("bench_simulate: {} on {}, {} ({} tasks per graph){}\n", t.model.name, t.cluster.name, sim::describe(t.plan), tasks,
+             options.fast_forward ? "" : ", every event simulated");
+  fmt::print("{:>12} {:>14} {:>14} {:>16} {:>10} {:>10}\n", "iterations", "build (us)", "simulate (us)", "graphs/s (1 core)", "events",
+             "repeated");
+  fmt::print("{:>12} {:>14.1f} {:>14.1f} {:>16.0f} {:>10} {:>10}\n", n, 1e6 * build_s / n, 1e6 * sim_s / n, n / total, first.events,
+             first.repeated_events);
   return sink > 0 ? 0 : 1;
 }

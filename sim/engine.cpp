@@ -96,6 +96,7 @@ struct RunStats {
   std::vector<RankStats> ranks;  // per simulated graph
   std::size_t events = 0;
   std::size_t shared = 0;  // of events, those taken over from another run (Simulation::hand_over)
+  std::size_t repeated = 0;  // of events, those repeated from the layer before (Simulation::fast_forward)
 };
 
 /// Which micro-batch of the step a run simulates: the tasks it includes (Task::step_start only in
@@ -113,7 +114,7 @@ class Simulation {
   /// `memo`: the rates remembered per running set, shared by the runs of one Engine::simulate (they
   /// price the same tasks alike: Priced)
   Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const Priced& priced, const std::vector<ModelFactory>& models,
-             MicroBatch which, bool timeline, RateMemo& memo)
+             MicroBatch which, bool timeline, RateMemo& memo, bool fast_forward = false)
       : timeline_(timeline), which_(which), memo_(&memo) {
     const auto& cl = cost.cluster();
     for (const auto& link : cost.links()) link_bytes_per_ps_.push_back(link.bytes_per_s * 1e-12);
@@ -202,6 +203,13 @@ class Simulation {
     // pp 16: 2.4 s and 284 MB with it, 1.5 s and 105 MB without; same step to the picosecond).
     if (ranks_.size() > 2) memoize_ = false;
     for (const auto& rs : ranks_) rank_views_.push_back({rs.running, rs.compute_streams, rs.comm_streams});
+    // steady layers (fast_forward): one rank, no host syncs, rates of the running set alone, and
+    // layers enough to repeat (the tuner's reduced-layer graphs have 1 or 2)
+    if (fast_forward && ranks_.size() == 1 && stateless_ && ranks_[0].syncs.empty() && !ranks_[0].compute_streams.empty() &&
+        ranks_[0].g->model.layers >= 4) {
+      ff_.on = true;
+      ff_.main = ranks_[0].compute_streams[0];
+    }
     view_.ranks = rank_views_;
     view_.link_bytes_per_ps = link_bytes_per_ps_;
     view_.cluster = &cl;
@@ -270,6 +278,17 @@ class Simulation {
   void release_sync(RankState& rs, std::int64_t now);
   void update_rates();
   void hand_over(std::int64_t now, const RunStats& st);
+  void steady_look(std::int64_t& now, RunStats& st);
+  bool fast_forward(std::int64_t& now, RunStats& st);
+  /// When the host has issued every task of this run up to task x (no host syncs: issue times grow
+  /// with the task index).
+  std::int64_t issued_by(std::size_t x) const {
+    const RankState& rs = ranks_[0];
+    for (std::size_t i = x + 1; i-- > 0;)
+      if (runs_in(rs.g->tasks[i], which_)) return rs.issue_ps[i];
+    return 0;
+  }
+  void steady_snapshot(std::int64_t now, const RunStats& st);
 
   bool timeline_;
   MicroBatch which_;
@@ -302,6 +321,27 @@ class Simulation {
   std::vector<char> dirty_;             // per rank: a task of it completed since its streams were scanned
   std::vector<std::int64_t> rank_wake_;  // per rank: the earliest issue time its scan waits for
   std::uint64_t memo_lookups_ = 0, memo_hits_ = 0;
+  /// Steady layers (EngineOptions::fast_forward): the state when rank 0's first compute stream
+  /// reached a layer's first task (anchor A), and what started and ended since.
+  struct Steady {
+    bool on = false;
+    StreamId main = 0;                 // the compute stream whose head marks the layers
+    std::size_t seen_head = ~std::size_t{0};
+    bool have = false;                 // a snapshot is held
+    std::int64_t now = 0;
+    std::uint32_t anchor = 0;          // the task at main's head at A
+    std::vector<std::size_t> head;
+    std::vector<Activity> active;
+    std::vector<std::uint32_t> pending;
+    RankStats stats;
+    std::size_t events = 0;
+    char dirty = 0;
+    std::int64_t wake = 0;             // rank_wake_ - now (kNever: none)
+    std::vector<std::pair<std::uint32_t, std::int64_t>> started, ended;
+    std::vector<std::size_t> advance;  // scratch: per stream, tasks started per period
+    std::vector<std::uint32_t> inert;  // scratch: heads that wait through the periods
+    std::vector<std::uint32_t> dec;    // scratch: the pending counts one period lowers
+  } ff_;
 };
 
 void Simulation::start(int r, StreamId s, std::int64_t now, std::uint32_t flow) {
@@ -318,6 +358,7 @@ void Simulation::start(int r, StreamId s, std::int64_t now, std::uint32_t flow) 
              .rate = 1.0,
              .finish = now};
   if (timeline_) rs.timing[t].start = Duration::from_ps(now);
+  if (ff_.have) ff_.started.emplace_back(t, now);
   rs.running[s] = static_cast<int>(active_.size());
   active_.push_back(a);
   active_key_.push_back(memo_word(a));
@@ -334,6 +375,7 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
     return;
   }
   if (timeline_) rs.timing[a.task].end = Duration::from_ps(now);
+  if (ff_.have) ff_.ended.emplace_back(a.task, now);
   dirty_[static_cast<std::size_t>(a.rank)] = 1;
   rs.running[a.stream] = kIdle;
   ++rs.head[a.stream];
@@ -433,6 +475,169 @@ void Simulation::hand_over(std::int64_t now, const RunStats& st) {
   t.rank_wake_ = rank_wake_;
 }
 
+// ---- steady layers (EngineOptions::fast_forward) ----
+// A transformer's layers are alike: once the engine reaches layer l + 1's first compute task in the
+// state it reached layer l's in - the same running set (costs, stages, work left), every stream's
+// head one layer on (or still waiting), the same waits - every task P on (P: one layer's tasks),
+// and the graph repeats with period P over the tasks the next layers touch, the next layers run
+// exactly as this one did, Δ later each. The engine is deterministic and reads only differences of
+// times (integer ps) and the running set, so it would compute the same events, bit for bit: they
+// are repeated, not simulated (the completions' effects on the tasks that wait, the task times,
+// the busy times and the events counted), and the simulation goes on from the last repeated layer.
+
+// At the top of an iteration: when rank 0's main compute stream has just reached a layer's first
+// task, the state is compared with the previous such moment's (fast_forward) and kept.
+void Simulation::steady_look(std::int64_t& now, RunStats& st) {
+  RankState& rs = ranks_[0];
+  const std::size_t h = rs.head[ff_.main];
+  if (h == ff_.seen_head) return;
+  ff_.seen_head = h;
+  const auto& q = rs.queue[ff_.main];
+  if (h == 0 || h >= q.size()) return;
+  const Task& t = rs.g->tasks[q[h]];
+  if (t.layer < 0 || t.layer == rs.g->tasks[q[h - 1]].layer) return;
+  // a task the host has not issued yet: its issue time (relative to the GPU's) changes layer by layer
+  if (rs.issue_ps[q[h]] > now) return;
+  if (ff_.have && fast_forward(now, st)) ff_.seen_head = rs.head[ff_.main];
+  steady_snapshot(now, st);
+}
+
+void Simulation::steady_snapshot(std::int64_t now, const RunStats& st) {
+  const RankState& rs = ranks_[0];
+  ff_.have = true;
+  ff_.now = now;
+  ff_.anchor = rs.queue[ff_.main][rs.head[ff_.main]];
+  ff_.head = rs.head;
+  ff_.active = active_;
+  ff_.pending = rs.pending;
+  ff_.stats = st.ranks[0];
+  ff_.events = st.events;
+  ff_.dirty = dirty_[0];
+  ff_.wake = rank_wake_[0] == kNever ? kNever : rank_wake_[0] - now;
+  ff_.started.clear();
+  ff_.ended.clear();
+}
+
+bool Simulation::fast_forward(std::int64_t& now, RunStats& st) {
+  RankState& rs = ranks_[0];
+  const StepGraph& g = *rs.g;
+  const std::uint32_t b = rs.queue[ff_.main][rs.head[ff_.main]];
+  if (b <= ff_.anchor || now <= ff_.now) return false;
+  const std::uint32_t P = b - ff_.anchor;  // tasks per layer
+  const std::int64_t D = now - ff_.now;    // time per layer
+  // the running set: every activity's task P on, the same stream, stage and work left
+  if (active_.size() != ff_.active.size() || dirty_[0] != ff_.dirty) return false;
+  if ((rank_wake_[0] == kNever ? kNever : rank_wake_[0] - now) != ff_.wake) return false;
+  std::uint32_t lo = ff_.anchor, top = b;  // the tasks one layer touches: [lo, top]
+  for (std::size_t i = 0; i < active_.size(); ++i) {
+    const Activity& x = ff_.active[i];
+    const Activity& y = active_[i];
+    if (y.task != x.task + P || y.stream != x.stream || y.stage != x.stage || y.remaining != x.remaining) return false;
+    lo = std::min(lo, x.task);
+    top = std::max(top, y.task);
+  }
+  // every stream: its head P on, or waiting where it was (not ready), or done in both
+  const std::size_t ns = rs.queue.size();
+  ff_.advance.assign(ns, 0);
+  ff_.inert.clear();
+  for (std::size_t s = 0; s < ns; ++s) {
+    const auto& q = rs.queue[s];
+    const std::size_t ha = ff_.head[s], hb = rs.head[s];
+    if (ha == q.size()) {
+      if (hb != ha) return false;
+      continue;
+    }
+    if (hb == ha) {
+      if (rs.running[s] != kIdle || rs.pending[q[hb]] == 0) return false;
+      ff_.inert.push_back(q[hb]);
+      continue;
+    }
+    if (hb >= q.size() || q[hb] != q[ha] + P) return false;
+    ff_.advance[s] = hb - ha;
+    lo = std::min(lo, q[ha]);
+    top = std::max(top, q[hb]);
+  }
+  // the graph repeats with period P from lo up to hi: task i and i + P alike (cost, stream,
+  // launches, in this run or not, inputs), their successors P apart or both beyond hi (another
+  // part of the step: the backward pass of a forward layer's outputs)
+  const std::size_t n = g.size();
+  std::size_t hi = n;
+  for (std::size_t i = lo; i + P < hi; ++i) {
+    const Task& a = g.tasks[i];
+    const Task& c = g.tasks[i + P];
+    if (rs.cost_index[i] != rs.cost_index[i + P] || a.stream != c.stream || a.launches != c.launches ||
+        runs_in(a, which_) != runs_in(c, which_) || g.in_degree[i] != g.in_degree[i + P])
+      hi = i + P;
+  }
+  // (successors beyond a smaller hi are beyond a larger one: a pair judged alike stays alike as hi shrinks)
+  for (std::size_t i = lo; i + P < hi; ++i) {
+    auto [ai, ae] = g.successors(i);
+    auto [ci, ce] = g.successors(i + P);
+    bool same = true;
+    for (; same && ai != ae && ci != ce; ++ai, ++ci) same = *ci == *ai + P || (*ai >= hi && *ci >= hi);
+    if (!same || ai != ae || ci != ce) hi = i + P;
+  }
+  // layer k's tasks pair with layer k + 1's while top + (k - 1) P < hi - P
+  if (top + P >= hi) return false;
+  // every task the layer from A touched had been issued at A (so no issue time bore on it)
+  if (issued_by(top) > ff_.now) return false;
+  const std::size_t most = (hi - P - 1 - top) / P + 1;
+  // the same waits: every task from lo on waits for as many inputs as the task P before it did at A
+  for (std::size_t v = lo; v + P < hi; ++v)
+    if (rs.pending[v + P] != ff_.pending[v]) return false;
+  // repeat the layer's completions period by period while no waiting head - an inert stream's, or
+  // one where this run and the one it hands over to part - would become ready, and no stream
+  // reaches the position where the runs part
+  std::size_t k = 0;
+  while (k < most) {
+    const std::size_t next = k + 1;
+    ff_.dec.clear();
+    for (const auto& [x, t] : ff_.ended)
+      for (auto w : boost::make_iterator_range(g.successors(x + next * P))) {
+        --rs.pending[w];
+        ff_.dec.push_back(static_cast<std::uint32_t>(w));
+      }
+    // the host has issued every task period `next` touches when it starts
+    bool ok = issued_by(top + next * P) <=
+              common::checked_add(ff_.now, common::checked_mul(D, static_cast<std::int64_t>(next), "simulated time"), "simulated time");
+    for (auto h : ff_.inert) ok = ok && rs.pending[h] != 0;
+    if (fork_) {
+      ok = ok && !must_part();
+      for (std::size_t s = 0; s < ns && ok; ++s) {
+        const std::size_t at = fork_at_[0][s];
+        ok = at == kNoFork || ff_.advance[s] == 0 || rs.head[s] + next * ff_.advance[s] < at;
+      }
+    }
+    if (!ok) {
+      for (auto w : ff_.dec) ++rs.pending[w];
+      break;
+    }
+    k = next;
+  }
+  if (k == 0) return false;
+  const auto kk = static_cast<std::int64_t>(k);
+  const std::int64_t shift = common::checked_mul(D, kk, "simulated time");
+  if (timeline_)
+    for (std::size_t r = 1; r <= k; ++r) {
+      const std::int64_t dt = D * static_cast<std::int64_t>(r);  // <= shift: no overflow
+      for (const auto& [x, t] : ff_.started) rs.timing[x + r * P].start = Duration::from_ps(t + dt);
+      for (const auto& [x, t] : ff_.ended) rs.timing[x + r * P].end = Duration::from_ps(t + dt);
+    }
+  for (std::size_t s = 0; s < ns; ++s) rs.head[s] += k * ff_.advance[s];
+  for (auto& a : active_) a.task += static_cast<std::uint32_t>(k * P);
+  RankStats& rk = st.ranks[0];
+  rk.compute += kk * (rk.compute - ff_.stats.compute);
+  rk.exposed += kk * (rk.exposed - ff_.stats.exposed);
+  rk.idle += kk * (rk.idle - ff_.stats.idle);
+  for (std::size_t s = 0; s < rk.busy.size(); ++s) rk.busy[s] += kk * (rk.busy[s] - ff_.stats.busy[s]);
+  const std::size_t repeated = k * (st.events - ff_.events);
+  st.events += repeated;
+  st.repeated += repeated;
+  now = common::checked_add(now, shift, "simulated time");
+  if (rank_wake_[0] != kNever) rank_wake_[0] += shift;
+  return true;
+}
+
 // The models' rates are a function of the running set alone - which task cost runs on which rank
 // and stream, in which stage, in which flow - so they are remembered per set: a transformer's
 // layers repeat the same few sets thousands of times per step.
@@ -492,6 +697,7 @@ RunStats Simulation::run() {
   }
   for (;;) {
     if (!at_fork_.empty() && must_part()) hand_over(now, st);  // the top of an iteration: the runs' states are alike up to here
+    if (ff_.on) steady_look(now, st);
     std::int64_t wake = kNever;
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       auto& rs = ranks_[r];
@@ -641,16 +847,17 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   RateMemo memo;
   RunStats first{}, mid{};
   bool mid_simulated = false;
-  Simulation last(ranks, cost_, priced, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline, memo);
+  const bool ff = options_.fast_forward;
+  Simulation last(ranks, cost_, priced, options_.models, repeats > 1 ? MicroBatch::last : MicroBatch::only, options_.timeline, memo, ff);
   if (repeats > 1) {
     // the last micro-batch goes on from the run before it where they part (fork_into)
-    Simulation f(ranks, cost_, priced, options_.models, MicroBatch::first, false, memo);
+    Simulation f(ranks, cost_, priced, options_.models, MicroBatch::first, false, memo, ff);
     const bool middle = has_start && repeats > 2;
     if (!middle && options_.share_runs) f.fork_into(last);
     first = f.run();
     mid = first;
     if (middle) {
-      Simulation m(ranks, cost_, priced, options_.models, MicroBatch::middle, false, memo);
+      Simulation m(ranks, cost_, priced, options_.models, MicroBatch::middle, false, memo, ff);
       if (options_.share_runs) m.fork_into(last);
       mid = m.run();
       mid_simulated = true;
@@ -690,6 +897,7 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   rep.idle = rep.ranks[0].idle;
   rep.events = first.events + (mid_simulated ? mid.events : 0) + ls.events;
   rep.shared_events = ls.shared;
+  rep.repeated_events = first.repeated + (mid_simulated ? mid.repeated : 0) + ls.repeated;
   for (const StepGraph* g : ranks) rep.model_flops += g->micro_batch_flops() * g->represents * repeats;
   const double gpus = g0.plan.gpus();
   rep.mfu = rep.model_flops / (rep.step_time.s() * gpus * cl.gpu.peak_flops(g0.plan.dtype));

@@ -63,6 +63,9 @@ struct StepReport {
   /// Of `events`, those the last micro-batch's run took over from the run before it instead of
   /// simulating them again (EngineOptions::share_runs).
   std::size_t shared_events = 0;
+  /// Of `events`, those a run repeated from the layer before instead of simulating them one by
+  /// one (EngineOptions::fast_forward).
+  std::size_t repeated_events = 0;
   MemoryEstimate memory;             ///< the first graph's; with several graphs, the one that needs most (the worst stage)
   std::vector<RankBusy> ranks;       ///< every graph given, in order (ranks[0] repeats the figures above)
   std::vector<RankTimeline> timelines;  ///< filled when EngineOptions::timeline
@@ -79,6 +82,12 @@ struct EngineOptions {
   /// last goes on from the run before it where their tasks part. The same report either way, to
   /// the picosecond (tests/sim check it); false simulates each run from the start.
   bool share_runs = true;
+  /// Steady layers: once a run reaches a layer in the state it reached the layer before in (the
+  /// same running set and work left, every stream one layer on or still waiting, the same waits)
+  /// and the graph repeats over the layers ahead, their events are repeated, Δ later each, rather
+  /// than simulated. The same report either way, to the picosecond (tests/sim check it); one
+  /// simulated rank without host syncs only (not pipelines or grids); false simulates every event.
+  bool fast_forward = true;
   /// Each graph's memory (estimate_memory of the graph: StepReport::memory, RankBusy::memory); false
   /// leaves them empty, for a caller that takes memory from the closed form (the tuner's
   /// reduced-layer estimates: a tenth of a short graph's simulation).
