@@ -84,6 +84,11 @@ struct RankState {
   bool in_order_start = false;  // kernels start in issue order (CUDA_DEVICE_MAX_CONNECTIONS=1): see gated()
   std::vector<std::vector<Peer>> peers;            // per group: its other simulated members
   std::vector<std::vector<std::uint32_t>> by_seq;  // per group: the task with each sequence number
+  // the busy times, counted as intervals end (Simulation::settle): since when each stream's task
+  // runs, how many compute and communication streams run, since when the rank has been in its class
+  std::vector<std::int64_t> busy_since;
+  int n_compute = 0, n_comm = 0;
+  std::int64_t since = 0;
 };
 
 struct RankStats {
@@ -139,6 +144,7 @@ class Simulation {
       rs.queue.resize(ns);
       rs.head.assign(ns, 0);
       rs.running.assign(ns, kIdle);
+      rs.busy_since.assign(ns, 0);
       for (std::size_t s = 0; s < ns; ++s) {
         const bool compute = g.streams[s].kind == StreamKind::compute;
         rs.compute_stream.push_back(compute);
@@ -278,6 +284,27 @@ class Simulation {
   void release_sync(RankState& rs, std::int64_t now);
   void update_rates();
   void hand_over(std::int64_t now, const RunStats& st);
+  /// Rank r's time from its `since` to now, to the class it was in: compute (a compute stream
+  /// busy), exposed (only communication streams busy) or idle.
+  void settle(std::size_t r, std::int64_t now) {
+    RankState& rs = ranks_[r];
+    RankStats& rk = st_->ranks[r];
+    const std::int64_t dt = now - rs.since;
+    (rs.n_compute ? rk.compute : rs.n_comm ? rk.exposed : rk.idle) += dt;
+    rs.since = now;
+  }
+  /// Every rank's and running stream's time up to now, into the run's stats.
+  void flush(std::int64_t now) {
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      settle(r, now);
+      RankState& rs = ranks_[r];
+      for (std::size_t s = 0; s < rs.running.size(); ++s)
+        if (rs.running[s] != kIdle) {
+          st_->ranks[r].busy[s] += now - rs.busy_since[s];
+          rs.busy_since[s] = now;
+        }
+    }
+  }
   void steady_look(std::int64_t& now, RunStats& st);
   bool fast_forward(std::int64_t& now, RunStats& st);
   /// When the host has issued every task of this run up to task x (no host syncs: issue times grow
@@ -316,6 +343,7 @@ class Simulation {
   std::vector<std::uint64_t> key_;         // scratch: the key with flows, several ranks
   std::vector<double> rates_;              // scratch: its rates
   RateMemo* memo_;
+  RunStats* st_ = nullptr;  // the stats of the run under way (run())
   std::uint32_t next_flow_ = 0;
   std::vector<StreamId> peer_streams_;  // scratch: where each peer starts its member of a collective
   std::vector<char> dirty_;             // per rank: a task of it completed since its streams were scanned
@@ -359,6 +387,9 @@ void Simulation::start(int r, StreamId s, std::int64_t now, std::uint32_t flow) 
              .finish = now};
   if (timeline_) rs.timing[t].start = Duration::from_ps(now);
   if (ff_.have) ff_.started.emplace_back(t, now);
+  settle(static_cast<std::size_t>(r), now);
+  ++(rs.compute_stream[s] ? rs.n_compute : rs.n_comm);
+  rs.busy_since[s] = now;
   rs.running[s] = static_cast<int>(active_.size());
   active_.push_back(a);
   active_key_.push_back(memo_word(a));
@@ -376,6 +407,9 @@ void Simulation::complete(std::size_t ai, std::int64_t now) {
   }
   if (timeline_) rs.timing[a.task].end = Duration::from_ps(now);
   if (ff_.have) ff_.ended.emplace_back(a.task, now);
+  settle(static_cast<std::size_t>(a.rank), now);
+  --(rs.compute_stream[a.stream] ? rs.n_compute : rs.n_comm);
+  st_->ranks[static_cast<std::size_t>(a.rank)].busy[a.stream] += now - rs.busy_since[a.stream];
   dirty_[static_cast<std::size_t>(a.rank)] = 1;
   rs.running[a.stream] = kIdle;
   ++rs.head[a.stream];
@@ -449,6 +483,7 @@ bool Simulation::must_part() const {
 
 // The runs part now: `next` starts from this run's state, its own tasks waiting as they do in it.
 void Simulation::hand_over(std::int64_t now, const RunStats& st) {
+  flush(now);
   Simulation& t = *fork_;
   fork_ = nullptr;
   at_fork_.clear();
@@ -461,6 +496,10 @@ void Simulation::hand_over(std::int64_t now, const RunStats& st) {
     RankState& b = t.ranks_[r];
     std::copy(a.head.begin(), a.head.end(), b.head.begin());
     std::copy(a.running.begin(), a.running.end(), b.running.begin());  // in place: the models' views span it
+    b.busy_since = a.busy_since;
+    b.n_compute = a.n_compute;
+    b.n_comm = a.n_comm;
+    b.since = a.since;
     // what has completed is the same in both runs: each task waits for its own inputs less those
     for (std::size_t v = 0; v < b.pending.size(); ++v) b.pending[v] = b.pending0[v] - (a.pending0[v] - a.pending[v]);
     if (t.timeline_) b.timing = a.timing;
@@ -503,6 +542,7 @@ void Simulation::steady_look(std::int64_t& now, RunStats& st) {
 }
 
 void Simulation::steady_snapshot(std::int64_t now, const RunStats& st) {
+  flush(now);
   const RankState& rs = ranks_[0];
   ff_.have = true;
   ff_.now = now;
@@ -615,6 +655,7 @@ bool Simulation::fast_forward(std::int64_t& now, RunStats& st) {
     k = next;
   }
   if (k == 0) return false;
+  flush(now);
   const auto kk = static_cast<std::int64_t>(k);
   const std::int64_t shift = common::checked_mul(D, kk, "simulated time");
   if (timeline_)
@@ -635,6 +676,9 @@ bool Simulation::fast_forward(std::int64_t& now, RunStats& st) {
   st.repeated += repeated;
   now = common::checked_add(now, shift, "simulated time");
   if (rank_wake_[0] != kNever) rank_wake_[0] += shift;
+  rs.since = now;  // the repeated periods' times are counted above
+  for (std::size_t s = 0; s < ns; ++s)
+    if (rs.running[s] != kIdle) rs.busy_since[s] = now;
   return true;
 }
 
@@ -645,7 +689,7 @@ void Simulation::update_rates() {
   // the key: one word per activity, in order; with several ranks also which earlier activity
   // (if any) is the same collective flow
   std::span<const std::uint64_t> key = active_key_;
-  if (ranks_.size() > 1) {
+  if (memoize_ && ranks_.size() > 1) {
     key_.assign(active_key_.begin(), active_key_.end());
     for (std::size_t i = 0; i < active_.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
@@ -695,6 +739,7 @@ RunStats Simulation::run() {
     dirty_.assign(ranks_.size(), 1);
     rank_wake_.assign(ranks_.size(), kNever);
   }
+  st_ = &st;
   for (;;) {
     if (!at_fork_.empty() && must_part()) hand_over(now, st);  // the top of an iteration: the runs' states are alike up to here
     if (ff_.on) steady_look(now, st);
@@ -734,8 +779,7 @@ RunStats Simulation::run() {
     }
     if (active_.empty()) {
       if (wake == kNever) break;
-      for (auto& rk : st.ranks) rk.idle += wake - now;
-      now = wake;
+      now = wake;  // every rank idle meanwhile (counted as its class when it next changes)
       continue;
     }
     // A lone compute task runs at full speed whatever the models say (they price sharing).
@@ -756,22 +800,8 @@ RunStats Simulation::run() {
       next = std::min(next, a.finish);
     }
     const std::int64_t dt = next - now;
-    if (dt > 0) {
-      for (std::size_t r = 0; r < ranks_.size(); ++r) {
-        const auto& rs = ranks_[r];
-        auto& rk = st.ranks[r];
-        bool comp = false, comm = false;
-        for (std::size_t s = 0; s < rs.running.size(); ++s)
-          if (rs.running[s] != kIdle) {
-            rk.busy[s] += dt;
-            (rs.compute_stream[s] ? comp : comm) = true;
-          }
-        if (comp) rk.compute += dt;
-        if (!comp && comm) rk.exposed += dt;
-        if (!comp && !comm) rk.idle += dt;
-      }
+    if (dt > 0)  // (the busy times are counted as intervals end: settle)
       for (auto& a : active_) a.remaining = std::max(0.0, a.remaining - a.rate * static_cast<double>(dt));
-    }
     now = next;
     ++st.events;
     bool removed = false;
@@ -782,18 +812,22 @@ RunStats Simulation::run() {
       }
     if (removed) {
       std::size_t w = 0;
+      // (complete() left the removed ones' streams idle; the others' indices move down)
       for (std::size_t i = 0; i < active_.size(); ++i)
         if (active_[i].task != ~0u) {
-          active_key_[w] = active_key_[i];
-          active_[w++] = active_[i];
+          if (w != i) {
+            active_key_[w] = active_key_[i];
+            active_[w] = active_[i];
+            ranks_[active_[w].rank].running[active_[w].stream] = static_cast<int>(w);
+          }
+          ++w;
         }
       active_.resize(w);
       active_key_.resize(w);
-      for (auto& rs : ranks_) std::fill(rs.running.begin(), rs.running.end(), kIdle);
-      for (std::size_t i = 0; i < active_.size(); ++i) ranks_[active_[i].rank].running[active_[i].stream] = static_cast<int>(i);
     }
   }
   if (fork_) hand_over(now, st);  // never parted: the runs are the same to the end
+  flush(now);
   for (const auto& rs : ranks_)
     for (std::size_t s = 0; s < rs.queue.size(); ++s)
       if (rs.head[s] != rs.queue[s].size()) {
