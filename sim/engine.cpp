@@ -878,7 +878,10 @@ StepReport Engine::simulate(std::span<const StepGraph* const> ranks) const {
   for (const StepGraph* g : ranks)
     for (const auto& t : g->tasks) has_start |= t.step_start;
   const Priced priced(ranks, cost_);
-  RateMemo memo;
+  // one memo per thread, emptied for each step: its buffers grown once, not per simulation (the
+  // tuner runs hundreds on a thread); Engine::simulate never calls itself
+  thread_local RateMemo memo;
+  memo.clear();
   RunStats first{}, mid{};
   bool mid_simulated = false;
   const bool ff = options_.fast_forward;

@@ -21,6 +21,13 @@ class RateMemo {
     return std::span<const double>(rates_.data() + entries_[s - 1].rates_at, key.size());
   }
   void insert(std::span<const std::uint64_t> key, std::span<const double> rates);
+  /// Forgets every entry and keeps the storage (a thread's simulations reuse one memo's buffers).
+  void clear() {
+    entries_.clear();
+    keys_.clear();
+    rates_.clear();
+    std::fill(slots_.begin(), slots_.end(), 0u);
+  }
 
  private:
   struct Entry {
