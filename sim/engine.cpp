@@ -117,9 +117,9 @@ bool runs_in(const Task& t, MicroBatch mb) {
 class Simulation {
  public:
   /// `memo`: the rates remembered per running set, shared by the runs of one Engine::simulate (they
-  /// price the same tasks alike: Priced)
+  /// price the same tasks alike: Priced). `fast_forward`: repeat steady layers (EngineOptions).
   Simulation(std::span<const StepGraph* const> graphs, const hardware::CostModel& cost, const Priced& priced, const std::vector<ModelFactory>& models,
-             MicroBatch which, bool timeline, RateMemo& memo, bool fast_forward = false)
+             MicroBatch which, bool timeline, RateMemo& memo, bool fast_forward)
       : timeline_(timeline), which_(which), memo_(&memo) {
     const auto& cl = cost.cluster();
     for (const auto& link : cost.links()) link_bytes_per_ps_.push_back(link.bytes_per_s * 1e-12);
@@ -606,8 +606,10 @@ bool Simulation::fast_forward(std::int64_t& now, RunStats& st) {
     const Task& a = g.tasks[i];
     const Task& c = g.tasks[i + P];
     if (rs.cost_index[i] != rs.cost_index[i + P] || a.stream != c.stream || a.launches != c.launches ||
-        runs_in(a, which_) != runs_in(c, which_) || g.in_degree[i] != g.in_degree[i + P])
+        runs_in(a, which_) != runs_in(c, which_) || g.in_degree[i] != g.in_degree[i + P]) {
       hi = i + P;
+      break;
+    }
   }
   // (successors beyond a smaller hi are beyond a larger one: a pair judged alike stays alike as hi shrinks)
   for (std::size_t i = lo; i + P < hi; ++i) {
@@ -615,7 +617,10 @@ bool Simulation::fast_forward(std::int64_t& now, RunStats& st) {
     auto [ci, ce] = g.successors(i + P);
     bool same = true;
     for (; same && ai != ae && ci != ce; ++ai, ++ci) same = *ci == *ai + P || (*ai >= hi && *ci >= hi);
-    if (!same || ai != ae || ci != ce) hi = i + P;
+    if (!same || ai != ae || ci != ce) {
+      hi = i + P;
+      break;
+    }
   }
   // layer k's tasks pair with layer k + 1's while top + (k - 1) P < hi - P
   if (top + P >= hi) return false;

@@ -15,6 +15,7 @@
 #include "sim/engine.hpp"
 #include "sim/pipeline_step.hpp"
 #include "sim/target.hpp"
+#include "tests/sim/same_report.hpp"
 
 namespace {
 
@@ -22,33 +23,6 @@ sim::Target target(const std::string& model, int nodes, const std::string& plan_
   sim::TargetInput in{.model = model, .cluster = "dgx-h100", .nodes = nodes};
   in.flags = sim::parse_plan_input(plan_yaml, "test");
   return sim::resolve_target(in);
-}
-
-std::size_t check_same(const sim::StepReport& a, const sim::StepReport& b) {
-  CHECK(a.step_time == b.step_time);
-  CHECK(a.micro_batch_time == b.micro_batch_time);
-  CHECK(a.compute == b.compute);
-  CHECK(a.exposed_comm == b.exposed_comm);
-  CHECK(a.idle == b.idle);
-  CHECK(a.events == b.events);
-  CHECK(a.shared_events == b.shared_events);
-  REQUIRE(a.ranks.size() == b.ranks.size());
-  for (std::size_t r = 0; r < a.ranks.size(); ++r) {
-    CHECK(a.ranks[r].compute == b.ranks[r].compute);
-    CHECK(a.ranks[r].exposed_comm == b.ranks[r].exposed_comm);
-    CHECK(a.ranks[r].idle == b.ranks[r].idle);
-    REQUIRE(a.ranks[r].streams.size() == b.ranks[r].streams.size());
-    for (std::size_t s = 0; s < a.ranks[r].streams.size(); ++s) CHECK(a.ranks[r].streams[s].busy == b.ranks[r].streams[s].busy);
-  }
-  REQUIRE(a.timelines.size() == b.timelines.size());
-  std::size_t differ = 0;
-  for (std::size_t r = 0; r < a.timelines.size(); ++r) {
-    REQUIRE(a.timelines[r].timing.size() == b.timelines[r].timing.size());
-    for (std::size_t i = 0; i < a.timelines[r].timing.size(); ++i)
-      differ += a.timelines[r].timing[i].start != b.timelines[r].timing[i].start || a.timelines[r].timing[i].end != b.timelines[r].timing[i].end;
-  }
-  CHECK(differ == 0);
-  return differ;
 }
 
 struct Case {
@@ -95,7 +69,8 @@ TEST_CASE("steady layers are repeated, not simulated: the same report, task time
       const auto cost = hardware::make_analytic_cost_model(t.cluster, hardware::Stack::eager);
       const auto fast = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = timeline});
       const auto slow = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = timeline, .fast_forward = false});
-      check_same(fast.report, slow.report);
+      tests::check_same_report(fast.report, slow.report);
+      CHECK(fast.report.shared_events == slow.report.shared_events);
       CHECK(slow.report.repeated_events == 0);
       CHECK((fast.report.repeated_events > 0) == k.repeats);
       CHECK(fast.report.repeated_events < fast.report.events);

@@ -13,6 +13,7 @@
 #include "sim/engine.hpp"
 #include "sim/pipeline_step.hpp"
 #include "sim/target.hpp"
+#include "tests/sim/same_report.hpp"
 
 namespace {
 
@@ -22,31 +23,6 @@ sim::Target target(const std::string& plan_yaml) {
   auto t = sim::resolve_target(in);
   t.model.layers = 4;  // short graphs (pp 2 splits them): the test compares runs, not the model
   return t;
-}
-
-void check_same(const sim::StepReport& a, const sim::StepReport& b) {
-  CHECK(a.step_time == b.step_time);
-  CHECK(a.micro_batch_time == b.micro_batch_time);
-  CHECK(a.compute == b.compute);
-  CHECK(a.exposed_comm == b.exposed_comm);
-  CHECK(a.idle == b.idle);
-  CHECK(a.events == b.events);
-  REQUIRE(a.ranks.size() == b.ranks.size());
-  for (std::size_t r = 0; r < a.ranks.size(); ++r) {
-    CHECK(a.ranks[r].compute == b.ranks[r].compute);
-    CHECK(a.ranks[r].exposed_comm == b.ranks[r].exposed_comm);
-    CHECK(a.ranks[r].idle == b.ranks[r].idle);
-    REQUIRE(a.ranks[r].streams.size() == b.ranks[r].streams.size());
-    for (std::size_t s = 0; s < a.ranks[r].streams.size(); ++s) CHECK(a.ranks[r].streams[s].busy == b.ranks[r].streams[s].busy);
-  }
-  REQUIRE(a.timelines.size() == b.timelines.size());
-  for (std::size_t r = 0; r < a.timelines.size(); ++r) {
-    REQUIRE(a.timelines[r].timing.size() == b.timelines[r].timing.size());
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < a.timelines[r].timing.size(); ++i)
-      differ += a.timelines[r].timing[i].start != b.timelines[r].timing[i].start || a.timelines[r].timing[i].end != b.timelines[r].timing[i].end;
-    CHECK(differ == 0);
-  }
 }
 
 struct Case {
@@ -81,7 +57,7 @@ TEST_CASE("the micro-batch runs of a step share their common part: the same repo
       const auto t = target(k.plan);
       const auto shared = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = timeline});
       const auto alone = sim::simulate_plan(t.model, t.cluster, t.plan, *cost, {.timeline = timeline, .share_runs = false});
-      check_same(shared.report, alone.report);
+      tests::check_same_report(shared.report, alone.report);
       CHECK(alone.report.shared_events == 0);
       // shared: some events, never all of the last run's (it runs its own tasks after)
       CHECK((shared.report.shared_events > 0) == k.shares);
