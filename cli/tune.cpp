@@ -9,7 +9,6 @@
 #include "cli/search_processes.hpp"
 #include "sim/prediction_range.hpp"
 #include "common/atomic_write.hpp"
-#include "common/memory_reuse.hpp"
 #include "common/config_reader.hpp"
 #include "hardware/cost_model.hpp"
 #include "tuner/compare.hpp"
@@ -173,7 +172,6 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
 }
 
 void run_tune(const TuneFlags& f) {
-  common::use_huge_pages();  // a search touches tens of MB of fresh heap (common/memory_reuse.hpp)
   const cli::SearchProcesses procs;  // mpirun -np N: the screening is split over N processes
   procs.guard([&] { tune(f, procs); });
 }

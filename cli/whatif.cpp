@@ -6,7 +6,6 @@
 #include "cli/search_flags.hpp"
 #include "cli/search_processes.hpp"
 #include "common/atomic_write.hpp"
-#include "common/memory_reuse.hpp"
 #include "common/config_reader.hpp"
 #include "tuner/whatif.hpp"
 
@@ -88,7 +87,6 @@ void whatif(const WhatIfFlags& f, const cli::SearchProcesses& procs) {
 }
 
 void run_whatif(const WhatIfFlags& f) {
-  common::use_huge_pages();  // a search touches tens of MB of fresh heap (common/memory_reuse.hpp)
   const cli::SearchProcesses procs;
   procs.guard([&] { whatif(f, procs); });
 }

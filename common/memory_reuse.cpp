@@ -43,8 +43,8 @@ void use_huge_pages() {
   // grows by a 64 MB pad at once (address space only: pages are touched as used) and that range
   // is advised MADV_HUGEPAGE, so a fresh process faults in a 2 MB page where it faulted 512 small
   // ones (the kernel's default "madvise" mode honours the advice; "never" ignores it, harmlessly).
-  // `tune`: 2,700 -> ~900 page faults, 114 -> 83 ms a process on one thread (docs/benchmarks.md).
-  // Not for every command: the first huge page's zeroing costs `simulate` ~0.5 ms of its ~7.
+  // `tune`: 2,700 -> ~900 page faults, 114 -> 83 ms a process on one thread; `simulate` 272 -> 130
+  // faults, 6.3 -> 5.1 ms (docs/benchmarks.md).
   constexpr std::size_t kPad = std::size_t{64} << 20, kHuge = std::size_t{2} << 20;
   mallopt(M_TOP_PAD, static_cast<int>(kPad));
   // an allocation larger than what the heap has free makes it grow now (by the pad); freed, it

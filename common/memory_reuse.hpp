@@ -10,11 +10,12 @@ namespace common {
 /// Call once at program start; harmless elsewhere.
 void keep_freed_memory();
 
-/// @brief After keep_freed_memory, for commands that search (tune, whatif): the heap grows by 64 MB
-/// of address space at once and that range is advised MADV_HUGEPAGE (transparent huge pages, as
-/// glibc's glibc.malloc.hugetlb=1 tunable gives), so a fresh process touching tens of MB of heap
-/// faults in 2 MB pages instead of 4 KB ones: each fault costs ~7 us on this VM, and `tune`
-/// faulted 2,700 times (20 ms of its ~110). Advice only: where the kernel ignores it nothing changes.
+/// @brief After keep_freed_memory, once per process (the slicetune program calls both before its
+/// static initializers, cli/main.cpp): the heap grows by 64 MB of address space at once and that
+/// range is advised MADV_HUGEPAGE (transparent huge pages, as glibc's glibc.malloc.hugetlb=1
+/// tunable gives), so a fresh process faults its heap in 2 MB pages instead of 4 KB ones: a fault
+/// costs ~10 us on this VM; `tune` faulted 2,700 times (20 ms of its ~110), `simulate` ~136 times
+/// in its heap (docs/benchmarks.md). Advice only: where the kernel ignores it nothing changes.
 void use_huge_pages();
 
 /// @brief The calling thread's own malloc arena advised as use_huge_pages advises the main heap,
