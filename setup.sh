@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 mode=${1:-run}
 shift || true
 
-packages=(build-essential cmake ninja-build pkg-config libboost-graph-dev libcli11-dev libyaml-cpp-dev libfmt-dev
+packages=(build-essential cmake ninja-build pkg-config libboost-graph-dev libcli11-dev libyaml-dev libfmt-dev
           doctest-dev nlohmann-json3-dev libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox
           clang-14 libclang-rt-14-dev  # clang + compiler-rt: libFuzzer and the sanitizer builds (scripts/)
           libsqlite3-dev)  # libsqlite3-dev: validate reads Nsight Systems exports (nsys export --type sqlite)

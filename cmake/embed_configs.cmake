@@ -1,8 +1,8 @@
 # Writes OUT: a C++ table of every YAML file under ROOT, keyed "models/gpt3-13b" etc., and of every
 # Hugging Face config.json under ROOT/hf, keyed by its path ("hf/meta-llama-3-8b/config.json").
 # A YAML file is embedded twice: as written, and line for line without its comments (what the
-# readers parse: yaml-cpp's scanner spends about half of the default cluster file's parse in its
-# comments). Removed: comments that fill a line, and comments after a value on a line that holds no
+# readers parse: the default cluster file is 6.8 KB with its comments and 1.4 KB without them, and a
+# YAML scanner reads every character of a comment). Removed: comments that fill a line, and comments after a value on a line that holds no
 # quote (a '#' inside a quoted string stays); a file with a block scalar (| or >) keeps every line.
 # tests/hardening/test_startup.cpp checks that each stripped file parses to the same tree, with the
 # same line and column for every node, as the file itself.

@@ -28,9 +28,9 @@ bool parse_dtype(std::string_view s, DType& out) {
 
 namespace {
 
-/// "line 3, column 5" of a node (yaml-cpp counts from 0).
-std::string where(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
+/// "line 3, column 5" of a node (libyaml counts from 0).
+std::string where(const YamlNode& n) {
+  const YamlMark m = n.mark();
   if (m.is_null()) return "";
   return fmt::format(" (line {}, column {})", m.line + 1, m.column + 1);
 }
@@ -49,38 +49,36 @@ struct TreePath {
   }
 };
 
-/// Refuses what ConfigReader would silently misread: duplicate keys (yaml-cpp keeps the first),
+/// Refuses what ConfigReader would silently misread: duplicate keys (a lookup finds the first),
 /// keys that are not plain scalars, and documents that expand (through aliases) past
 /// limits::kMaxYamlNodes nodes.
-void check_tree(const YAML::Node& n, const std::string& source, const TreePath& path, std::int64_t& budget) {
+void check_tree(const YamlNode& n, const std::string& source, const TreePath& path, std::int64_t& budget) {
   if (--budget < 0)
     throw ConfigError(source, path.str(), fmt::format("more than {} YAML nodes (aliases expanded); not a slicetune file", limits::kMaxYamlNodes));
-  if (n.IsSequence()) {
+  if (n.is_sequence()) {
     std::size_t i = 0;
-    for (const auto& item : n) check_tree(item, source, TreePath{.parent = &path, .key = nullptr, .index = i++}, budget);
-  } else if (n.IsMap()) {
+    for (const auto& item : n.items()) check_tree(item, source, TreePath{.parent = &path, .key = nullptr, .index = i++}, budget);
+  } else if (n.is_map()) {
     std::unordered_set<std::string_view> seen;  // views of the keys' own text, which the document holds
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node key = it->first;
-      if (!key.IsScalar())
+    for (const auto& [key, value] : n.entries()) {
+      if (!key.is_scalar())
         throw ConfigError(source, path.str(), fmt::format("a key{} is not a plain name (a {} used as a key)", where(key),
-                                                          key.IsMap() ? "mapping" : key.IsSequence() ? "list" : "null"));
-      const TreePath child{.parent = &path, .key = &key.Scalar(), .index = 0};
-      if (!seen.insert(key.Scalar()).second) throw ConfigError(source, child.str(), fmt::format("duplicate key{}", where(key)));
-      check_tree(it->second, source, child, budget);
+                                                          key.is_map() ? "mapping" : key.is_sequence() ? "list" : "null"));
+      const TreePath child{.parent = &path, .key = &key.scalar(), .index = 0};
+      if (!seen.insert(key.scalar()).second) throw ConfigError(source, child.str(), fmt::format("duplicate key{}", where(key)));
+      check_tree(value, source, child, budget);
     }
   }
 }
 
 }  // namespace
 
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  YAML::Node root;
+YamlNode parse_yaml(const std::string& text, const std::string& source) {
+  YamlNode root;
   try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(source, "", fmt::format("malformed YAML at line {}, column {}: {}", e.mark.line + 1,
-                                              e.mark.column + 1, e.msg));
+    root = parse_yaml_document(text);
+  } catch (const YamlSyntaxError& e) {
+    throw ConfigError(source, "", fmt::format("malformed YAML at line {}, column {}: {}", e.at.line + 1, e.at.column + 1, e.problem));
   }
   std::int64_t budget = limits::kMaxYamlNodes;
   check_tree(root, source, TreePath{}, budget);
@@ -123,9 +121,9 @@ std::string read_text_file(const std::string& path) {
   return out;
 }
 
-ConfigReader::ConfigReader(YAML::Node node, std::string source, std::string prefix)
+ConfigReader::ConfigReader(YamlNode node, std::string source, std::string prefix)
     : node_(std::move(node)), source_(std::move(source)), prefix_(std::move(prefix)) {
-  if (!node_.IsMap()) {
+  if (!node_.is_map()) {
     throw ConfigError(source_, prefix_, "expected a mapping of key: value");
   }
 }
@@ -136,15 +134,15 @@ void ConfigReader::fail(const std::string& key, const std::string& what) const {
 
 bool ConfigReader::has(const std::string& key) const { return static_cast<bool>(node_[key]); }
 
-YAML::Node ConfigReader::scalar(const std::string& key) {
-  YAML::Node n = node_[key];
+YamlNode ConfigReader::scalar(const std::string& key) {
+  YamlNode n = node_[key];
   if (!n) fail(key, "missing (required)");
-  if (!n.IsScalar()) fail(key, "expected a scalar value");
+  if (!n.is_scalar()) fail(key, "expected a scalar value");
   used_.insert(key);
   return n;
 }
 
-std::string ConfigReader::str(const std::string& key) { return scalar(key).Scalar(); }
+std::string ConfigReader::str(const std::string& key) { return scalar(key).scalar(); }
 
 std::string ConfigReader::str_or(const std::string& key, const std::string& fallback) {
   return has(key) ? str(key) : fallback;
@@ -153,26 +151,22 @@ std::string ConfigReader::str_or(const std::string& key, const std::string& fall
 std::vector<std::string> ConfigReader::strings_or_empty(const std::string& key) {
   std::vector<std::string> out;
   if (!has(key)) return out;
-  YAML::Node n = node_[key];
-  if (!n.IsSequence()) fail(key, "expected a list such as [a, b]");
+  const YamlNode n = node_[key];
+  if (!n.is_sequence()) fail(key, "expected a list such as [a, b]");
   used_.insert(key);
-  for (const auto& item : n) {
-    if (!item.IsScalar()) fail(key, "expected a list of names");
-    out.push_back(item.as<std::string>());
+  for (const auto& item : n.items()) {
+    if (!item.is_scalar()) fail(key, "expected a list of names");
+    out.push_back(item.scalar());
   }
   return out;
 }
 
 double ConfigReader::number(const std::string& key) {
-  auto n = scalar(key);
-  double v = 0;
-  try {
-    v = n.as<double>();
-  } catch (const YAML::Exception&) {
-    fail(key, fmt::format("expected a number, got '{}'", n.Scalar()));
-  }
-  if (!std::isfinite(v)) fail(key, fmt::format("expected a finite number, got '{}'", n.Scalar()));
-  return v;
+  const auto n = scalar(key);
+  const auto v = yaml_to_double(n.scalar());
+  if (!v) fail(key, fmt::format("expected a number, got '{}'", n.scalar()));
+  if (!std::isfinite(*v)) fail(key, fmt::format("expected a finite number, got '{}'", n.scalar()));
+  return *v;
 }
 
 double ConfigReader::number_in(const std::string& key, double lo, double hi) {
@@ -198,12 +192,10 @@ double ConfigReader::number_or(const std::string& key, double fallback) {
 }
 
 long long ConfigReader::integer(const std::string& key) {
-  auto n = scalar(key);
-  try {
-    return n.as<long long>();
-  } catch (const YAML::Exception&) {
-    fail(key, fmt::format("expected an integer (at most 19 digits), got '{}'", n.Scalar()));
-  }
+  const auto n = scalar(key);
+  const auto v = yaml_to_integer(n.scalar());
+  if (!v) fail(key, fmt::format("expected an integer (at most 19 digits), got '{}'", n.scalar()));
+  return *v;
 }
 
 long long ConfigReader::integer_in(const std::string& key, long long lo, long long hi) {
@@ -221,33 +213,27 @@ long long ConfigReader::integer_or(const std::string& key, long long fallback) {
 }
 
 std::vector<long long> ConfigReader::positive_integer_list(const std::string& key) {
-  YAML::Node n = node_[key];
+  const YamlNode n = node_[key];
   if (!n) fail(key, "missing (required)");
-  if (!n.IsSequence()) fail(key, "expected a list of positive integers, e.g. [10, 11, 11, 10]");
+  if (!n.is_sequence()) fail(key, "expected a list of positive integers, e.g. [10, 11, 11, 10]");
   used_.insert(key);
   std::vector<long long> out;
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string item = fmt::format("{}[{}]", key, i);
-    if (!n[i].IsScalar()) fail(item, "expected a positive integer");
-    long long v = 0;
-    try {
-      v = n[i].as<long long>();
-    } catch (const YAML::Exception&) {
-      fail(item, fmt::format("expected a positive integer, got '{}'", n[i].as<std::string>()));
-    }
-    if (v <= 0) fail(item, fmt::format("expected a positive integer, got {}", v));
-    out.push_back(v);
+    if (!n[i].is_scalar()) fail(item, "expected a positive integer");
+    const auto v = yaml_to_integer(n[i].scalar());
+    if (!v) fail(item, fmt::format("expected a positive integer, got '{}'", n[i].scalar()));
+    if (*v <= 0) fail(item, fmt::format("expected a positive integer, got {}", *v));
+    out.push_back(*v);
   }
   return out;
 }
 
 bool ConfigReader::boolean(const std::string& key) {
-  auto n = scalar(key);
-  try {
-    return n.as<bool>();
-  } catch (const YAML::Exception&) {
-    fail(key, fmt::format("expected true or false, got '{}'", n.as<std::string>()));
-  }
+  const auto n = scalar(key);
+  const auto v = yaml_to_bool(n.scalar());
+  if (!v) fail(key, fmt::format("expected true or false, got '{}'", n.scalar()));
+  return *v;
 }
 
 bool ConfigReader::boolean_or(const std::string& key, bool fallback) {
@@ -266,23 +252,19 @@ std::string ConfigReader::choice_or(const std::string& key, const std::vector<st
   return has(key) ? choice(key, choices) : fallback;
 }
 
-bool ConfigReader::is_mapping(const std::string& key) const {
-  const YAML::Node n = node_[key];
-  return n && n.IsMap();
-}
+bool ConfigReader::is_mapping(const std::string& key) const { return node_[key].is_map(); }
 
 ConfigReader ConfigReader::child(const std::string& key) {
-  YAML::Node n = node_[key];
+  YamlNode n = node_[key];
   if (!n) fail(key, "missing (required section)");
   used_.insert(key);
   return ConfigReader(n, source_, path(key));
 }
 
 void ConfigReader::finish() const {
-  for (auto it = node_.begin(); it != node_.end(); ++it) {
-    if (!it->first.IsScalar()) fail("", "a key is not a plain name");
-    const std::string key = it->first.Scalar();
-    if (!used_.count(key)) fail(key, "unknown key");
+  for (const auto& [k, v] : node_.entries()) {
+    if (!k.is_scalar()) fail("", "a key is not a plain name");
+    if (!used_.count(k.scalar())) fail(k.scalar(), "unknown key");
   }
 }
 

@@ -1,19 +1,19 @@
 // defines: common::ConfigReader, parse_yaml, read_text_file (strict YAML mapping reader)
 #pragma once
-#include <yaml-cpp/yaml.h>
-
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/config_error.hpp"
+#include "common/yaml_node.hpp"
 
 namespace common {
 
-/// @brief Parses YAML text; a syntax error becomes a ConfigError naming the source and line. Also
-/// refuses duplicate keys, keys that are not plain scalars and documents of more than
-/// limits::kMaxYamlNodes nodes (aliases expanded), naming the source and the key path.
-YAML::Node parse_yaml(const std::string& text, const std::string& source);
+/// @brief Parses YAML text (its first document, with libyaml: common/yaml_node.hpp); a syntax error
+/// becomes a ConfigError naming the source and line. Also refuses duplicate keys, keys that are not
+/// plain scalars and documents of more than limits::kMaxYamlNodes nodes (aliases expanded), naming
+/// the source and the key path.
+YamlNode parse_yaml(const std::string& text, const std::string& source);
 /// @brief Reads a regular file of at most limits::kMaxInputFileBytes into a string; throws
 /// ConfigError naming the path for anything else (missing, a FIFO, a device, a folder, too large).
 std::string read_text_file(const std::string& path);
@@ -22,7 +22,7 @@ std::string read_text_file(const std::string& path);
 /// and errors name source, dotted key path and the expectation. Refuses unknown keys in finish().
 class ConfigReader {
  public:
-  ConfigReader(YAML::Node node, std::string source, std::string prefix = "");
+  ConfigReader(YamlNode node, std::string source, std::string prefix = "");
 
   bool has(const std::string& key) const;
   /// True if `key` is present and is a mapping (a nested section) rather than a scalar.
@@ -66,8 +66,8 @@ class ConfigReader {
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
 
  private:
-  YAML::Node scalar(const std::string& key);
-  YAML::Node node_;
+  YamlNode scalar(const std::string& key);
+  YamlNode node_;
   std::string source_;
   std::string prefix_;
   std::set<std::string> used_;

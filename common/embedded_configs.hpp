@@ -9,8 +9,8 @@ struct EmbeddedConfig {
   const char* key;   ///< "models/gpt3-13b", "clusters/dgx-h100"
   const char* text;  ///< the YAML file as it was at build time
   /// What the readers parse: a YAML file line for line without its comments (the same tree, with the
-  /// same line and column for every node; about half of yaml-cpp's time went into the comments of
-  /// the default cluster file); a JSON file as it is. cmake/embed_configs.cmake, tests/hardening/test_embedded.cpp.
+  /// same line and column for every node; the default cluster file is 6.8 KB with its comments,
+  /// 1.4 KB without, and the scanner reads every character of them); a JSON file as it is. cmake/embed_configs.cmake, tests/hardening/test_embedded.cpp.
   const char* yaml;
 };
 

@@ -23,60 +23,11 @@ namespace {
 
 // ---- writing ---------------------------------------------------------------------------------
 
-/// Plain scalars that YAML reads back as the same string; anything else is double-quoted.
-bool plain_safe(const std::string& s) {
-  if (s.empty() || s == "null" || s == "Null" || s == "NULL") return false;  // these read back as null
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '+' || c == '/';
-  });
-}
-
-/// A YAML double-quoted scalar: quote and backslash escaped, control characters as \xNN (a raw
-/// newline inside quotes would read back as a space).
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    else out += c;
-  }
-  return out + "\"";
-}
-
-std::string scalar(const std::string& s) { return plain_safe(s) ? s : quoted(s); }
+std::string scalar(const std::string& s) { return common::yaml_scalar_text(s); }
+std::string quoted(const std::string& s) { return common::yaml_quoted(s); }
 
 /// Shortest text that reads back as the same double (fmt's default), so load -> save is exact.
 std::string num(double v) { return fmt::format("{}", v); }
-
-/// Writes a configs/clusters/-style mapping (nested mappings of scalars, lists of scalars such as a
-/// stack's `fused`) as YAML. Anything else (a list of lists or mappings, a null) is refused, naming
-/// `source` and the key path: it would not read back the same.
-void emit_node(std::string& out, const YAML::Node& n, int indent, const std::string& source, const std::string& path) {
-  const std::string pad(static_cast<std::size_t>(indent), ' ');
-  for (auto it = n.begin(); it != n.end(); ++it) {
-    const std::string key = it->first.Scalar();
-    const std::string at = path.empty() ? key : path + "." + key;
-    // a value, not a reference: it->second is a temporary (a reference to it was a use after scope)
-    const YAML::Node v = it->second;
-    if (v.IsMap()) {
-      out += pad + scalar(key) + ":\n";
-      emit_node(out, v, indent + 2, source, at);
-    } else if (v.IsScalar()) {
-      out += pad + scalar(key) + ": " + scalar(v.Scalar()) + "\n";
-    } else if (v.IsSequence()) {
-      // a flow list of scalars, plain where safe (plain_safe admits no comma or bracket, so an item
-      // never splits), else double-quoted: `fused: [residual]`, as configs/ writes it
-      std::string items;
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        if (!v[i].IsScalar()) throw common::ConfigError(source, fmt::format("{}[{}]", at, i), "expected a value");
-        items += (i ? ", " : "") + scalar(v[i].Scalar());
-      }
-      out += pad + scalar(key) + ": [" + items + "]\n";
-    } else {
-      throw common::ConfigError(source, at, "expected a value or a mapping");
-    }
-  }
-}
 
 std::string dtype_name(common::DType t) { return std::string(to_string(t)); }
 
@@ -90,11 +41,11 @@ common::DType read_dtype(common::ConfigReader& r, const std::string& key) {
 }
 
 template <class F>
-void for_each_row(common::ConfigReader& parent, const YAML::Node& seq, const std::string& key, F&& f) {
+void for_each_row(common::ConfigReader& parent, const common::YamlNode& seq, const std::string& key, F&& f) {
   if (!seq) return;
-  if (!seq.IsSequence()) parent.fail(key, "expected a list of rows");
+  if (!seq.is_sequence()) parent.fail(key, "expected a list of rows");
   for (std::size_t i = 0; i < seq.size(); ++i) {
-    if (!seq[i].IsMap()) parent.fail(fmt::format("{}[{}]", key, i), "expected a mapping");
+    if (!seq[i].is_map()) parent.fail(fmt::format("{}[{}]", key, i), "expected a mapping");
     common::ConfigReader row(seq[i], parent.source(), parent.path(fmt::format("{}[{}]", key, i)));
     f(row);
     row.finish();
@@ -107,9 +58,9 @@ double positive_us(common::ConfigReader& r) { return r.positive("us", lim::kMaxM
 std::int64_t dim(common::ConfigReader& r, const char* key) { return r.positive_integer(key, lim::kMaxProfileDim); }
 
 /// Refuses keys outside `allowed` (for mappings that hold lists, which common::ConfigReader::child cannot consume).
-void check_keys(const YAML::Node& n, const std::string& source, const std::string& prefix, const std::vector<std::string>& allowed) {
-  for (auto it = n.begin(); it != n.end(); ++it) {
-    const std::string key = it->first.Scalar();  // parse_yaml refused keys that are not scalars
+void check_keys(const common::YamlNode& n, const std::string& source, const std::string& prefix, const std::vector<std::string>& allowed) {
+  for (const auto& [k, v] : n.entries()) {
+    const std::string& key = k.scalar();  // parse_yaml refused keys that are not scalars
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       throw common::ConfigError(source, prefix.empty() ? key : prefix + "." + key,
                         fmt::format("unknown key (expected one of {})", fmt::join(allowed, ", ")));
@@ -118,15 +69,13 @@ void check_keys(const YAML::Node& n, const std::string& source, const std::strin
 
 }  // namespace
 
-ClusterSpec cluster_from_node(const YAML::Node& node, const std::string& source) {
-  std::string text;
-  emit_node(text, node, 0, source, "");
-  return parse_cluster(text, source);
+ClusterSpec cluster_from_node(const common::YamlNode& node, const std::string& source) {
+  return parse_cluster(common::emit_yaml_mapping(node, source), source);
 }
 
 Profile parse_profile(const std::string& text, const std::string& source) {
-  YAML::Node root = common::parse_yaml(text, source);
-  if (!root.IsMap() || !root["version"])
+  const common::YamlNode root = common::parse_yaml(text, source);
+  if (!root.is_map() || !root["version"])
     throw common::ConfigError(source, "version", "missing: not a slicetune profile file (write one with `slicetune profile`)");
   common::ConfigReader r(root, source);
   Profile p;
@@ -147,26 +96,26 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     p.info.quick = i.boolean("quick");
     p.info.command = i.str("command");
     if (root["info"]["libraries"]) {
-      const YAML::Node libs = root["info"]["libraries"];
-      if (!libs.IsMap()) i.fail("libraries", "expected a mapping name: version");
+      const common::YamlNode libs = root["info"]["libraries"];
+      if (!libs.is_map()) i.fail("libraries", "expected a mapping name: version");
       auto lr = i.child("libraries");
-      for (auto it = libs.begin(); it != libs.end(); ++it) {
-        const std::string name = it->first.Scalar();
+      for (const auto& [k, v] : libs.entries()) {
+        const std::string& name = k.scalar();
         p.info.libraries[name] = lr.str(name);
       }
       lr.finish();
     }
     i.finish();
   }
-  if (!root["cluster"] || !root["cluster"].IsMap()) r.fail("cluster", "missing: expected the profiled machine as a cluster mapping");
+  if (!root["cluster"].is_map()) r.fail("cluster", "missing: expected the profiled machine as a cluster mapping");
   check_keys(root, source, "", {"version", "info", "cluster", "gemm", "attention", "elementwise", "optimizer", "collectives",
                                "collectives_beside_compute", "interference", "host"});
-  p.cluster_node = YAML::Clone(root["cluster"]);
+  p.cluster_node = root["cluster"].deep_copy();
   p.cluster = cluster_from_node(p.cluster_node, source + ": cluster");
   p.cluster.source = source;
 
   if (root["gemm"]) {
-    if (!root["gemm"].IsMap()) r.fail("gemm", "expected a mapping with tile, runs_as and points");
+    if (!root["gemm"].is_map()) r.fail("gemm", "expected a mapping with tile, runs_as and points");
     check_keys(root["gemm"], source, "gemm", {"tile", "grid", "runs_as", "points"});
     common::ConfigReader g(root["gemm"], source, "gemm");
     auto tile = g.child("tile");
@@ -174,19 +123,16 @@ Profile parse_profile(const std::string& text, const std::string& source) {
     p.gemm_tile_n = tile.int_in("n", 1, 65536);
     tile.finish();
     if (root["gemm"]["grid"]) {
-      const YAML::Node grid = root["gemm"]["grid"];
-      if (!grid.IsMap()) g.fail("grid", "expected {m: [...], n: [...], k: [...]}");
+      const common::YamlNode grid = root["gemm"]["grid"];
+      if (!grid.is_map()) g.fail("grid", "expected {m: [...], n: [...], k: [...]}");
       check_keys(grid, source, "gemm.grid", {"m", "n", "k"});
       auto axis = [&](const char* key, std::vector<std::int64_t>& out) {
-        const YAML::Node a = grid[key];
-        if (!a || !a.IsSequence() || a.size() == 0) g.fail(std::string("grid.") + key, "expected a non-empty list of sizes");
-        for (const auto& v : a) {
-          long long x = 0;
-          try {
-            x = v.as<long long>();
-          } catch (const YAML::Exception&) {
-            g.fail(std::string("grid.") + key, "expected positive integers");
-          }
+        const common::YamlNode a = grid[key];
+        if (!a.is_sequence() || a.size() == 0) g.fail(std::string("grid.") + key, "expected a non-empty list of sizes");
+        for (const auto& v : a.items()) {
+          const auto read = v.is_scalar() ? common::yaml_to_integer(v.scalar()) : std::nullopt;
+          if (!read) g.fail(std::string("grid.") + key, "expected positive integers");
+          const long long x = *read;
           if (x <= 0 || x > lim::kMaxProfileDim || (!out.empty() && x <= out.back()))
             g.fail(std::string("grid.") + key, fmt::format("expected increasing positive integers up to {}", lim::kMaxProfileDim));
           if (out.size() >= 64) g.fail(std::string("grid.") + key, "expected at most 64 sizes per axis");
@@ -325,7 +271,7 @@ std::string format_profile(const Profile& p) {
   }
   o += "# The profiled machine in configs/clusters/ form: the analytic model's parameters outside the tables.\n";
   o += "cluster:\n";
-  emit_node(o, p.cluster_node, 2, "profile", "cluster");
+  o += common::emit_yaml_mapping(p.cluster_node, "profile", 2, "cluster");
   o += "gemm:\n";
   o += fmt::format("  tile: {{m: {}, n: {}}}  # sizes are padded up to the kernel's tile before interpolating\n", p.gemm_tile_m,
                    p.gemm_tile_n);

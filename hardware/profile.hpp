@@ -3,7 +3,6 @@
 //          InterferenceMeasurement, HostMeasurement, load_profile, parse_profile, write_profile,
 //          format_profile, kProfileVersion
 #pragma once
-#include <yaml-cpp/yaml.h>
 
 #include <cstdint>
 #include <map>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/yaml_node.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/ops.hpp"
 
@@ -101,7 +101,7 @@ struct Profile {
   ProfileInfo info;
   /// The profiled machine in configs/clusters/ form; its text is kept verbatim so that a round
   /// trip reproduces it. `cluster` is that text parsed.
-  YAML::Node cluster_node;
+  common::YamlNode cluster_node;
   ClusterSpec cluster;
   /// GEMM: requested dtype -> dtype the backend really computes in (CPU: bf16 runs as fp32).
   std::map<common::DType, common::DType> runs_as;
@@ -135,6 +135,6 @@ std::string format_profile(const Profile& p);
 void write_profile(const std::string& path, const Profile& p);
 
 /// @brief Parses `node` (a configs/clusters/-style mapping) into a cluster spec.
-ClusterSpec cluster_from_node(const YAML::Node& node, const std::string& source);
+ClusterSpec cluster_from_node(const common::YamlNode& node, const std::string& source);
 
 }  // namespace hardware

@@ -627,7 +627,7 @@ class CpuProfiler {
 
   /// The machine as a configs/clusters/ mapping, from what was measured: the analytic model's
   /// parameters wherever the tables do not reach.
-  YAML::Node cluster_node(const hardware::Profile& p) const {
+  common::YamlNode cluster_node(const hardware::Profile& p) const {
     double best_gflops = 0;
     for (const auto& g : p.gemm) best_gflops = std::max(best_gflops, 2.0 * g.m * g.n * g.k / (g.us * 1e-6) / 1e9);
     double stream_gb_s = 0, min_stream_us = 1e30;
@@ -650,43 +650,50 @@ class CpuProfiler {
       f >> key >> mem_kb;
     }
     const double tflops = round_sig(best_gflops / 1e3);
-    YAML::Node n;
-    n["name"] = fmt::format("cpu-{}x", size_);
-    n["gpu"]["name"] = cpu_name();
-    n["gpu"]["arch"] = "cpu";
-    for (const char* t : {"fp32", "bf16", "fp16", "fp8"}) n["gpu"]["peak_tflops"][t] = fmt::format("{}", tflops);  // all run as fp32
-    n["gpu"]["hbm_gb_per_s"] = fmt::format("{}", round_sig(stream_gb_s));
-    n["gpu"]["hbm_gb"] = fmt::format("{}", round_sig(static_cast<double>(mem_kb) / 1e6 / size_));
-    n["gpu"]["sms"] = "1";
-    n["gpu"]["gemm_efficiency"] = "1";
-    n["gpu"]["memory_efficiency"] = "1";
-    n["gpu"]["gemm_tile_overhead_us"] = "0";
-    n["gpu"]["kernel_latency_us"] = fmt::format("{}", round_sig(min_stream_us));
-    n["node"]["gpus"] = fmt::format("{}", size_);
-    n["node"]["nvlink_gb_per_s"] = fmt::format("{}", round_sig(busbw));
-    n["node"]["nvlink_links"] = "1";
-    n["node"]["nvswitch"] = "true";
-    n["node"]["nvls"] = "false";
-    n["network"]["nics_per_node"] = "1";
-    n["network"]["nic_gbit_per_s"] = fmt::format("{}", round_sig(busbw * 8));
-    n["network"]["latency_us"] = fmt::format("{}", round_sig(latency_us));
-    n["network"]["topology"] = "fat_tree";
-    n["network"]["oversubscription"] = "1";
+    auto n = common::YamlNode::map_node();
+    n.set("name", fmt::format("cpu-{}x", size_));
+    auto gpu = n.child_map("gpu");
+    gpu.set("name", cpu_name());
+    gpu.set("arch", "cpu");
+    auto peak = gpu.child_map("peak_tflops");
+    for (const char* t : {"fp32", "bf16", "fp16", "fp8"}) peak.set(t, fmt::format("{}", tflops));  // all run as fp32
+    gpu.set("hbm_gb_per_s", fmt::format("{}", round_sig(stream_gb_s)));
+    gpu.set("hbm_gb", fmt::format("{}", round_sig(static_cast<double>(mem_kb) / 1e6 / size_)));
+    gpu.set("sms", "1");
+    gpu.set("gemm_efficiency", "1");
+    gpu.set("memory_efficiency", "1");
+    gpu.set("gemm_tile_overhead_us", "0");
+    gpu.set("kernel_latency_us", fmt::format("{}", round_sig(min_stream_us)));
+    auto node = n.child_map("node");
+    node.set("gpus", fmt::format("{}", size_));
+    node.set("nvlink_gb_per_s", fmt::format("{}", round_sig(busbw)));
+    node.set("nvlink_links", "1");
+    node.set("nvswitch", "true");
+    node.set("nvls", "false");
+    auto net = n.child_map("network");
+    net.set("nics_per_node", "1");
+    net.set("nic_gbit_per_s", fmt::format("{}", round_sig(busbw * 8)));
+    net.set("latency_us", fmt::format("{}", round_sig(latency_us)));
+    net.set("topology", "fat_tree");
+    net.set("oversubscription", "1");
     const std::string launch = fmt::format("{}", p.host ? p.host->launch_us : 1.0);
     // the CPU executor's kernels as measured, whatever the stack: one launch loop, nothing fused
+    auto stacks = n.child_map("host").child_map("stacks");
     for (const char* st : {"eager", "cpp", "cuda_graphs", "megatron-core"}) {
-      auto s = n["host"]["stacks"][st];
-      s["launch_us"] = launch;
-      s["op_overhead_us"] = "0";
-      s["gemm_efficiency"] = "1";
-      s["attention"] = "flash";
+      auto s = stacks.child_map(st);
+      s.set("launch_us", launch);
+      s.set("op_overhead_us", "0");
+      s.set("gemm_efficiency", "1");
+      s.set("attention", "flash");
     }
-    n["nccl"]["call_overhead_us"] = "0";
-    n["nccl"]["nvls_efficiency"] = "1";
-    n["nccl"]["nvls_latency_us"] = "1";
-    n["interference"]["sm_contention"] = "false";
-    n["interference"]["hbm_amplification"] = "0";
-    n["interference"]["sm_comm_slowdown"] = "0";
+    auto nccl = n.child_map("nccl");
+    nccl.set("call_overhead_us", "0");
+    nccl.set("nvls_efficiency", "1");
+    nccl.set("nvls_latency_us", "1");
+    auto inter = n.child_map("interference");
+    inter.set("sm_contention", "false");
+    inter.set("hbm_amplification", "0");
+    inter.set("sm_comm_slowdown", "0");
     return n;
   }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "hardware/collective_model.hpp"
+#include "common/config_reader.hpp"
 #include "common/embedded_configs.hpp"
 
 namespace profiler {
@@ -28,7 +29,7 @@ double round_sig(double v) {
 /// peak = best measured GEMM (so gemm_efficiency 1), HBM = device copy bandwidth (memory_efficiency
 /// 1), capacity, SMs, GPUs per node, NVLink = AllReduce busbw. The rest (network, host,
 /// interference, NCCL constants) stays the generation's cluster file, which documents its sources.
-YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
+common::YamlNode cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
   double best = 0;
   for (const auto& g : p.gemm) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.us * 1e-6));
   double busbw = 0;
@@ -36,18 +37,21 @@ YAML::Node cluster_node(const hardware::Profile& p, const cuda::DeviceInfo& d) {
     if (c.kind == hardware::CollectiveKind::all_reduce) busbw = std::max(busbw, c.busbw_gb_s());
   auto num = [](double v) { return fmt::format("{}", round_sig(v)); };
   const char* base = d.major >= 10 ? "gb200-nvl72" : d.major == 9 ? "dgx-h100" : "dgx-a100";
-  YAML::Node n = YAML::Load(common::resolve_config("clusters", base).text);
-  n["name"] = fmt::format("profiled-{}x-{}", d.ranks, d.name);
-  n["gpu"]["name"] = d.name;
+  const auto cfg = common::resolve_config("clusters", base);
+  common::YamlNode n = common::parse_yaml(cfg.text, cfg.source);
+  n.set("name", fmt::format("profiled-{}x-{}", d.ranks, d.name));
+  auto gpu = n.child_map("gpu");
+  gpu.set("name", d.name);
   if (best > 0)
-    for (const char* t : {"bf16", "fp16"}) n["gpu"]["peak_tflops"][t] = num(best / 1e12);  // measured in bf16
-  n["gpu"]["gemm_efficiency"] = "1";
-  n["gpu"]["hbm_gb_per_s"] = num(d.copy_bytes_per_s / 1e9);
-  n["gpu"]["memory_efficiency"] = "1";
-  n["gpu"]["hbm_gb"] = num(d.memory_bytes / 1e9);
-  n["gpu"]["sms"] = fmt::format("{}", d.sms);
-  n["node"]["gpus"] = fmt::format("{}", d.local_ranks);
-  if (busbw > 0) n["node"]["nvlink_gb_per_s"] = num(busbw);
+    for (const char* t : {"bf16", "fp16"}) gpu.child_map("peak_tflops").set(t, num(best / 1e12));  // measured in bf16
+  gpu.set("gemm_efficiency", "1");
+  gpu.set("hbm_gb_per_s", num(d.copy_bytes_per_s / 1e9));
+  gpu.set("memory_efficiency", "1");
+  gpu.set("hbm_gb", num(d.memory_bytes / 1e9));
+  gpu.set("sms", fmt::format("{}", d.sms));
+  auto node = n.child_map("node");
+  node.set("gpus", fmt::format("{}", d.local_ranks));
+  if (busbw > 0) node.set("nvlink_gb_per_s", num(busbw));
   return n;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a CUDA build of slicetune into one self-contained archive for a GPU machine that has the CUDA
-# libraries (cudart, cuBLAS/cuBLASLt, NCCL) but none of this project's Debian packages (yaml-cpp, fmt,
+# libraries (cudart, cuBLAS/cuBLASLt, NCCL) but none of this project's Debian packages (libyaml, fmt,
 # OpenBLAS, OpenMPI, ...) and cannot install them: for example a rented cloud GPU with a vendor image.
 #
 #   scripts/gpu_bundle.sh [BUILD_DIR] [ARCHIVE]      (defaults: build-gpu, .gpubundle/slicetune-bundle.tar.xz)

@@ -28,28 +28,27 @@ using namespace hardening;
 namespace {
 
 /// Every leaf of `n` whose value reads as a number, as a key path.
-void numeric_leaves(const YAML::Node& n, const std::vector<std::string>& path, std::vector<std::vector<std::string>>& out) {
-  for (auto it = n.begin(); it != n.end(); ++it) {
+void numeric_leaves(const common::YamlNode& n, const std::vector<std::string>& path, std::vector<std::vector<std::string>>& out) {
+  for (const auto& [k, v] : n.entries()) {
     auto p = path;
-    p.push_back(it->first.Scalar());
-    const YAML::Node v = it->second;
-    if (v.IsMap()) {
+    p.push_back(k.scalar());
+    if (v.is_map()) {
       numeric_leaves(v, p, out);
-    } else if (v.IsScalar()) {
+    } else if (v.is_scalar()) {
       char* end = nullptr;
-      std::strtod(v.Scalar().c_str(), &end);
-      if (end != v.Scalar().c_str() && *end == '\0') out.push_back(p);
+      std::strtod(v.scalar().c_str(), &end);
+      if (end != v.scalar().c_str() && *end == '\0') out.push_back(p);
     }
   }
 }
 
 /// `root` with the leaf at `path` set to `value`, as YAML text.
-std::string with_leaf(const YAML::Node& root, const std::vector<std::string>& path, const std::string& value) {
-  YAML::Node copy = YAML::Clone(root);
-  YAML::Node n = copy;
-  for (std::size_t i = 0; i + 1 < path.size(); ++i) n.reset(n[path[i]]);
-  n[path.back()] = value;
-  return YAML::Dump(copy);
+std::string with_leaf(const common::YamlNode& root, const std::vector<std::string>& path, const std::string& value) {
+  common::YamlNode copy = root.deep_copy();
+  common::YamlNode n = copy;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) n = n[path[i]];
+  n.set(path.back(), value);
+  return common::emit_yaml_mapping(copy, "test");
 }
 
 std::string join(const std::vector<std::string>& p) {
@@ -71,7 +70,7 @@ TEST_CASE("every number in a cluster file: NaN, infinity, negative and huge valu
   // refuse .nan, .inf, -1 and 1e300 (every key is a rate,
   // count, time or fraction with a finite range: common/limits.hpp). Before: 16 keys took NaN and
   // kernel_latency_us took anything.
-  const YAML::Node root = YAML::Load(common::resolve_config("clusters", "dgx-h100").text);
+  const common::YamlNode root = common::parse_yaml(common::resolve_config("clusters", "dgx-h100").text, "dgx-h100");
   std::vector<std::vector<std::string>> leaves;
   numeric_leaves(root, {}, leaves);
   CHECK(leaves.size() == 43);
@@ -84,7 +83,7 @@ TEST_CASE("every number in a cluster file: NaN, infinity, negative and huge valu
       CHECK(err.rfind("c.yaml: " + key + ":", 0) == 0);
     }
   // and the file as it is still loads
-  CHECK(error_of([&] { hardware::parse_cluster(YAML::Dump(root), "c.yaml"); }).empty());
+  CHECK(error_of([&] { hardware::parse_cluster(common::emit_yaml_mapping(root, "test"), "c.yaml"); }).empty());
 }
 
 TEST_CASE("integers wider than the field are refused at load, not truncated") {
@@ -114,11 +113,11 @@ TEST_CASE("integers wider than the field are refused at load, not truncated") {
 }
 
 TEST_CASE("duplicate keys, keys that are not names and alias bombs are refused, naming the file") {
-  // yaml-cpp keeps the first of two equal keys silently; the second must be an error
+  // a YAML parser keeps the first (yaml-cpp) or the last of two equal keys silently; the second must be an error
   CHECK(error_of([] { sim::parse_plan_input("tp: 8\ntp: 2\n", "p.yaml"); }) == "p.yaml: tp: duplicate key (line 2, column 1)");
   CHECK(error_of([] { sim::parse_plan_input("tp: 8\nnested: {a: 1, a: 2}\n", "p.yaml"); }) ==
         "p.yaml: nested.a: duplicate key (line 2, column 16)");
-  // a mapping as a key: yaml-cpp's own message was "bad conversion" without the file
+  // a mapping as a key: yaml-cpp's own message was "bad conversion" without the file (when it parsed the configs)
   CHECK(error_of([] { sim::parse_plan_input("{a: 1}: 2\n", "p.yaml"); }) ==
         "p.yaml: a key (line 1, column 1) is not a plain name (a mapping used as a key)");
   CHECK(error_of([] { sim::parse_plan_input("[1, 2]: 2\n", "p.yaml"); }).rfind("p.yaml: a key", 0) == 0);
@@ -158,9 +157,9 @@ TEST_CASE("profile files: version 2^32 + 1 is not version 1; infinite and NaN ti
 TEST_CASE("a cluster inside a profile round-trips keys and values that need quoting") {
   // cluster_from_node writes the profile's cluster mapping as YAML and reads it back; a value with
   // a quote, a colon or a newline, and one that reads "null", must come back as the same string
-  YAML::Node n = YAML::Load(common::resolve_config("clusters", "dgx-h100").text);
-  n["gpu"]["name"] = "H100 \"special\": edition\nline two";
-  n["name"] = "null";
+  common::YamlNode n = common::parse_yaml(common::resolve_config("clusters", "dgx-h100").text, "dgx-h100");
+  n["gpu"].set("name", "H100 \"special\": edition\nline two");
+  n.set("name", "null");
   const auto c = hardware::cluster_from_node(n, "profile: cluster");
   CHECK(c.gpu.name == "H100 \"special\": edition\nline two");
   CHECK(c.name == "null");
@@ -168,10 +167,10 @@ TEST_CASE("a cluster inside a profile round-trips keys and values that need quot
   CHECK(c.host.stack(hardware::Stack::megatron_core).fuses(hardware::ElementwiseKind::gelu));
   CHECK_FALSE(c.host.stack(hardware::Stack::megatron_core).fuses(hardware::ElementwiseKind::layernorm));
   // a list where a value belongs is refused instead of read as ""; a list of lists is not written at all
-  YAML::Node bad = YAML::Clone(n);
-  bad["gpu"]["name"] = YAML::Load("[a, b]");
+  common::YamlNode bad = n.deep_copy();
+  bad["gpu"].set("name", common::parse_yaml("[a, b]", "t"));
   CHECK(error_of([&] { hardware::cluster_from_node(bad, "profile: cluster"); }) == "profile: cluster: gpu.name: expected a scalar value");
-  bad["gpu"]["name"] = YAML::Load("[[a], b]");
+  bad["gpu"].set("name", common::parse_yaml("[[a], b]", "t"));
   CHECK(error_of([&] { hardware::cluster_from_node(bad, "profile: cluster"); }) == "profile: cluster: gpu.name[0]: expected a value");
 }
 

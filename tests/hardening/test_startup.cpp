@@ -117,11 +117,11 @@ TEST_CASE("run and tune under mpirun load the MPI plug-in and Open MPI (the dlop
 #endif
 
 #ifdef SLICETUNE_STATIC_RUNTIME
-TEST_CASE("the slicetune program carries its C++ runtime, yaml-cpp and fmt (no start-up binding of their symbols)") {
+TEST_CASE("the slicetune program carries its C++ runtime, libyaml and fmt (no start-up binding of their symbols)") {
   // SLICETUNE_STATIC_RUNTIME (CMakeLists.txt): the loader maps only the C library and libm at start-up
   const auto r = run({"ldd", binary()});
   REQUIRE(r.code == 0);
-  for (const char* lib : {"libstdc++", "libgcc_s", "libyaml-cpp", "libfmt"}) {
+  for (const char* lib : {"libstdc++", "libgcc_s", "libyaml", "libfmt"}) {
     CAPTURE(lib);
     CHECK(r.out.find(lib) == std::string::npos);
   }

@@ -54,7 +54,7 @@ Profile power_law_profile(int tile_m = 1, int tile_n = 1) {
   Profile p;
   p.info = {.backend = "cpu", .device = "test", .host = "h", .date = "2026-01-01T00:00:00Z", .ranks = 2, .quick = true,
             .command = "slicetune profile --quick", .libraries = {{"openblas", "0.3.21"}}};
-  p.cluster_node = YAML::Load(kClusterYaml);
+  p.cluster_node = common::parse_yaml(kClusterYaml, "test");
   p.cluster = cluster_from_node(p.cluster_node, "test");
   p.gemm_tile_m = tile_m;
   p.gemm_tile_n = tile_n;
@@ -103,7 +103,7 @@ TEST_CASE("a profile whose cluster lists fused ops (host.stacks of dgx-h100) wri
   const auto text = common::resolve_config("clusters", "dgx-h100").text;
   const ClusterSpec direct = parse_cluster(text, "dgx-h100.yaml");
   Profile p = power_law_profile();
-  p.cluster_node = YAML::Load(text);
+  p.cluster_node = common::parse_yaml(text, "test");
   p.cluster = cluster_from_node(p.cluster_node, "profile: cluster");
   const Profile back = parse_profile(format_profile(p), "mem.yaml");
   int stacks_with_fused_ops = 0;
