@@ -24,6 +24,16 @@ bool register_command(int order, std::string name, std::string description, Comm
   return true;
 }
 
+GivenFlags::GivenFlags(const CLI::App* cmd) : cmd_(cmd) {
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& name : o->get_lnames()) by_name_.emplace("--" + name, o);
+}
+
+std::size_t GivenFlags::operator()(std::string_view flag) const {
+  if (const auto f = by_name_.find(flag); f != by_name_.end()) return f->second->count();
+  return cmd_->count(std::string(flag));  // not a long name: CLI11's own lookup
+}
+
 void bad_flag(const std::string& flag, const std::string& what) { throw common::ConfigError(flag, "", what); }
 
 int launcher_rank() {
@@ -116,9 +126,10 @@ std::optional<bridge::ImportedPlan> TargetFlags::imported() const {
     if (out) out->merge(p);
     else out = std::move(p);
   };
-  if (cmd->count("--megatron-args")) add(bridge::parse_megatron_args(megatron_args, "--megatron-args"));
-  if (cmd->count("--megatron-args-file")) add(bridge::parse_megatron_args(common::read_text_file(megatron_args_file), megatron_args_file));
-  if (cmd->count("--deepspeed-config")) add(bridge::parse_deepspeed_config(common::read_text_file(deepspeed_config), deepspeed_config));
+  const GivenFlags given(cmd);
+  if (given("--megatron-args")) add(bridge::parse_megatron_args(megatron_args, "--megatron-args"));
+  if (given("--megatron-args-file")) add(bridge::parse_megatron_args(common::read_text_file(megatron_args_file), megatron_args_file));
+  if (given("--deepspeed-config")) add(bridge::parse_deepspeed_config(common::read_text_file(deepspeed_config), deepspeed_config));
   return out;
 }
 
@@ -136,35 +147,36 @@ std::unique_ptr<hardware::CostModel> TargetFlags::cost_model(const hardware::Clu
 }
 
 sim::TargetInput TargetFlags::input() const {
+  const GivenFlags given(cmd);
   sim::TargetInput in;
   in.model = model;
   in.cluster = cluster;
-  if (!profile.empty() && !cmd->count("--cluster")) in.cluster_spec = hardware::load_profile(profile).cluster;
-  if (cmd->count("--nodes")) in.nodes = nodes;
+  if (!profile.empty() && !given("--cluster")) in.cluster_spec = hardware::load_profile(profile).cluster;
+  if (given("--nodes")) in.nodes = nodes;
   if (!cmd->get_option_no_throw("--plan")) return in;
   in.plan_file = plan;
   auto& p = in.flags;
   namespace lim = common::limits;
   auto positive = [&](const char* flag, long long v, std::optional<int>& dst, std::int64_t hi) {
-    if (!cmd->count(flag)) return;
+    if (!given(flag)) return;
     dst = static_cast<int>(int_flag(flag, v, 1, hi));  // range-checked before narrowing
   };
   positive("--tp", tp, p.tp, lim::kMaxGpus);
   positive("--dp", dp, p.dp, lim::kMaxGpus);
-  if (cmd->count("--tp-layout") && !sim::parse_tp_layout(tp_layout, p.tp_layout.emplace()))
+  if (given("--tp-layout") && !sim::parse_tp_layout(tp_layout, p.tp_layout.emplace()))
     bad_flag("--tp-layout", "expected 1d | 2d | 2.5d, got '" + tp_layout + "'");
   positive("--tp-q", tp_q, p.tp_q, 64);
   positive("--tp-d", tp_d, p.tp_d, lim::kMaxGpus);
-  if (cmd->count("--tp-grid-order") && !sim::parse_tp_grid_order(tp_grid_order, p.tp_grid_order.emplace()))
+  if (given("--tp-grid-order") && !sim::parse_tp_grid_order(tp_grid_order, p.tp_grid_order.emplace()))
     bad_flag("--tp-grid-order", "expected row | col, got '" + tp_grid_order + "'");
   positive("--pp", pp, p.pp, lim::kMaxLayers);
   positive("--vp", vp, p.vp, lim::kMaxLayers);
-  if (cmd->count("--schedule")) {
+  if (given("--schedule")) {
     sim::PipelineSchedule sc;
     if (!sim::parse_pipeline_schedule(schedule, sc)) bad_flag("--schedule", "expected 1f1b | interleaved, got '" + schedule + "'");
     p.schedule = sc;
   }
-  if (cmd->count("--pipeline-layers")) {
+  if (given("--pipeline-layers")) {
     std::vector<int> layers;
     std::string_view rest = pipeline_layers;
     while (true) {
@@ -183,52 +195,52 @@ sim::TargetInput TargetFlags::input() const {
     }
     p.pipeline_layers = std::move(layers);
   }
-  if (cmd->count("--p2p-overlap")) {
+  if (given("--p2p-overlap")) {
     if (p2p_overlap != "true" && p2p_overlap != "false") bad_flag("--p2p-overlap", "expected true | false, got '" + p2p_overlap + "'");
     p.p2p_overlap = p2p_overlap == "true";
   }
   positive("--micro-batch", micro_batch, p.micro_batch, lim::kMaxMicroBatch);
   positive("--global-batch", global_batch, p.global_batch, lim::kMaxGlobalBatch);
-  if (cmd->count("--seq-len")) p.seq_len = int_flag("--seq-len", seq_len, 1, lim::kMaxSeqLen);
-  if (cmd->count("--dtype")) {
+  if (given("--seq-len")) p.seq_len = int_flag("--seq-len", seq_len, 1, lim::kMaxSeqLen);
+  if (given("--dtype")) {
     common::DType t;
     if (!common::parse_dtype(dtype, t)) bad_flag("--dtype", "expected bf16 | fp16 | fp8 | fp32, got '" + dtype + "'");
     p.dtype = t;
   }
-  if (cmd->count("--sequence-parallel")) p.sequence_parallel = sequence_parallel;
-  if (cmd->count("--strategy")) p.strategy = &sim::find_strategy(strategy, "--strategy", "");
+  if (given("--sequence-parallel")) p.sequence_parallel = sequence_parallel;
+  if (given("--strategy")) p.strategy = &sim::find_strategy(strategy, "--strategy", "");
   for (const sim::Knob* k : sim::plan_knobs()) {
     const std::string flag(k->flag);
-    if (!cmd->count(flag)) continue;
+    if (!given(flag)) continue;
     const std::string& text = knobs.at(flag);
     const auto v = k->parse(text);
     if (!v) bad_flag(flag, fmt::format("expected {}, got '{}'", k->expected(), text));
     k->set_input(p, *v);
   }
-  if (cmd->count("--dp-bucket-mb")) p.dp_bucket_mb = number_flag("--dp-bucket-mb", dp_bucket_mb, 0, lim::kMaxDpBucketMb, true);
-  if (cmd->count("--stack")) {
+  if (given("--dp-bucket-mb")) p.dp_bucket_mb = number_flag("--dp-bucket-mb", dp_bucket_mb, 0, lim::kMaxDpBucketMb, true);
+  if (given("--stack")) {
     hardware::Stack s;
     if (!hardware::parse_stack(stack, s)) bad_flag("--stack", "expected eager | cpp | cuda_graphs | megatron-core, got '" + stack + "'");
     p.stack = s;
   }
-  if (cmd->count("--recompute") && !sim::parse_recompute(recompute, p.recompute.emplace()))
+  if (given("--recompute") && !sim::parse_recompute(recompute, p.recompute.emplace()))
     bad_flag("--recompute", "expected none | selective | full, got '" + recompute + "'");
-  if (cmd->count("--recompute-method") && !sim::parse_recompute_method(recompute_method, p.recompute_method.emplace()))
+  if (given("--recompute-method") && !sim::parse_recompute_method(recompute_method, p.recompute_method.emplace()))
     bad_flag("--recompute-method", "expected uniform | block, got '" + recompute_method + "'");
   positive("--recompute-layers", recompute_layers, p.recompute_layers, lim::kMaxLayers);
-  if (cmd->count("--zero")) {  // range-checked (64 bits) before narrowing
+  if (given("--zero")) {  // range-checked (64 bits) before narrowing
     if (zero < 0 || zero > sim::kMaxZeroStage) bad_flag("--zero", fmt::format("expected a ZeRO stage 0 | 1 | 2 | 3, got {}", zero));
     p.zero = static_cast<int>(zero);
   }
   auto boolean = [&](const char* flag, const std::string& text, std::optional<bool>& dst) {
-    if (!cmd->count(flag)) return;
+    if (!given(flag)) return;
     if (text == "true" || text == "on" || text == "1") dst = true;
     else if (text == "false" || text == "off" || text == "0") dst = false;
     else bad_flag(flag, "expected true | false, got '" + text + "'");
   };
   boolean("--overlap-grad-reduce", overlap_grad_reduce, p.overlap_grad_reduce);
   boolean("--overlap-param-gather", overlap_param_gather, p.overlap_param_gather);
-  if (cmd->count("--attention") && !hardware::parse_attention_kernel(attention, p.attention.emplace()))
+  if (given("--attention") && !hardware::parse_attention_kernel(attention, p.attention.emplace()))
     bad_flag("--attention", "expected flash | unfused | unfused_compiled, got '" + attention + "'");
   return in;
 }
