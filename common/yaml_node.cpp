@@ -159,11 +159,24 @@ bool null_text(std::string_view s) { return s.empty() || s == "~" || s == "null"
 
 YamlNode parse_yaml_document(const std::string& text) {
   Parser parser(text);
-  std::map<std::string, YamlNode, std::less<>> anchors;
+  // An alias names the most recent node before it with that anchor. A collection's anchor is
+  // defined at its start, but an alias to it is refused until its end: an alias inside the node it
+  // names (`&a [*a]`) would make the tree contain itself - a structure no config means, that a
+  // reader walking it would never finish and that shared ownership would never free (YAML allows
+  // it; yaml-cpp built it, and the readers ran into the node limit).
+  struct Anchor {
+    YamlNode node;
+    std::uint64_t id = 0;  // which definition (the latest one counts)
+    bool complete = false;
+  };
+  std::map<std::string, Anchor, std::less<>> anchors;
+  std::uint64_t definitions = 0;
   struct Open {
     YamlNode node;
     YamlNode key;  // a mapping's key waiting for its value
     bool has_key = false;
+    std::string anchor;  // its anchor ("" none) and that definition's id
+    std::uint64_t anchor_id = 0;
   };
   std::vector<Open> open;
   YamlNode root;
@@ -186,8 +199,10 @@ YamlNode parse_yaml_document(const std::string& text) {
       o.has_key = false;
     }
   };
-  auto anchor = [&](const yaml_char_t* name, const YamlNode& n) {
-    if (name) anchors[reinterpret_cast<const char*>(name)] = n;
+  auto anchor = [&](const yaml_char_t* name, const YamlNode& n, bool complete) -> std::uint64_t {
+    if (!name) return 0;
+    anchors[reinterpret_cast<const char*>(name)] = {.node = n, .id = ++definitions, .complete = complete};
+    return definitions;
   };
   bool in_document = false;
   while (!done) {
@@ -209,7 +224,7 @@ YamlNode parse_yaml_document(const std::string& text) {
         const YamlMark at = mark_of(e.start_mark);
         YamlNode n = s.style == YAML_PLAIN_SCALAR_STYLE && !s.tag && null_text(value) ? YamlNode::null_node(at)
                                                                                        : YamlNode::scalar_node(std::move(value), at);
-        anchor(s.anchor, n);
+        anchor(s.anchor, n, true);
         place(std::move(n));
         break;
       }
@@ -219,22 +234,29 @@ YamlNode parse_yaml_document(const std::string& text) {
           throw YamlSyntaxError(mark_of(e.start_mark), fmt::format("nested deeper than {} lists and mappings", kMaxYamlDepth));
         const bool seq = e.type == YAML_SEQUENCE_START_EVENT;
         YamlNode n = seq ? YamlNode::sequence_node(mark_of(e.start_mark)) : YamlNode::map_node(mark_of(e.start_mark));
-        anchor(seq ? e.data.sequence_start.anchor : e.data.mapping_start.anchor, n);
-        open.push_back({.node = std::move(n)});
+        const yaml_char_t* name = seq ? e.data.sequence_start.anchor : e.data.mapping_start.anchor;
+        const std::uint64_t id = anchor(name, n, false);
+        open.push_back({.node = std::move(n), .anchor = name ? reinterpret_cast<const char*>(name) : "", .anchor_id = id});
         break;
       }
       case YAML_SEQUENCE_END_EVENT:
       case YAML_MAPPING_END_EVENT: {
-        YamlNode n = std::move(open.back().node);
+        Open o = std::move(open.back());
         open.pop_back();
-        place(std::move(n));
+        if (o.anchor_id) {  // complete now, unless a later node took the anchor
+          Anchor& a = anchors[o.anchor];
+          if (a.id == o.anchor_id) a.complete = true;
+        }
+        place(std::move(o.node));
         break;
       }
       case YAML_ALIAS_EVENT: {
-        const auto it = anchors.find(reinterpret_cast<const char*>(e.data.alias.anchor));
-        if (it == anchors.end())
-          throw YamlSyntaxError(mark_of(e.start_mark), fmt::format("alias *{} names no anchor before it", reinterpret_cast<const char*>(e.data.alias.anchor)));
-        place(it->second);
+        const char* name = reinterpret_cast<const char*>(e.data.alias.anchor);
+        const auto it = anchors.find(name);
+        if (it == anchors.end()) throw YamlSyntaxError(mark_of(e.start_mark), fmt::format("alias *{} names no anchor before it", name));
+        if (!it->second.complete)
+          throw YamlSyntaxError(mark_of(e.start_mark), fmt::format("alias *{} is inside the node it names (a structure that contains itself)", name));
+        place(it->second.node);
         break;
       }
       case YAML_STREAM_START_EVENT:

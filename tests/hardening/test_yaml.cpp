@@ -68,6 +68,19 @@ TEST_CASE("aliases share their anchor's node; only the first document is read") 
   const YamlNode first = common::parse_yaml("a: 1\n---\na: 2\n", "t.yaml");
   CHECK(first["a"].scalar() == "1");
   CHECK(error_of("a: *nowhere\n").rfind("t.yaml: malformed YAML at line 1, column 4: alias *nowhere names no anchor", 0) == 0);
+  // an alias names the latest node with its anchor
+  const YamlNode later = common::parse_yaml("a: &x [1]\nb: &x [2]\nc: *x\nd: &y [&y [3], *y]\n", "t.yaml");
+  CHECK(later["c"][0].scalar() == "2");
+  CHECK(later["d"][1][0].scalar() == "3");  // the inner &y, complete before *y
+}
+
+TEST_CASE("an alias inside the node it names is refused (a tree that contains itself would never be freed or walked to the end)") {
+  // scripts/fuzz.sh plan found it (2026-12-06): the root mapping anchored, its alias used as a key
+  // inside it - a reference cycle of the tree's shared nodes, reported by LeakSanitizer. The input
+  // is fuzz/corpus/plan/leak-recursive-alias.yaml (replayed by ctest under ASan).
+  CHECK(error_of("&x [*x]\n") == "t.yaml: malformed YAML at line 1, column 5: alias *x is inside the node it names (a structure that contains itself)");
+  CHECK(error_of("a: &m {b: *m}\n").rfind("t.yaml: malformed YAML at line 1, column 11: alias *m is inside the node it names", 0) == 0);
+  CHECK(error_of("\n&tp\ntratK:\n*tp: 116\n").rfind("t.yaml: malformed YAML at line 4, column 1: alias *tp is inside the node it names", 0) == 0);
 }
 
 TEST_CASE("syntax errors name the file, line and column; nesting deeper than kMaxYamlDepth is refused") {
