@@ -243,25 +243,23 @@ TEST_CASE("tune and whatif's heap is advised for transparent huge pages (common:
   CAPTURE(flags);
   CHECK(flags.find(" hg") != std::string::npos);
 
+  // the test case `pattern` in a process of its own, with `env` set: it must pass
+  auto alone = [](const char* env, const std::string& pattern) {
+    ::setenv(env, "1", 1);
+    const auto child = hardening::run({"/proc/self/exe", "--test-case=" + pattern, "--no-version", "--no-intro"});
+    ::unsetenv(env);
+    CAPTURE(pattern);
+    CAPTURE(child.out);
+    CAPTURE(child.err);
+    CHECK(child.code == 0);
+    CHECK(child.out.find("1 passed") != std::string::npos);
+  };
   // a thread's own arena (glibc gives each thread a heap of its own): in a process of its own,
   // where the thread's arena is new (this one's threads leave arenas that glibc hands out again)
-  ::setenv("SLICETUNE_TEST_FRESH_ARENA", "1", 1);
-  const auto child = hardening::run({"/proc/self/exe", "--test-case=a new thread's arena*", "--no-version", "--no-intro"});
-  ::unsetenv("SLICETUNE_TEST_FRESH_ARENA");
-  CAPTURE(child.out);
-  CAPTURE(child.err);
-  CHECK(child.code == 0);
-  CHECK(child.out.find("1 passed") != std::string::npos);
-
+  alone("SLICETUNE_TEST_FRESH_ARENA", "a new thread's arena*");
   // the heap's first allocation after the advice lands on a huge page (a process of its own: a
   // fresh heap, grown by use_huge_pages)
-  ::setenv("SLICETUNE_TEST_FRESH_HEAP", "1", 1);
-  const auto heap = hardening::run({"/proc/self/exe", "--test-case=the heap's advised range has no small page*", "--no-version", "--no-intro"});
-  ::unsetenv("SLICETUNE_TEST_FRESH_HEAP");
-  CAPTURE(heap.out);
-  CAPTURE(heap.err);
-  CHECK(heap.code == 0);
-  CHECK(heap.out.find("1 passed") != std::string::npos);
+  alone("SLICETUNE_TEST_FRESH_HEAP", "the heap's advised range has no small page*");
 #endif
 }
 
