@@ -19,6 +19,9 @@ namespace common::limits {
 inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{64} << 20;
 /// YAML nodes visited in one document, aliases expanded (an alias bomb expands exponentially).
 inline constexpr std::int64_t kMaxYamlNodes = 1'000'000;
+/// Lists and mappings nested in one YAML document (configs nest 4 deep; the readers walk the tree
+/// recursively).
+inline constexpr std::int64_t kMaxYamlDepth = 256;
 
 // ---- model -------------------------------------------------------------------------------------
 inline constexpr std::int64_t kMaxLayers = 4096;           ///< task tags hold the layer in 16 bits

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/config_error.hpp"
+#include "common/limits.hpp"
 
 namespace common {
 
@@ -230,8 +231,8 @@ YamlNode parse_yaml_document(const std::string& text) {
       }
       case YAML_SEQUENCE_START_EVENT:
       case YAML_MAPPING_START_EVENT: {
-        if (static_cast<int>(open.size()) >= kMaxYamlDepth)
-          throw YamlSyntaxError(mark_of(e.start_mark), fmt::format("nested deeper than {} lists and mappings", kMaxYamlDepth));
+        if (static_cast<std::int64_t>(open.size()) >= limits::kMaxYamlDepth)
+          throw YamlSyntaxError(mark_of(e.start_mark), fmt::format("nested deeper than {} lists and mappings", limits::kMaxYamlDepth));
         const bool seq = e.type == YAML_SEQUENCE_START_EVENT;
         YamlNode n = seq ? YamlNode::sequence_node(mark_of(e.start_mark)) : YamlNode::map_node(mark_of(e.start_mark));
         const yaml_char_t* name = seq ? e.data.sequence_start.anchor : e.data.mapping_start.anchor;

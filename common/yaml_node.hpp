@@ -89,9 +89,8 @@ struct YamlSyntaxError : std::runtime_error {
 /// parse_yaml (common/config_reader.hpp) is what readers call: it adds the checks (duplicate keys,
 /// keys that are not plain scalars, size). An empty document is a null node; plain (unquoted,
 /// untagged) scalars "", "~", "null", "Null" and "NULL" are nulls; tags are not kept. Nested
-/// deeper than kMaxYamlDepth collections is a syntax error.
+/// deeper than limits::kMaxYamlDepth collections is a syntax error.
 YamlNode parse_yaml_document(const std::string& text);
-inline constexpr int kMaxYamlDepth = 256;
 
 /// A scalar read as a number, as YAML 1.1 / yaml-cpp read it: the whole text a C++ stream reads
 /// as a double (trailing spaces allowed), or .inf / -.inf / .nan in their three spellings; nullopt

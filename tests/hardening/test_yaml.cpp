@@ -83,7 +83,7 @@ TEST_CASE("an alias inside the node it names is refused (a tree that contains it
   CHECK(error_of("\n&tp\ntratK:\n*tp: 116\n").rfind("t.yaml: malformed YAML at line 4, column 1: alias *tp is inside the node it names", 0) == 0);
 }
 
-TEST_CASE("syntax errors name the file, line and column; nesting deeper than kMaxYamlDepth is refused") {
+TEST_CASE("syntax errors name the file, line and column; nesting deeper than limits::kMaxYamlDepth (256) is refused") {
   CHECK(error_of("a: [1, 2\n").rfind("t.yaml: malformed YAML at line", 0) == 0);
   CHECK(error_of("a: b: c\n").rfind("t.yaml: malformed YAML at line 1, column", 0) == 0);
   const std::string deep = std::string(300, '[') + std::string(300, ']');
