@@ -17,18 +17,27 @@ namespace {
 
 /// in_flight_frontier of a stage's schedule: 1F1B in closed form (one vector, min(pp - stage, m)
 /// passes), the interleaved schedule read off its order once per (pp, vp, m, stage) and kept - the
-/// tuner asks for the same few thousands of times (thread-safe).
+/// tuner asks for the same few thousands of times (thread-safe). Each thread keeps where the
+/// frontiers it asked for lie: a lookup it made before takes no lock (the lock's cache line went
+/// from core to core on every lookup of a search's two threads, docs/benchmarks.md).
 const std::vector<std::vector<int>>& frontier(const Plan& p, int stage) {
+  using Key = std::tuple<int, int, int, int, int>;
   static std::mutex mu;
-  static std::map<std::tuple<int, int, int, int, int>, std::vector<std::vector<int>>> cache;
+  static std::map<Key, std::vector<std::vector<int>>> cache;  // never erased: its values never move
+  thread_local std::map<Key, const std::vector<std::vector<int>>*> seen;
   const int m = p.grad_accum_steps();
-  const auto key = std::make_tuple(static_cast<int>(p.schedule), p.pp, p.vp, m, stage);
+  const Key key = std::make_tuple(static_cast<int>(p.schedule), p.pp, p.vp, m, stage);
+  if (auto it = seen.find(key); it != seen.end()) return *it->second;
   std::lock_guard lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  std::vector<std::vector<int>> f;
-  if (p.vp == 1 && p.schedule == PipelineSchedule::one_f_one_b) f = {{std::min(p.pp - stage, m)}};
-  else f = in_flight_frontier(pipeline_order(p.schedule, p.pp, p.vp, m, stage), p.vp);
-  return cache.emplace(key, std::move(f)).first->second;  // std::map: references stay valid
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    std::vector<std::vector<int>> f;
+    if (p.vp == 1 && p.schedule == PipelineSchedule::one_f_one_b) f = {{std::min(p.pp - stage, m)}};
+    else f = in_flight_frontier(pipeline_order(p.schedule, p.pp, p.vp, m, stage), p.vp);
+    it = cache.emplace(key, std::move(f)).first;  // std::map: references stay valid
+  }
+  seen.emplace(key, &it->second);
+  return it->second;
 }
 
 /// The stage's model chunks as MemoryStages (one micro-batch in flight each), into `out`; `vs`:

@@ -42,6 +42,7 @@ std::int64_t optimizer_params(const sim::ModelSpec& m, const sim::Plan& p) {
   const std::int64_t n = rank_params(m, p);
   return p.shards_optimizer() && p.dp > 1 ? (n + p.dp - 1) / p.dp : n;
 }
+struct GemmPartsFront;  // common::ThreadFront's tag of gemm_parts
 }  // namespace
 
 Evaluator::ClassKey Evaluator::class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const {
@@ -90,11 +91,17 @@ Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   const GemmKey key{p.tp,          static_cast<std::int64_t>(p.tp_layout), p.tp_q, p.tp_d, p.micro_batch, p.seq_len,
                     static_cast<std::int64_t>(p.dtype), static_cast<std::int64_t>(p.attention), static_cast<std::int64_t>(p.stack),
                     p.row_slices,  static_cast<std::int64_t>(p.row_axis), p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp)};
+  // each thread's own copy first (common::ThreadFront): the plans of a block ask for the same parts
+  return common::ThreadFront<GemmKey, GemmParts, GemmKeyHash, GemmPartsFront>::get(id_, key, [&] { return shared_gemm_parts(p, key); });
+}
+
+Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const GemmKey& key) const {
   GemmShard& shard = gemm_parts_[GemmKeyHash{}(key) % kShards];
   {
-    std::shared_lock lock(shard.mu);  // lookups do not exclude each other (two threads ask per block)
+    std::shared_lock lock(shard.mu);  // lookups do not exclude each other
     if (auto it = shard.parts.find(key); it != shard.parts.end()) return it->second;
   }
+  const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
   const sim::Shapes sh(model_, p);
   auto ps = [&](const hardware::GemmOp& g) { return cost_.gemm(g).time.ps; };
   GemmParts r;

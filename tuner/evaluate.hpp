@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/thread_front.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
@@ -200,6 +201,9 @@ class Evaluator {
   mutable std::array<BoundShard, kShards> bounds_;
   mutable std::atomic<std::size_t> graphs_built_{0};
   mutable std::array<GemmShard, kShards> gemm_parts_;
+  /// gemm_parts of `key` from gemm_parts_ (computed and added on a miss)
+  GemmParts shared_gemm_parts(const sim::Plan& p, const GemmKey& key) const;
+  const std::uint64_t id_ = common::unique_id();  ///< gemm_parts_' owner in each thread's common::ThreadFront
 };
 
 }  // namespace tuner
