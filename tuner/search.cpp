@@ -71,7 +71,15 @@ class Pool {
     drain(n, fn, job.next, job.failed, job.error, job.error_mu);
     lock.lock();
     job.seats = 0;  // no helper joins from now on; wait for those that did
-    done_.wait(lock, [&] { return job.busy == 0; });
+    if (job.busy.load(std::memory_order_acquire) > 0) {
+      // the helpers' last items end within microseconds of this thread's as a rule: wait for them
+      // awake (a condition variable's wake-up took 20-50 us a job here, as long as the short jobs
+      // themselves), then asleep
+      lock.unlock();
+      spin_until([&] { return job.busy.load(std::memory_order_acquire) == 0; });
+      lock.lock();
+      done_.wait(lock, [&] { return job.busy.load(std::memory_order_acquire) == 0; });
+    }
     job_ = nullptr;
     lock.unlock();
     if (job.error) std::rethrow_exception(job.error);
@@ -81,7 +89,8 @@ class Pool {
   struct Job {
     const std::function<void(std::size_t)>* fn = nullptr;
     std::size_t n = 0;
-    int seats = 0, busy = 0;  ///< helpers that may still join / that are working (under mu_)
+    int seats = 0;                ///< helpers that may still join (under mu_)
+    std::atomic<int> busy{0};     ///< helpers working (joined under mu_; leave without it)
     std::atomic<std::size_t> next{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;
@@ -97,8 +106,7 @@ class Pool {
         // wake-up on this VM took 20-50 us a job (83 jobs of `slicetune tune`: 1.7-4.4 ms in all
         // before the helper joined). As OpenMP runtimes spin before blocking (GOMP_SPINCOUNT).
         lock.unlock();
-        const auto until = std::chrono::steady_clock::now() + kSpin;
-        while (posted_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; });
         lock.lock();
       }
       cv_.wait(lock, [&] { return job_ && generation_ != seen; });
@@ -106,12 +114,38 @@ class Pool {
       Job& job = *job_;
       if (job.seats <= 0) continue;
       --job.seats;
-      ++job.busy;
+      job.busy.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
       drain(job.n, *job.fn, job.next, job.failed, job.error, job.error_mu);
+      // the last helper out wakes the caller if it went to sleep: under the lock, so that the
+      // wake-up cannot fall between the caller's check and its wait. `job` may be gone after the
+      // decrement (the caller's spin sees it and returns)
+      const bool last = job.busy.fetch_sub(1, std::memory_order_acq_rel) == 1;
       lock.lock();
-      if (--job.busy == 0) done_.notify_all();
+      if (last) done_.notify_all();
     }
+  }
+  /// Waits for `done` awake, for up to kSpin: pause instructions, the clock read and the CPU
+  /// offered to other threads every 64 of them (more threads than cores). True: done.
+  template <class Done>
+  static bool spin_until(Done&& done) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (unsigned i = 1;; ++i) {
+      if (done()) return true;
+      if (i % 64 == 0) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
+    }
+  }
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
   static constexpr std::chrono::microseconds kSpin{200};
   std::mutex mu_;
