@@ -191,8 +191,6 @@ struct Candidate {
   bool none = false;  ///< 1D without overlap (Megatron-LM): pruned also against the best of those
   std::uint16_t own = 0;  ///< whose best prunes it too: a 1D plan's strategy (its index), a grid's layout (strategies + layout)
 };
-/// Full bounds computed together, on the search's threads.
-constexpr std::size_t kRefine = 32;
 
 /// A part's candidate plans, in chunks that never move: tens of thousands of plans (160 B each)
 /// copied into one growing vector, and merged into another, touched three times their size in
@@ -773,7 +771,12 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       if (!queue.top(g).full) {
         // the next candidates on top with cheap bounds: pruned by them, or their full bounds computed
         refine.clear();
-        while (!queue.empty() && refine.size() < kRefine) {
+        // Within a screening round the thresholds do not change, so the batch's size decides only
+        // how the bounds are split into jobs. Large by default (SearchOptions::bound_batch): a job of
+        // 32 held a class graph or two to build (a few tens of us, the other thread idle around
+        // them); the default search's 2,035 full bounds took 76 jobs of 32 and take 26 of up to 256
+        // (docs/benchmarks.md).
+        while (!queue.empty() && refine.size() < std::max<std::size_t>(1, opt.bound_batch)) {
           const std::size_t h = queue.top_group();
           if (queue.top(h).full) break;
           if (prunable(queue.top(h))) prune_group(h);

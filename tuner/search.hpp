@@ -45,6 +45,10 @@ struct SearchOptions {
   /// The finalists simulated with timelines, kept (RankedPlan::simulated), for what reads them
   /// afterwards (explain_plan) instead of simulating the same plans again.
   bool keep_simulations = false;
+  /// Full lower bounds computed per job on the threads (at least 1): the candidates on top of the
+  /// queue with cheap bounds, up to the first with its full bound. It changes how the bounds are
+  /// split into jobs, never which are computed nor any result (tests/tuner/test_search.cpp).
+  std::size_t bound_batch = 256;
 };
 
 /// @brief A plan that was simulated whole, with its reduced-layer estimate.

@@ -196,6 +196,35 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   CHECK(e.baseline->index == p.baseline->index);
 }
 
+TEST_CASE("the full bounds' batch size changes how they are split into jobs, not which are computed nor any result") {
+  // Within a screening round the pruning thresholds do not change, so computing the bounds of the
+  // candidates on top one at a time (bound_batch 1), 32 at a time (the size before) or up to 256 (the
+  // default) computes the same bounds and screens the same plans in the same order
+  const auto m = sim::load_model("gpt3-13b");
+  const auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  tuner::SearchOptions o;
+  o.threads = 2;
+  CHECK(o.bound_batch == 256);
+  const auto a = tuner::search(m, c, *cost, tuner::SearchSpace{}, o);
+  CHECK(a.full_bounds > 1000);  // the default space computes ~2,000 of them (docs/benchmarks.md): the batches matter
+  for (std::size_t batch : {std::size_t{1}, std::size_t{32}}) {
+    tuner::SearchOptions ob = o;
+    ob.bound_batch = batch;
+    const auto b = tuner::search(m, c, *cost, tuner::SearchSpace{}, ob);
+    CHECK(a.full_bounds == b.full_bounds);
+    CHECK(a.bound_classes == b.bound_classes);
+    CHECK(a.pruned == b.pruned);
+    CHECK(a.screened == b.screened);
+    CHECK(a.max_screen_error == b.max_screen_error);
+    REQUIRE(a.top.size() == b.top.size());
+    for (std::size_t i = 0; i < a.top.size(); ++i) {
+      CHECK(a.top[i].index == b.top[i].index);
+      CHECK(a.top[i].report.step_time == b.top[i].report.step_time);
+    }
+  }
+}
+
 namespace {
 
 /// N "processes" as threads of this test, meeting in an all-gather (what MPI_Allgatherv does for
