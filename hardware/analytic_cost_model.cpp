@@ -1,10 +1,10 @@
-#include <atomic>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
+#include "common/thread_front.hpp"
 #include "hardware/collective_model.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/gemm_model.hpp"
@@ -72,10 +72,7 @@ bool parse_collective_kind(std::string_view s, CollectiveKind& out) {
 
 double CostModel::link_capacity(LinkClass l) const { return hardware::link_capacity(cluster(), l); }
 
-std::uint64_t CostModel::next_pricing_id() {
-  static std::atomic<std::uint64_t> next{1};
-  return next.fetch_add(1);
-}
+std::uint64_t CostModel::next_pricing_id() { return common::unique_id(); }
 
 std::vector<LinkSpec> CostModel::links() const {
   return {{.name = "nvlink", .bytes_per_s = link_capacity(LinkClass::nvlink)}, {.name = "nic", .bytes_per_s = link_capacity(LinkClass::nic)}};

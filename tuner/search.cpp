@@ -126,14 +126,15 @@ class Pool {
     }
   }
   /// Waits for `done` awake, for up to kSpin: pause instructions, the clock read and the CPU
-  /// offered to other threads every 64 of them (more threads than cores). True: done.
+  /// offered to other threads every 64 of them (more threads than cores); the caller checks `done`
+  /// again under its lock before sleeping.
   template <class Done>
-  static bool spin_until(Done&& done) {
+  static void spin_until(Done&& done) {
     const auto until = std::chrono::steady_clock::now() + kSpin;
     for (unsigned i = 1;; ++i) {
-      if (done()) return true;
+      if (done()) return;
       if (i % 64 == 0) {
-        if (std::chrono::steady_clock::now() >= until) return false;
+        if (std::chrono::steady_clock::now() >= until) return;
         std::this_thread::yield();
       } else {
         cpu_relax();
@@ -771,8 +772,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       if (!queue.top(g).full) {
         // the next candidates on top with cheap bounds: pruned by them, or their full bounds computed
         refine.clear();
-        // Within a screening round the thresholds do not change, so the batch's size decides only
-        // how the bounds are split into jobs. Large by default (SearchOptions::bound_batch): a job of
+        // Within a screening round the thresholds do not change, so the batch's size decides how the
+        // bounds are split into jobs and at most how many are computed ahead (one refined early may
+        // be one a later round would have pruned on its cheap bound; a pruned plan is pruned either
+        // way), never which plans are screened, in what order, or any count shown. Large by default (SearchOptions::bound_batch): a job of
         // 32 held a class graph or two to build (a few tens of us, the other thread idle around
         // them); the default search's 2,035 full bounds took 76 jobs of 32 and take 26 of up to 256
         // (docs/benchmarks.md).

@@ -47,7 +47,8 @@ struct SearchOptions {
   bool keep_simulations = false;
   /// Full lower bounds computed per job on the threads (at least 1): the candidates on top of the
   /// queue with cheap bounds, up to the first with its full bound. It changes how the bounds are
-  /// split into jobs, never which are computed nor any result (tests/tuner/test_search.cpp).
+  /// split into jobs (and at most how many are computed ahead of a round), never which plans are
+  /// screened nor any result (tests/tuner/test_search.cpp).
   std::size_t bound_batch = 256;
 };
 

@@ -47,7 +47,9 @@ TEST_CASE("a thread front asks the shared cache once per key and owner, and keep
   // more owners than slots (kSlots = 4): the oldest slot is emptied and asked again, never mixed up
   std::vector<std::uint64_t> owners{a, b};
   for (std::size_t i = 0; i < Front::kSlots; ++i) owners.push_back(common::unique_id());
-  for (std::size_t i = 0; i < owners.size(); ++i) CHECK(Front::get(owners[i], 7, shared(100 + static_cast<std::int64_t>(i))) >= 70);
+  // a and b still hold their own values (70, 71); the new owners get theirs (100 + i)
+  for (std::size_t i = 0; i < owners.size(); ++i)
+    CHECK(Front::get(owners[i], 7, shared(100 + static_cast<std::int64_t>(i))) == (i == 0 ? 70 : i == 1 ? 71 : 100 + static_cast<std::int64_t>(i)));
   for (int pass = 0; pass < 2; ++pass)
     for (std::size_t i = 2; i < owners.size(); ++i) CHECK(Front::get(owners[i], 7, shared(100 + static_cast<std::int64_t>(i))) == 100 + static_cast<std::int64_t>(i));
   // a and b were emptied by the newer owners: asked again, each its own value
