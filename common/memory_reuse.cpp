@@ -35,6 +35,14 @@ void keep_untouched(void* block) {
 }
 }  // namespace
 
+void detail::keep_until_exit(std::shared_ptr<const void> object) {
+  static std::mutex mu;
+  // never destroyed (so neither is any object in it), reachable from this static pointer to the end
+  static auto* const kept = new std::vector<std::shared_ptr<const void>>;
+  std::lock_guard lock(mu);
+  kept->push_back(std::move(object));
+}
+
 void use_huge_pages() {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
   huge_pages.store(true, std::memory_order_relaxed);

@@ -1,5 +1,8 @@
-// defines: common::keep_freed_memory, common::use_huge_pages, use_huge_pages_in_thread (process settings for programs that build many step graphs)
+// defines: common::keep_freed_memory, common::use_huge_pages, use_huge_pages_in_thread (process settings for programs that build many step graphs),
+//          common::keep_until_exit (objects a command leaves to the process's exit instead of freeing)
 #pragma once
+#include <memory>
+#include <utility>
 
 namespace common {
 
@@ -24,5 +27,22 @@ void use_huge_pages();
 /// space made writable at once (the pad), faulted in 4 KB pages without the advice - the second
 /// thread of `tune` faulted ~1,300 times. Call first thing in the thread. Advice only.
 void use_huge_pages_in_thread();
+
+namespace detail {
+void keep_until_exit(std::shared_ptr<const void> object);
+}
+
+/// @brief `object`, kept until the process ends and never destroyed: for what a command builds
+/// once and reads to its end - large caches of small allocations - so that freeing them does not
+/// delay the exit (as clang's -disable-free: the process's exit returns the memory whole). The
+/// `tune` command's search caches took ~0.6 ms of a ~35 ms process to free (docs/benchmarks.md).
+/// Reachable to the end from a static list, so LeakSanitizer does not count it as a leak. For a
+/// program's commands only: a library function that runs many times would keep every copy.
+template <class T>
+T& keep_until_exit(std::unique_ptr<T> object) {
+  T& kept = *object;
+  detail::keep_until_exit(std::shared_ptr<const void>(std::move(object)));
+  return kept;
+}
 
 }  // namespace common

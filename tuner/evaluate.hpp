@@ -145,6 +145,7 @@ class Evaluator {
   const sim::ModelSpec& model() const { return model_; }
   const hardware::ClusterSpec& cluster() const { return cluster_; }
   const hardware::CostModel& cost() const { return cost_; }
+  int short_layers() const { return short_layers_; }
 
  private:
   const sim::ModelSpec& model_;

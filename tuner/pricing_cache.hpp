@@ -31,6 +31,8 @@ class PricingCache final : public hardware::CostModel {
   std::vector<hardware::LinkSpec> links() const override { return base_.links(); }
   /// Its prices are base's, which a search takes to be a pure function of the op (as it caches them).
   std::uint64_t pricing_id() const override { return id_; }
+  /// The cost model it caches.
+  const hardware::CostModel& base() const { return base_; }
 
  private:
   using GemmKey = std::array<std::int64_t, 5>;

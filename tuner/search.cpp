@@ -334,8 +334,19 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   res.threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // every GEMM and attention shape priced once for the whole search (the bounds' class graphs, the
   // screening and the whole simulations ask for the same few thousand shapes again and again)
-  const PricingCache priced(cost);
-  const Evaluator ev(model, cluster, priced);
+  std::optional<PricingCache> own_priced;
+  std::optional<Evaluator> own_ev;
+  if (const Evaluator* given = opt.evaluator) {
+    const auto* cache = dynamic_cast<const PricingCache*>(&given->cost());
+    if (&given->model() != &model || &given->cluster() != &cluster || given->short_layers() != 1 ||
+        (&given->cost() != &cost && (!cache || &cache->base() != &cost)))
+      throw std::invalid_argument("tuner::search: SearchOptions::evaluator must be built over the search's model, cluster and cost model (or a PricingCache of it), with 1 short layer");
+  } else {
+    own_priced.emplace(cost);
+    own_ev.emplace(model, cluster, *own_priced);
+  }
+  const Evaluator& ev = opt.evaluator ? *opt.evaluator : *own_ev;
+  const std::size_t classes_before = ev.bound_classes();
   const Distribution& dist = opt.distribution;
   if (dist.size > 1 && (!dist.allgather || dist.rank < 0 || dist.rank >= dist.size))
     throw std::invalid_argument("tuner::search: a distribution needs an all-gather and a rank in [0, size)");
@@ -869,7 +880,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   }
 
   res.phases.screen = lap();
-  res.bound_classes = ev.bound_classes();
+  res.bound_classes = ev.bound_classes() - classes_before;
   // ---- whole-model simulations of the finalists ----
   std::vector<Screened> finalists = best;
   auto add_finalist = [&](const Screened& s) {

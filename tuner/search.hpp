@@ -50,6 +50,13 @@ struct SearchOptions {
   /// split into jobs (and at most how many are computed ahead of a round), never which plans are
   /// screened nor any result (tests/tuner/test_search.cpp).
   std::size_t bound_batch = 256;
+  /// The evaluator to price, bound and simulate with, built by the caller over this search's
+  /// `model` and `cluster` (the same objects), `cost` or a PricingCache of it, and 1 short layer
+  /// (else std::invalid_argument): its caches - prices, the class graphs' bounds - then serve what
+  /// the caller computes after the search (the CLI's tables) and are freed when the caller
+  /// chooses. Null: the search makes its own (over a PricingCache of `cost`) and frees it at its
+  /// end. The result is the same either way (bound_classes: the class graphs this search built).
+  const Evaluator* evaluator = nullptr;
 };
 
 /// @brief A plan that was simulated whole, with its reduced-layer estimate.

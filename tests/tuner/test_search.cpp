@@ -11,6 +11,7 @@
 #include "hardware/cost_model.hpp"
 #include "tests/tuner/toy.hpp"
 #include "sim/memory.hpp"
+#include "tuner/pricing_cache.hpp"
 #include "tuner/search.hpp"
 #include "sim/strategy.hpp"
 
@@ -202,6 +203,45 @@ TEST_CASE("the same result for 1 and 3 threads, and pruning does not change the 
   REQUIRE(e.baseline);
   REQUIRE(p.baseline);
   CHECK(e.baseline->index == p.baseline->index);
+}
+
+TEST_CASE("a caller's evaluator: the same result as the search's own, its caches kept for what follows, one over other inputs refused") {
+  // SearchOptions::evaluator: the CLI's tables read the search's caches afterwards. The result must
+  // be the one a search with its own evaluator gives (check_same_result), bound_classes counts the
+  // class graphs this search built (all of them the first time, none when the caches already hold
+  // them), and an evaluator over another model, cluster or cost model is refused
+  const auto m = sim::load_model("gpt3-13b");
+  const auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  tuner::SearchOptions o;
+  o.threads = 2;
+  const auto own = tuner::search(m, c, *cost, tuner::SearchSpace{}, o);
+  CHECK(own.bound_classes > 100);  // the default space builds ~480 (docs/benchmarks.md)
+  const tuner::PricingCache priced(*cost);
+  const tuner::Evaluator ev(m, c, priced);
+  tuner::SearchOptions given = o;
+  given.evaluator = &ev;
+  const auto first = tuner::search(m, c, *cost, tuner::SearchSpace{}, given);
+  check_same_result(own, first);
+  CHECK(first.bound_classes == own.bound_classes);
+  CHECK(ev.bound_classes() == own.bound_classes);  // the caller's evaluator holds them
+  const auto again = tuner::search(m, c, *cost, tuner::SearchSpace{}, given);
+  check_same_result(own, again);
+  CHECK(again.bound_classes == 0);  // every class graph's bound came from the kept caches
+  // the evaluator straight over the cost model (no PricingCache) is accepted too
+  const tuner::Evaluator plain(m, c, *cost);
+  given.evaluator = &plain;
+  check_same_result(own, tuner::search(m, c, *cost, tuner::SearchSpace{}, given));
+  // over other inputs: another model object (even an equal one), another cluster, another cost model
+  const auto m2 = m;
+  const auto c2 = c;
+  auto cost2 = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  const tuner::Evaluator other_model(m2, c, priced), other_cluster(m, c2, priced), other_cost(m, c, *cost2),
+      three_layers(m, c, priced, 3);
+  for (const tuner::Evaluator* e : {&other_model, &other_cluster, &other_cost, &three_layers}) {
+    given.evaluator = e;
+    CHECK_THROWS_AS(tuner::search(m, c, *cost, tuner::SearchSpace{}, given), std::invalid_argument);
+  }
 }
 
 TEST_CASE("the full bounds' batch size changes how they are split into jobs, not what is screened nor any result") {
