@@ -1,6 +1,7 @@
-// defines: common::keep_freed_memory, common::use_huge_pages, use_huge_pages_in_thread (process settings for programs that build many step graphs),
+// defines: common::keep_freed_memory, common::use_huge_pages, use_huge_pages_in_thread, prefault_heap (process settings for programs that build many step graphs),
 //          common::keep_until_exit (objects a command leaves to the process's exit instead of freeing)
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <utility>
 
@@ -26,7 +27,17 @@ void use_huge_pages();
 /// allocate much (the search's helpers): glibc gives each a heap of its own, 64 MB of address
 /// space made writable at once (the pad), faulted in 4 KB pages without the advice - the second
 /// thread of `tune` faulted ~1,300 times. Call first thing in the thread. Advice only.
-void use_huge_pages_in_thread();
+/// `prefault`: the first bytes of the advised range faulted in now (as prefault_heap).
+void use_huge_pages_in_thread(std::size_t prefault = 0);
+
+/// @brief After use_huge_pages: faults in the first `bytes` of the main heap's advised range now
+/// (whole 2 MB pages; their contents unchanged: madvise MADV_POPULATE_WRITE, Linux 5.14), so that
+/// what allocates there later finds its pages present. For a thread with nothing else to do while
+/// the main one starts up (tuner::start_threads): a fault here is the kernel zeroing a 2 MB page,
+/// 0.1-1 ms on this VM (the host backing it as well). Returns the bytes faulted in: 0 where it
+/// fails, where use_huge_pages gave no advice (a sanitizer's allocator, THP off), or without
+/// MADV_POPULATE_WRITE.
+std::size_t prefault_heap(std::size_t bytes);
 
 namespace detail {
 void keep_until_exit(std::shared_ptr<const void> object);

@@ -53,15 +53,17 @@ class Pool {
     static Pool* pool = new Pool;
     return *pool;
   }
+  /// Starts helpers up to `helpers` now (start_threads): each faults in the first `prefault` bytes
+  /// of its arena before it waits for work, the first one started also those of the main heap.
+  void start(int helpers, std::size_t prefault) {
+    std::lock_guard lock(mu_);
+    spawn(helpers, prefault);
+  }
   /// false: busy (the caller runs the job some other way)
   bool run(std::size_t n, int helpers, const std::function<void(std::size_t)>& fn) {
     std::unique_lock lock(mu_);
     if (job_) return false;
-    for (; threads_ < helpers; ++threads_)
-      std::thread([this] {
-        common::use_huge_pages_in_thread();  // its arena as the main heap (tune, whatif)
-        work();
-      }).detach();
+    spawn(helpers, 0);
     Job job{.fn = &fn, .n = n, .seats = helpers};
     job_ = &job;
     ++generation_;
@@ -96,6 +98,15 @@ class Pool {
     std::exception_ptr error;
     std::mutex error_mu;
   };
+  /// (under mu_)
+  void spawn(int helpers, std::size_t prefault) {
+    for (; threads_ < helpers; ++threads_)
+      std::thread([this, prefault, first = threads_ == 0] {
+        common::use_huge_pages_in_thread(prefault);  // its arena as the main heap (tune, whatif)
+        if (first && prefault > 0) common::prefault_heap(prefault);
+        work();
+      }).detach();
+  }
   void work() {
     std::uint64_t seen = 0;
     std::unique_lock lock(mu_);
@@ -158,6 +169,11 @@ class Pool {
 };
 
 }  // namespace
+
+void start_threads(int threads, std::size_t prefault) {
+  const int t = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (t > 1) Pool::instance().start(t - 1, prefault);
+}
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
   const int t = std::max(1, std::min<int>(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),

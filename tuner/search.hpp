@@ -1,5 +1,5 @@
 // defines: tuner::search (enumerate -> refuse infeasible -> bound -> screen -> simulate -> rank),
-//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for
+//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for, start_threads
 #pragma once
 #include <array>
 #include <cstddef>
@@ -18,6 +18,13 @@ namespace tuner {
 /// @brief Runs fn(i) for i in [0, n) on `threads` threads (0: the machine's cores). Each i runs
 /// exactly once; callers write results into slot i, so the outcome never depends on scheduling.
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn);
+
+/// @brief Starts parallel_for's threads for `threads` (0: the machine's cores) now rather than at
+/// its first call, each faulting in the first `prefault` bytes of its malloc arena, the first one
+/// also of the main heap (common::prefault_heap), before it waits for work. The slicetune program
+/// calls it as `tune` and `whatif` start: the threads' start-up and the page faults the search
+/// would take then overlap the command's reading of its configs (docs/benchmarks.md).
+void start_threads(int threads, std::size_t prefault = 0);
 
 /// @brief Where a search is; passed to SearchOptions::progress after each round.
 struct Progress {

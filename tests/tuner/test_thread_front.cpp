@@ -4,8 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -126,4 +130,29 @@ TEST_CASE("parallel_for runs every index of every job once, however short the jo
     tuner::parallel_for(64, threads, [&](std::size_t) { after.fetch_add(1); });
     CHECK(after.load() == 64);
   }
+}
+
+TEST_CASE("threads started ahead (start_threads) take parallel_for's jobs: every index once, on more than one thread") {
+  // The slicetune program starts the search's threads as tune and whatif begin, each faulting in
+  // the first bytes of its heap (common::prefault_heap: a no-op where the heap is not advised, as in
+  // this test program). A job after it runs every index exactly once, and its items run on at
+  // least two threads (a helper started ahead joins the jobs: the items wait until two have met).
+  // The pool is the process's: earlier cases may have started its helpers already, which must not
+  // matter either
+  tuner::start_threads(3, std::size_t{2} << 20);
+  tuner::start_threads(3, std::size_t{2} << 20);  // again: nothing more to start
+  std::vector<std::atomic<int>> runs(64);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::thread::id> seen;
+  tuner::parallel_for(runs.size(), 3, [&](std::size_t i) {
+    runs[i].fetch_add(1);
+    std::unique_lock lock(mu);
+    seen.insert(std::this_thread::get_id());
+    cv.notify_all();
+    // the first items wait (up to 10 s) for a second thread to take an item
+    if (i < 2) cv.wait_for(lock, std::chrono::seconds(10), [&] { return seen.size() >= 2; });
+  });
+  for (const auto& r : runs) CHECK(r.load() == 1);
+  CHECK(seen.size() >= 2);
 }
