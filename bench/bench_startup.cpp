@@ -2,7 +2,10 @@
 // (start-up, dynamic loading, the command, exit). Each case runs `--runs` times (default 30) after
 // 3 warm-up runs; prints min / median / max wall time, the median user + system CPU time and the
 // median peak RSS (wait4's rusage).
-//   build/bench_startup [--runs N] [--binary PATH]
+//   build/bench_startup [--runs N] [--binary PATH] [--against PATH]
+// --against: a second program (another build) run alternately with the first, case by case and run
+// by run, the order reversed every run, so that both see the same machine: this VM's speed drifts
+// by 10-30 % within minutes, and the two programs' rows are comparable only when interleaved.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -61,12 +64,33 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int runs = 30;
-  std::string binary = SLICETUNE_BINARY;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string binary = SLICETUNE_BINARY, against;
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
-    else if (a == "--binary") binary = argv[i + 1];
+    if (i + 1 >= argc || (a != "--runs" && a != "--binary" && a != "--against")) {
+      std::fprintf(stderr, "bench_startup: unknown or incomplete flag '%s' (expected --runs N, --binary PATH, --against PATH)\n", a.c_str());
+      return 2;
+    }
+    const std::string v = argv[i + 1];
+    if (a == "--runs") {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 100000) {
+        std::fprintf(stderr, "bench_startup: --runs expects an integer in [1, 100000], got '%s'\n", v.c_str());
+        return 2;
+      }
+      runs = static_cast<int>(n);
+    } else if (a == "--binary") {
+      binary = v;
+    } else {
+      against = v;
+    }
   }
+  for (const std::string& b : {binary, against})
+    if (!b.empty() && access(b.c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "bench_startup: '%s' is not an executable program\n", b.c_str());
+      return 2;
+    }
   struct Case {
     const char* name;
     std::vector<std::string> args;
@@ -80,24 +104,36 @@ int main(int argc, char** argv) {
       {"tune (default)", {"tune"}},
       {"tune --threads 1", {"tune", "--threads", "1"}},
   };
-  std::printf("bench_startup: %s, %d runs per case (after 3 warm-up runs)\n\n", binary.c_str(), runs);
-  std::printf("%-26s %9s %9s %9s %11s %9s\n", "command", "wall min", "median", "max", "CPU median", "peak RSS");
-  std::printf("%-26s %9s %9s %9s %11s %9s\n", "", "ms", "ms", "ms", "ms", "MiB");
+  std::vector<std::string> programs{binary};
+  if (!against.empty()) programs.push_back(against);
+  std::printf("bench_startup: %s%s%s, %d runs per case (after 3 warm-up runs)\n\n", binary.c_str(),
+              against.empty() ? "" : " (A) against ", against.empty() ? "" : (against + " (B), interleaved").c_str(), runs);
+  std::printf("%-30s %9s %9s %9s %9s %11s %9s\n", "command", "wall min", "median", "mean", "max", "CPU median", "peak RSS");
+  std::printf("%-30s %9s %9s %9s %9s %11s %9s\n", "", "ms", "ms", "ms", "ms", "ms", "MiB");
   for (const auto& c : cases) {
-    for (int w = 0; w < 3; ++w) run_once(binary, c.args);
-    std::vector<double> ms, cpu, rss;
-    for (int r = 0; r < runs; ++r) {
-      const Sample s = run_once(binary, c.args);
-      if (!WIFEXITED(s.status) || WEXITSTATUS(s.status) != 0) {
-        std::fprintf(stderr, "bench_startup: %s exited with status %d\n", c.name, s.status);
-        return 1;
+    for (int w = 0; w < 3; ++w)
+      for (const auto& b : programs) run_once(b, c.args);
+    std::vector<std::vector<double>> ms(programs.size()), cpu(programs.size()), rss(programs.size());
+    for (int r = 0; r < runs; ++r)
+      for (std::size_t k = 0; k < programs.size(); ++k) {
+        const std::size_t j = r % 2 ? programs.size() - 1 - k : k;  // A B, then B A, ...
+        const Sample s = run_once(programs[j], c.args);
+        if (!WIFEXITED(s.status) || WEXITSTATUS(s.status) != 0) {
+          std::fprintf(stderr, "bench_startup: %s exited with status %d (%s)\n", c.name, s.status, programs[j].c_str());
+          return 1;
+        }
+        ms[j].push_back(s.ms);
+        cpu[j].push_back(s.cpu_ms);
+        rss[j].push_back(s.rss_mb);
       }
-      ms.push_back(s.ms);
-      cpu.push_back(s.cpu_ms);
-      rss.push_back(s.rss_mb);
+    for (std::size_t j = 0; j < programs.size(); ++j) {
+      const std::string name = std::string(c.name) + (programs.size() > 1 ? (j == 0 ? " (A)" : " (B)") : "");
+      double sum = 0;
+      for (double x : ms[j]) sum += x;
+      std::printf("%-30s %9.2f %9.2f %9.2f %9.2f %11.2f %9.1f\n", name.c_str(), *std::min_element(ms[j].begin(), ms[j].end()),
+                  median(ms[j]), sum / static_cast<double>(ms[j].size()), *std::max_element(ms[j].begin(), ms[j].end()), median(cpu[j]),
+                  median(rss[j]));
     }
-    std::printf("%-26s %9.2f %9.2f %9.2f %11.2f %9.1f\n", c.name, *std::min_element(ms.begin(), ms.end()), median(ms),
-                *std::max_element(ms.begin(), ms.end()), median(cpu), median(rss));
   }
   return 0;
 }
