@@ -34,7 +34,7 @@ void use_huge_pages_in_thread(std::size_t prefault = 0);
 /// (whole 2 MB pages; their contents unchanged: madvise MADV_POPULATE_WRITE, Linux 5.14), so that
 /// what allocates there later finds its pages present. For a thread with nothing else to do while
 /// the main one starts up (tuner::start_threads): a fault here is the kernel zeroing a 2 MB page,
-/// 0.1-1 ms on this VM (the host backing it as well). Returns the bytes faulted in: 0 where it
+/// 0.1-1.2 ms on this VM (likely the host backing it too). Returns the bytes faulted in: 0 where it
 /// fails, where use_huge_pages gave no advice (a sanitizer's allocator, THP off), or without
 /// MADV_POPULATE_WRITE.
 std::size_t prefault_heap(std::size_t bytes);
