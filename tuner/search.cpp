@@ -168,16 +168,18 @@ class Pool {
   std::uint64_t generation_ = 0;
 };
 
+/// `threads`, or the machine's cores where it is 0 or less (SearchOptions::threads, parallel_for)
+int thread_count(int threads) { return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 }  // namespace
 
 void start_threads(int threads, std::size_t prefault) {
-  const int t = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int t = thread_count(threads);
   if (t > 1) Pool::instance().start(t - 1, prefault);
 }
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
-  const int t = std::max(1, std::min<int>(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                                          static_cast<int>(std::max<std::size_t>(n, 1))));
+  const int t = std::max(1, std::min<int>(thread_count(threads), static_cast<int>(std::max<std::size_t>(n, 1))));
   if (t == 1) {
     for (std::size_t i = 0; i < n; ++i) fn(i);
     return;
@@ -347,7 +349,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     throw std::invalid_argument(fmt::format("tuner::search: the cost model prices stack {}, the search space asks for {}", hardware::to_string(cost.stack()),
                                             hardware::to_string(space.stack)));
   SearchResult res;
-  res.threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  res.threads = thread_count(opt.threads);
   // every GEMM and attention shape priced once for the whole search (the bounds' class graphs, the
   // screening and the whole simulations ask for the same few thousand shapes again and again)
   std::optional<PricingCache> own_priced;

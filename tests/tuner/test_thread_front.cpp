@@ -7,6 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "common/thread_front.hpp"
+#include "tests/hardening/process.hpp"
 #include "hardware/cost_model.hpp"
 #include "tuner/pricing_cache.hpp"
 #include "tuner/search.hpp"
@@ -132,15 +135,44 @@ TEST_CASE("parallel_for runs every index of every job once, however short the jo
   }
 }
 
-TEST_CASE("threads started ahead (start_threads) take parallel_for's jobs: every index once, on more than one thread") {
+namespace {
+/// The process's thread count (proc(5): /proc/self/status "Threads:"), -1 if unreadable.
+int threads_now() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("threads started ahead (start_threads) exist before the first job and take parallel_for's jobs") {
   // The slicetune program starts the search's threads as tune and whatif begin, each faulting in
   // the first bytes of its heap (common::prefault_heap: a no-op where the heap is not advised, as in
-  // this test program). A job after it runs every index exactly once, and its items run on at
-  // least two threads (a helper started ahead joins the jobs: the items wait until two have met).
-  // The pool is the process's: earlier cases may have started its helpers already, which must not
-  // matter either
+  // this test program). Checked in a process of its own, where no earlier case has started the
+  // pool: the case below
+  ::setenv("SLICETUNE_TEST_FRESH_POOL", "1", 1);
+  const auto child = hardening::run({"/proc/self/exe", "--test-case=threads started ahead in a process of its own*", "--no-version", "--no-intro"});
+  ::unsetenv("SLICETUNE_TEST_FRESH_POOL");
+  CAPTURE(child.out);
+  CAPTURE(child.err);
+  CHECK(child.code == 0);
+  CHECK(child.out.find("1 passed") != std::string::npos);
+}
+
+TEST_CASE("threads started ahead in a process of its own: 2 helpers before any job, every index once, items on 2 threads or more") {
+  if (!std::getenv("SLICETUNE_TEST_FRESH_POOL")) {
+    MESSAGE("run as a process of its own by the test case above");
+    return;
+  }
+  const int before = threads_now();
   tuner::start_threads(3, std::size_t{2} << 20);
   tuner::start_threads(3, std::size_t{2} << 20);  // again: nothing more to start
+  // the two helpers exist now, before any parallel_for (without start_threads: none more). At
+  // least 2 more than `before`: ThreadSanitizer's runtime starts a thread of its own with the
+  // process's second thread
+  const int started = threads_now();
+  CHECK(before >= 1);
+  CHECK(started - before >= 2);
   std::vector<std::atomic<int>> runs(64);
   std::mutex mu;
   std::condition_variable cv;
@@ -155,4 +187,5 @@ TEST_CASE("threads started ahead (start_threads) take parallel_for's jobs: every
   });
   for (const auto& r : runs) CHECK(r.load() == 1);
   CHECK(seen.size() >= 2);
+  CHECK(threads_now() == started);  // the job started no thread of its own
 }
