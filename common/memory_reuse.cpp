@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -27,16 +28,21 @@ std::atomic<bool> huge_pages{false};  // use_huge_pages was called
 std::atomic<std::uintptr_t> advised_lo{0}, advised_hi{0};  // the main heap's advised range (use_huge_pages)
 
 /// Faults in the first `bytes` (whole 2 MB pages) of the advised range [lo, hi) - their contents
-/// unchanged (MADV_POPULATE_WRITE, Linux 5.14): the bytes populated, 0 where that fails or is not
-/// available.
-std::size_t populate(std::uintptr_t lo, std::uintptr_t hi, std::size_t bytes) {
+/// unchanged (MADV_POPULATE_WRITE, Linux 5.14) - a 2 MB page at a time, asking `stop` (where
+/// given) before each: the bytes populated, 0 where that fails or is not available.
+std::size_t populate(std::uintptr_t lo, std::uintptr_t hi, std::size_t bytes, const std::function<bool()>& stop) {
 #if defined(__GLIBC__) && defined(MADV_POPULATE_WRITE)
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
   if (lo == 0 || hi <= lo) return 0;
-  const std::size_t n = std::min<std::size_t>(bytes, hi - lo) & ~((std::size_t{2} << 20) - 1);
-  if (n == 0 || madvise(reinterpret_cast<void*>(lo), n, MADV_POPULATE_WRITE) != 0) return 0;
-  return n;
+  const std::size_t n = std::min<std::size_t>(bytes, hi - lo) & ~(kHuge - 1);
+  std::size_t done = 0;
+  for (; done < n; done += kHuge) {
+    if (stop && stop()) break;
+    if (madvise(reinterpret_cast<void*>(lo + done), kHuge, MADV_POPULATE_WRITE) != 0) break;
+  }
+  return done;
 #else
-  (void)lo, (void)hi, (void)bytes;
+  (void)lo, (void)hi, (void)bytes, (void)stop;
   return 0;
 #endif
 }
@@ -101,7 +107,7 @@ void use_huge_pages() {
 #endif
 }
 
-void use_huge_pages_in_thread(std::size_t prefault) {
+void use_huge_pages_in_thread(std::size_t prefault, const std::function<bool()>& stop) {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
   if (!huge_pages.load(std::memory_order_relaxed)) return;
   // A thread's first allocation creates its arena: a heap aligned to glibc's HEAP_MAX_SIZE (64 MB
@@ -120,14 +126,14 @@ void use_huge_pages_in_thread(std::size_t prefault) {
   if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0) {
     const std::uintptr_t gap = lo - at;  // the probe, its chunk header and the rest of the page
     if (gap > 256 * 1024) keep_untouched(std::malloc(gap - 256));
-    populate(lo, hi, prefault);
+    populate(lo, hi, prefault, stop);
   }
   std::free(probe);
 #endif
 }
 
-std::size_t prefault_heap(std::size_t bytes) {
-  return populate(advised_lo.load(std::memory_order_relaxed), advised_hi.load(std::memory_order_relaxed), bytes);
+std::size_t prefault_heap(std::size_t bytes, const std::function<bool()>& stop) {
+  return populate(advised_lo.load(std::memory_order_relaxed), advised_hi.load(std::memory_order_relaxed), bytes, stop);
 }
 
 }  // namespace common

@@ -2,6 +2,7 @@
 //          common::keep_until_exit (objects a command leaves to the process's exit instead of freeing)
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -27,8 +28,8 @@ void use_huge_pages();
 /// allocate much (the search's helpers): glibc gives each a heap of its own, 64 MB of address
 /// space made writable at once (the pad), faulted in 4 KB pages without the advice - the second
 /// thread of `tune` faulted ~1,300 times. Call first thing in the thread. Advice only.
-/// `prefault`: the first bytes of the advised range faulted in now (as prefault_heap).
-void use_huge_pages_in_thread(std::size_t prefault = 0);
+/// `prefault`: the first bytes of the advised range faulted in now (as prefault_heap, `stop` as there).
+void use_huge_pages_in_thread(std::size_t prefault = 0, const std::function<bool()>& stop = {});
 
 /// @brief After use_huge_pages: faults in the first `bytes` of the main heap's advised range now
 /// (whole 2 MB pages; their contents unchanged: madvise MADV_POPULATE_WRITE, Linux 5.14), so that
@@ -36,8 +37,10 @@ void use_huge_pages_in_thread(std::size_t prefault = 0);
 /// the main one starts up (tuner::start_threads): a fault here is the kernel zeroing a 2 MB page,
 /// 0.1-1.2 ms on this VM (likely the host backing it too). Returns the bytes faulted in: 0 where it
 /// fails, where use_huge_pages gave no advice (a sanitizer's allocator, THP off), or without
-/// MADV_POPULATE_WRITE.
-std::size_t prefault_heap(std::size_t bytes);
+/// MADV_POPULATE_WRITE. A 2 MB page at a time: where `stop` is given it is asked before each page,
+/// and true ends the prefault there (the thread has work of its own now; what is left faults in
+/// as it is used).
+std::size_t prefault_heap(std::size_t bytes, const std::function<bool()>& stop = {});
 
 namespace detail {
 void keep_until_exit(std::shared_ptr<const void> object);

@@ -19,6 +19,7 @@
 
 #include "common/config_error.hpp"
 #include "common/memory_reuse.hpp"
+#include "common/threads.hpp"
 #include "sim/memory.hpp"
 #include "tuner/pricing_cache.hpp"
 #include "sim/strategy.hpp"
@@ -101,11 +102,16 @@ class Pool {
   /// (under mu_)
   void spawn(int helpers, std::size_t prefault) {
     for (; threads_ < helpers; ++threads_)
-      std::thread([this, prefault, first = threads_ == 0] {
-        common::use_huge_pages_in_thread(prefault);  // its arena as the main heap (tune, whatif)
-        if (first && prefault > 0) common::prefault_heap(prefault);
+      // started on another CPU than this thread's (common::start_detached_thread)
+      common::start_detached_thread([this, prefault, first = threads_ == 0] {
+        // its arena as the main heap (tune, whatif). The prefault gives way to the first job: a
+        // 2 MB page took 0.1-1.2 ms to fault in here, and 16 MB of them kept the helper from the
+        // search's first job for 2-10 ms of a fresh `tune` (docs/benchmarks.md)
+        const std::function<bool()> posted = [this] { return posted_.load(std::memory_order_acquire) != 0; };
+        common::use_huge_pages_in_thread(prefault, posted);
+        if (first && prefault > 0) common::prefault_heap(prefault, posted);
         work();
-      }).detach();
+      });
   }
   void work() {
     std::uint64_t seen = 0;

@@ -21,7 +21,8 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
 
 /// @brief Starts parallel_for's threads for `threads` (0: the machine's cores) now rather than at
 /// its first call, each faulting in the first `prefault` bytes of its malloc arena, the first one
-/// also of the main heap (common::prefault_heap), before it waits for work. The slicetune program
+/// also of the main heap (common::prefault_heap), before it waits for work - or until the first job
+/// is posted, which it then joins (the pages left fault in as they are used). The slicetune program
 /// calls it as `tune` and `whatif` start: the threads' start-up and the page faults the search
 /// would take then overlap the command's reading of its configs (docs/benchmarks.md).
 void start_threads(int threads, std::size_t prefault = 0);
