@@ -105,8 +105,8 @@ class Pool {
       // started on another CPU than this thread's (common::start_detached_thread)
       common::start_detached_thread([this, prefault, first = threads_ == 0] {
         // its arena as the main heap (tune, whatif). The prefault gives way to the first job: a
-        // 2 MB page took 0.1-1.2 ms to fault in here, and 16 MB of them kept the helper from the
-        // search's first job for 2-10 ms of a fresh `tune` (docs/benchmarks.md)
+        // 2 MB page took 0.1-1.2 ms to fault in here, 16 MB 0.2-7 ms of a fresh `tune` - in some
+        // processes past the moment its search posted the first job (docs/benchmarks.md)
         const std::function<bool()> posted = [this] { return posted_.load(std::memory_order_acquire) != 0; };
         common::use_huge_pages_in_thread(prefault, posted);
         if (first && prefault > 0) common::prefault_heap(prefault, posted);
