@@ -35,6 +35,16 @@ constexpr bool expect_active() {
 #endif
 }
 
+/// operator delete with the size where the compiler declares the sized form (clang 14 only with
+/// -fsized-deallocation), else without
+void sized_delete(void* p, [[maybe_unused]] std::size_t n) {
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(p, n);
+#else
+  ::operator delete(p);
+#endif
+}
+
 /// `n` blocks of `bytes` from operator new, then all deleted
 void churn(std::size_t n, std::size_t bytes) {
   std::vector<void*> blocks;
@@ -57,7 +67,7 @@ TEST_CASE("a freed small block serves the next request of its class, the last fr
   void* b = ::operator new(48);
   const auto ua = reinterpret_cast<std::uintptr_t>(a), ub = reinterpret_cast<std::uintptr_t>(b);
   ::operator delete(a);
-  ::operator delete(b, 48);  // the sized form files it the same way
+  sized_delete(b, 48);  // the sized form files it the same way
   CHECK(sa::held_in_class(48).blocks == 2);
   CHECK(sa::held_in_class(48).bytes == 96);
   void* b2 = ::operator new(33);  // last freed, first served
@@ -111,7 +121,7 @@ TEST_CASE("a block some other code took from malloc is filed under a class no la
   REQUIRE(p != nullptr);
   const std::size_t usable = malloc_usable_size(p);
   const auto up0 = reinterpret_cast<std::uintptr_t>(p);
-  ::operator delete(p, 24);
+  sized_delete(p, 24);
   const std::size_t cls = usable / 16 * 16;
   CHECK(sa::held().blocks == 1);
   CHECK(sa::held_in_class(cls).blocks == 1);
