@@ -10,8 +10,8 @@ inline constexpr std::size_t kMaxSmall = 1024;
 /// A class holds at most this many freed blocks (glibc's own per-thread cache, the tcache, holds 7
 /// per size unless GLIBC_TUNABLES says otherwise) ...
 inline constexpr std::size_t kMaxBlocksPerClass = 1024;
-/// ... and at most this many bytes of them, so a thread holds at most 64 x 256 KiB = 16 MiB.
-inline constexpr std::size_t kMaxBytesPerClass = std::size_t{256} << 10;
+/// ... and at most this many bytes of them, so a thread holds at most 64 x 64 KiB = 4 MiB.
+inline constexpr std::size_t kMaxBytesPerClass = std::size_t{64} << 10;
 
 /// Whether this program's operator new and delete keep the cache: false in sanitizer builds (their
 /// allocators must see every new and delete to find misuse), where the operators come from the C++

@@ -89,9 +89,9 @@ TEST_CASE("a class holds at most kMaxBlocksPerClass blocks and kMaxBytesPerClass
   if (!sa::active()) return;
   sa::release();
   churn(2 * sa::kMaxBlocksPerClass, 16);
-  CHECK(sa::held_in_class(16).blocks == sa::kMaxBlocksPerClass);  // 1,024 (16 B x 1,024 = 16 KiB, under the byte cap)
+  CHECK(sa::held_in_class(16).blocks == sa::kMaxBlocksPerClass);  // 1,024 (16 B x 1,024 = 16 KiB, under the 64 KiB byte cap)
   churn(2 * sa::kMaxBlocksPerClass, sa::kMaxSmall);
-  CHECK(sa::held_in_class(sa::kMaxSmall).blocks == sa::kMaxBytesPerClass / sa::kMaxSmall);  // 256 KiB / 1 KiB = 256
+  CHECK(sa::held_in_class(sa::kMaxSmall).blocks == sa::kMaxBytesPerClass / sa::kMaxSmall);  // 64 KiB / 1 KiB = 64
   CHECK(sa::held_in_class(16).bytes + sa::held_in_class(sa::kMaxSmall).bytes == 16 * sa::kMaxBlocksPerClass + sa::kMaxBytesPerClass);
   sa::release();
   CHECK(sa::held().blocks == 0);
@@ -139,8 +139,10 @@ TEST_CASE("a block some other code took from malloc is filed under a class no la
 TEST_CASE("each thread keeps its own blocks and returns them when it ends") {
   if (!sa::active()) return;
   sa::release();
-  // a thread that frees 1,000 blocks of 512 bytes holds them (512 KiB) until it ends, then frees them
-  // all: the bytes malloc counts in use after the join are back near where they were before
+  // a thread that frees 1,000 blocks of 512 bytes holds as many as the class's byte cap allows until
+  // it ends, then frees them all: the bytes malloc counts in use after the join are back below
+  // where they would be with the thread's blocks still held
+  constexpr std::size_t kHeld = sa::kMaxBytesPerClass / 512;  // 128 blocks, 64 KiB
   const std::size_t before = mallinfo2().uordblks;
   std::size_t held_there = 0;
   std::thread t([&] {
@@ -148,10 +150,10 @@ TEST_CASE("each thread keeps its own blocks and returns them when it ends") {
     held_there = sa::held_in_class(512).blocks;
   });
   t.join();
-  CHECK(held_there == 256 * 1024 / 512);  // the byte cap: 512 blocks of 512 B
-  CHECK(sa::held().blocks == 0);          // none of them here
+  CHECK(held_there == kHeld);
+  CHECK(sa::held().blocks == 0);  // none of them here
   const std::size_t after = mallinfo2().uordblks;
-  CHECK(after < before + 64 * 1024);  // not the 256 KiB the thread held
+  CHECK(after < before + kHeld * 512 / 2);
   // freed here, a block of another thread's joins this thread's cache
   void* p = nullptr;
   std::thread([&] { p = ::operator new(100); }).join();
