@@ -249,6 +249,18 @@ TEST_CASE("common::keep_until_exit keeps an object alive and never destroys it")
   CHECK_FALSE(destroyed);
 }
 
+#if !defined(SLICETUNE_TEST_SANITIZED) && defined(__GLIBC__)
+namespace {
+/// For the test cases that the case below runs as processes of their own with `env` set (a fresh
+/// heap or arena): true there; elsewhere it says so and the case passes without checking.
+bool in_own_process(const char* env) {
+  if (std::getenv(env)) return true;
+  MESSAGE("run as a process of its own by the test case above");
+  return false;
+}
+}  // namespace
+#endif
+
 TEST_CASE("tune and whatif's heap is advised for transparent huge pages (common::use_huge_pages, use_huge_pages_in_thread)") {
   // use_huge_pages grows the heap by a 64 MB pad and advises it MADV_HUGEPAGE; the kernel shows
   // the advice as "hg" in the mapping's VmFlags (proc(5)). Checked on a block malloc hands out
@@ -292,10 +304,7 @@ TEST_CASE("a block from the heap's pad is advised for huge pages (run by the cas
 #if defined(SLICETUNE_TEST_SANITIZED) || !defined(__GLIBC__)
   MESSAGE("skipped: a sanitizer's allocator or not glibc");
 #else
-  if (!std::getenv("SLICETUNE_TEST_FRESH_ADVICE")) {
-    MESSAGE("run as a process of its own by the test case above");
-    return;
-  }
+  if (!in_own_process("SLICETUNE_TEST_FRESH_ADVICE")) return;
   common::keep_freed_memory();
   common::use_huge_pages();
   void* block = std::malloc(std::size_t{8} << 20);  // below the 16 MB mmap threshold: from the heap's pad
@@ -320,10 +329,7 @@ TEST_CASE("the heap's advised range has no small page, and a block touched there
 #if defined(SLICETUNE_TEST_SANITIZED) || !defined(__GLIBC__)
   MESSAGE("skipped: a sanitizer's allocator or not glibc");
 #else
-  if (!std::getenv("SLICETUNE_TEST_FRESH_HEAP")) {
-    MESSAGE("run as a process of its own by the test case above");
-    return;
-  }
+  if (!in_own_process("SLICETUNE_TEST_FRESH_HEAP")) return;
   constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
   common::keep_freed_memory();
   common::use_huge_pages();
@@ -369,10 +375,7 @@ TEST_CASE("prefault_heap faults the heap's first advised pages in ahead, and a t
 #if defined(SLICETUNE_TEST_SANITIZED) || !defined(__GLIBC__)
   MESSAGE("skipped: a sanitizer's allocator or not glibc");
 #else
-  if (!std::getenv("SLICETUNE_TEST_FRESH_PREFAULT")) {
-    MESSAGE("run as a process of its own by the test case above");
-    return;
-  }
+  if (!in_own_process("SLICETUNE_TEST_FRESH_PREFAULT")) return;
   constexpr std::size_t kMB = std::size_t{1} << 20;
   common::keep_freed_memory();
   common::use_huge_pages();
@@ -428,10 +431,7 @@ TEST_CASE("a new thread's arena is advised for huge pages (common::use_huge_page
 #if defined(SLICETUNE_TEST_SANITIZED) || !defined(__GLIBC__)
   MESSAGE("skipped: a sanitizer's allocator or not glibc");
 #else
-  if (!std::getenv("SLICETUNE_TEST_FRESH_ARENA")) {
-    MESSAGE("run as a process of its own by the test case above");
-    return;
-  }
+  if (!in_own_process("SLICETUNE_TEST_FRESH_ARENA")) return;
   common::keep_freed_memory();
   common::use_huge_pages();
   std::string own;
