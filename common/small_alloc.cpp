@@ -59,7 +59,7 @@ constexpr std::array<std::uint32_t, kClasses + 1> caps() {
   }
   return a;
 }
-constexpr auto kCap = caps();
+[[maybe_unused]] constexpr auto kCap = caps();  // (read only where the cache is kept)
 
 /// The calling thread's lists. Trivially destructible (zero-initialised thread storage, no guard
 /// on access); Release below returns the blocks when a thread ends.
