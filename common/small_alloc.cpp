@@ -16,8 +16,9 @@
 // deletes is then filed under a class no larger than it. Blocks are malloc's own, so free() (and a
 // plug-in's delete) may take any of them.
 //
-// Not in sanitizer builds: AddressSanitizer, ThreadSanitizer and LeakSanitizer must see every new
-// and delete (a cached block would hide a use after free); there the C++ library's operators stay.
+// Not under AddressSanitizer (and its leak checker), ThreadSanitizer or MemorySanitizer: they must
+// see every new and delete (a cached block would hide a use after free); there the C++ library's
+// operators stay. Nor off glibc (malloc_usable_size).
 #include "common/small_alloc.hpp"
 
 #include <array>
