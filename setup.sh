@@ -16,7 +16,8 @@ shift || true
 packages=(build-essential cmake ninja-build pkg-config libboost-graph-dev libcli11-dev libyaml-dev libfmt-dev
           doctest-dev nlohmann-json3-dev libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox
           clang-14 libclang-rt-14-dev  # clang + compiler-rt: libFuzzer and the sanitizer builds (scripts/)
-          libsqlite3-dev)  # libsqlite3-dev: validate reads Nsight Systems exports (nsys export --type sqlite)
+          libsqlite3-dev  # validate reads Nsight Systems exports (nsys export --type sqlite)
+          lld)  # links the program with the code its commands run placed together (cmake/link-order.txt)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
