@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <thread>
 #include <tuple>
 
 #include "bridge/export.hpp"
@@ -91,16 +92,14 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   std::vector<tuner::SaverRow> savers;
   std::vector<tuner::StrategyRow> by_strategy;
   if (!f.no_explain) {
-    by_strategy = tuner::compare_strategies(r, ev, static_cast<int>(f.threads));  // the search's own simulations; builds graphs for the TP volume only
     // the search simulated its finalists whole: a saver variant that is one of them is not simulated again
     std::vector<std::pair<const sim::Plan*, common::Duration>> known;
     for (const auto& q : r.top) known.emplace_back(&q.plan, q.report.step_time);
     for (const auto& q : r.per_strategy) known.emplace_back(&q.plan, q.report.step_time);
     if (r.baseline) known.emplace_back(&r.baseline->plan, r.baseline->report.step_time);
-    savers = tuner::explain_savers(ev, best.plan, f.threads, known);
     // the plans explained: the best, the runner-up (the best plan with another layout - tp,
     // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
-    // explained in parallel from the search's timelines of them (keep_simulations above)
+    // explained from the search's timelines of them (keep_simulations above)
     std::vector<std::pair<std::string, const tuner::RankedPlan*>> explained{{"best", &best}};
     auto layout = [](const sim::Plan& q) {
       return std::tuple(q.tp, q.pp, q.vp, q.micro_batch, q.sequence_parallel, q.strategy, q.row_slices, q.col_slices);
@@ -112,11 +111,23 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
       }
     if (r.baseline && r.baseline->index != best.index) explained.emplace_back("baseline", &*r.baseline);
     why.resize(explained.size());
-    tuner::parallel_for(explained.size(), f.threads,
-                        [&](std::size_t i) {
-                          const tuner::RankedPlan& q = *explained[i].second;
-                          why[i] = {explained[i].first, tuner::explain_plan(ev, q.plan, q.simulated.get())};
-                        });
+    // Three tables, independent of each other and each a few milliseconds at most: the memory
+    // savers' whole simulations (the dearest: ~1.9 ms on one thread for the default) as one job,
+    // the strategy comparison and the explanations (~0.3 + 0.9 ms) as the other, so the threads wait
+    // once instead of three times (docs/benchmarks.md, 2026-12-07 morning). The savers keep the
+    // other threads where there are more than two.
+    const int threads = f.threads > 0 ? static_cast<int>(f.threads) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    tuner::parallel_for(2, threads, [&](std::size_t job) {
+      if (job == 0) {
+        savers = tuner::explain_savers(ev, best.plan, std::max(1, threads - 1), known);
+        return;
+      }
+      by_strategy = tuner::compare_strategies(r, ev, 1);  // the search's own simulations; builds graphs for the TP volume only
+      for (std::size_t i = 0; i < explained.size(); ++i) {
+        const tuner::RankedPlan& q = *explained[i].second;
+        why[i] = {explained[i].first, tuner::explain_plan(ev, q.plan, q.simulated.get())};
+      }
+    });
   }
   if (f.json) {
     auto j = tuner::search_json(r, cluster, ranges);
