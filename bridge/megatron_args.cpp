@@ -15,9 +15,13 @@ namespace bridge {
 
 namespace {
 
+// The flag tables below are built on first use, not as the program starts: every command would
+// otherwise pay for them (157,000 instructions, 4 % of a `simulate`'s; callgrind).
+
 // Flags that take no value (everything else listed below takes one). Megatron-LM argument
 // names (megatron/training/arguments.py and the TransformerConfig fields it turns into flags).
-const std::set<std::string> kSwitches{
+const std::set<std::string>& switches() {
+  static const std::set<std::string> s{
     "--sequence-parallel", "--bf16", "--fp16", "--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
     "--disable-bias-linear", "--add-bias-linear", "--overlap-grad-reduce", "--overlap-param-gather", "--use-distributed-optimizer",
     "--recompute-activations", "--tp-comm-overlap", "--tp-comm-overlap-rs-dgrad", "--enable-cuda-graph", "--external-cuda-graph", "--accumulate-allreduce-grads-in-fp32",
@@ -29,10 +33,13 @@ const std::set<std::string> kSwitches{
     "--use-checkpoint-args", "--standalone", "--apply-layernorm-1p", "--no-persist-layer-norm", "--fp8-param-gather",
     "--use-torch-fsdp2", "--use-megatron-fsdp", "--overlap-p2p-communication", "--deterministic-mode", "--no-create-attention-mask-in-dataloader",
     "--calculate-per-token-loss", "--ddp-average-in-collective", "--check-for-nan-in-loss-and-grad", "--bf16-reduce"};
+  return s;
+}
 
 // Flags that do not change the cost of one training step: optimisation hyper-parameters, data,
 // tokenizer, logging, checkpoints, kernel fusions the cluster file's stack already describes.
-const std::set<std::string> kIgnored{
+const std::set<std::string>& ignored_flags() {
+  static const std::set<std::string> s{
     "--lr", "--min-lr", "--lr-decay-style", "--lr-decay-iters", "--lr-decay-samples", "--lr-warmup-fraction", "--lr-warmup-iters",
     "--lr-warmup-samples", "--weight-decay", "--start-weight-decay", "--end-weight-decay", "--clip-grad", "--adam-beta1", "--adam-beta2",
     "--adam-eps", "--init-method-std", "--train-iters", "--train-samples", "--data-path", "--split", "--vocab-file", "--merge-file",
@@ -48,6 +55,8 @@ const std::set<std::string> kIgnored{
     "--loss-scale-window", "--hysteresis", "--optimizer", "--deterministic-mode", "--check-for-nan-in-loss-and-grad",
     "--no-create-attention-mask-in-dataloader", "--apply-layernorm-1p", "--no-persist-layer-norm", "--calculate-per-token-loss",
     "--ddp-average-in-collective", "--cuda-graph-scope", "--manual-gc", "--manual-gc-interval"};
+  return s;
+}
 
 struct Reader {
   const std::string& source;
@@ -83,11 +92,14 @@ bool is_assignment(const std::string& w) {
 }
 
 // Launcher flags (torchrun / python -m torch.distributed.run / deepspeed) that take a value.
-const std::set<std::string> kLauncherValued{
+const std::set<std::string>& launcher_valued() {
+  static const std::set<std::string> s{
     "--nproc-per-node", "--nproc_per_node", "--nnodes", "--node-rank", "--node_rank", "--master-addr", "--master_addr",
     "--master-port", "--master_port", "--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id",
     "--rdzv_id", "--num_gpus", "--num-gpus", "--num_nodes", "--num-nodes", "--hostfile", "--include", "--exclude", "--max-restarts",
     "--max_restarts", "--log-dir", "--log_dir", "--redirects", "--tee", "--local-addr", "--local_addr", "-m"};
+  return s;
+}
 
 void apply_annotation(const std::string& text, ImportedPlan& out, const std::string& source) {
   // "key=value key=value": plan keys the framework cannot express (written by --export)
@@ -152,7 +164,7 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       if (const auto eq = t.find('='); t.starts_with("-") && eq != std::string::npos) {
         name = t.substr(0, eq);
         value = t.substr(eq + 1);
-      } else if (kLauncherValued.count(t) && i + 1 < w.size()) {
+      } else if (launcher_valued().count(t) && i + 1 < w.size()) {
         value = w[++i].text;
       }
       if (name == "--nproc-per-node" || name == "--nproc_per_node" || name == "--num_gpus" || name == "--num-gpus") {
@@ -201,7 +213,7 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       name = name.substr(0, eq);
     } else {
       // a strategy's argument (bridge/strategy_support.cpp): a selecting switch, or a knob with a value
-      const bool takes_value = find_argument(name) ? true : is_selecting_argument(name) ? false : !kSwitches.count(name);
+      const bool takes_value = find_argument(name) ? true : is_selecting_argument(name) ? false : !switches().count(name);
       if (takes_value && i + 1 < w.size() && !w[i + 1].text.starts_with("--")) value = w[++i].text;
     }
     out.flags[name] = value;
@@ -372,7 +384,7 @@ ImportedPlan parse_megatron_args(const std::string& text, const std::string& sou
       r.not_modelled(name, value, "linear biases are not modelled (< 0.1 % of the FLOPs)");
     } else if (name == "--llama-model") {
       r.modelled(name, value, "DeepSpeed-Domino's LLaMA layer (RoPE applied in attention)");
-    } else if (kIgnored.count(name)) {
+    } else if (ignored_flags().count(name)) {
       r.ignored(name, value, "does not change one step's cost");
     } else {
       out.unknown.push_back({name, value, "not a flag slicetune knows"});
