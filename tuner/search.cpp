@@ -247,6 +247,9 @@ class PlanStore {
 class CandidateQueue {
  public:
   explicit CandidateQueue(std::size_t groups) : heaps_(groups) {}
+  /// room for n candidates of group g (the merge adds tens of thousands to one group: without it
+  /// the vector is copied at every doubling, into fresh pages each time)
+  void reserve(std::size_t g, std::size_t n) { heaps_[g].reserve(n); }
   /// adds without ordering; heapify before taking any
   void add(const Candidate& c) {
     heaps_[c.own].push_back(c);
@@ -686,11 +689,14 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   CandidateQueue queue(groups);  // the candidates (below)
   std::size_t passed = 0, added = 0, candidates_total = 0;
   double memory_seconds = 0, part_seconds = 0;
+  std::vector<std::size_t> per_group(groups, 0);
   for (const Part& part : parts) {
     passed += part.passed;
     candidates_total += part.cand.size();
+    for (const Candidate& c : part.cand) ++per_group[c.own];
   }
   plans.reserve(candidates_total);
+  for (std::size_t g = 0; g < groups; ++g) queue.reserve(g, per_group[g]);
   std::size_t passed_before = 0;
   for (Part& part : parts) {
     for (std::size_t si = 0; si < refused_of.size(); ++si)
