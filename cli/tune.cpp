@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <thread>
 #include <tuple>
 
 #include "bridge/export.hpp"
@@ -116,7 +115,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     // the strategy comparison and the explanations (~0.3 + 0.9 ms) as the other, so the threads wait
     // once instead of three times (docs/benchmarks.md, 2026-12-07 morning). The savers keep the
     // other threads where there are more than two.
-    const int threads = f.threads > 0 ? static_cast<int>(f.threads) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = tuner::thread_count(static_cast<int>(f.threads));
     tuner::parallel_for(2, threads, [&](std::size_t job) {
       if (job == 0) {
         savers = tuner::explain_savers(ev, best.plan, std::max(1, threads - 1), known);

@@ -8,7 +8,7 @@
 # costs 12-30 us (docs/benchmarks.md, "The code a run uses, placed together"). The kernel maps a
 # file's pages 64 KiB at a time around a fault (fault-around), so what counts is how many 64 KiB
 # windows of the program's 4 MB of code a run touches: scattered in link order, `tune` touched 58 of
-# 63 and `simulate` 45; placed together, 21 each.
+# 63 and `simulate` 45; placed together, 20-23.
 #
 # How: each command runs once under valgrind's callgrind (exact: every function executed, however
 # briefly); the names are those of the functions callgrind attributes to PROGRAM. Order: the

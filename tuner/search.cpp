@@ -174,10 +174,9 @@ class Pool {
   std::uint64_t generation_ = 0;
 };
 
-/// `threads`, or the machine's cores where it is 0 or less (SearchOptions::threads, parallel_for)
-int thread_count(int threads) { return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
 }  // namespace
+
+int thread_count(int threads) { return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 void start_threads(int threads, std::size_t prefault) {
   const int t = thread_count(threads);

@@ -1,5 +1,5 @@
 // defines: tuner::search (enumerate -> refuse infeasible -> bound -> screen -> simulate -> rank),
-//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for, start_threads
+//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for, thread_count, start_threads
 #pragma once
 #include <array>
 #include <cstddef>
@@ -14,6 +14,10 @@
 #include "tuner/space.hpp"
 
 namespace tuner {
+
+/// @brief `threads`, or the machine's cores where it is 0 or less: how many threads parallel_for
+/// and SearchOptions::threads mean.
+int thread_count(int threads);
 
 /// @brief Runs fn(i) for i in [0, n) on `threads` threads (0: the machine's cores). Each i runs
 /// exactly once; callers write results into slot i, so the outcome never depends on scheduling.
