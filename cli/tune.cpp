@@ -48,6 +48,12 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   const auto& priced = common::keep_until_exit(std::make_unique<tuner::PricingCache>(*cost));
   const auto& ev = common::keep_until_exit(std::make_unique<tuner::Evaluator>(model, cluster, priced));
   opt.evaluator = &ev;
+  // the memory savers' table simulates the recommended plan with each saver varied whole: asked of
+  // the search for the plan its screening found fastest, so that those simulations share the
+  // finalists' wait (tuner::explain_savers below finds them in `known`; were the recommendation
+  // another plan, it simulates that one's variants itself)
+  if (opt.keep_simulations)
+    opt.also_simulate = [&](const sim::Plan& p) { return tuner::saver_simulations(model, cluster, p); };
   bool shown = false;
   if (procs.prints())
     opt.progress = [&shown](const tuner::Progress& p) {
@@ -96,6 +102,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
     for (const auto& q : r.top) known.emplace_back(&q.plan, q.report.step_time);
     for (const auto& q : r.per_strategy) known.emplace_back(&q.plan, q.report.step_time);
     if (r.baseline) known.emplace_back(&r.baseline->plan, r.baseline->report.step_time);
+    for (const auto& [q, step] : r.also_simulated) known.emplace_back(&q, step);
     // the plans explained: the best, the runner-up (the best plan with another layout - tp,
     // micro-batch, SP, strategy, slices - not just another bucket size or row axis), the baseline;
     // explained from the search's timelines of them (keep_simulations above)
@@ -110,21 +117,20 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
       }
     if (r.baseline && r.baseline->index != best.index) explained.emplace_back("baseline", &*r.baseline);
     why.resize(explained.size());
-    // Three tables, independent of each other and each a few milliseconds at most: the memory
-    // savers' whole simulations (the dearest: ~1.9 ms on one thread for the default) as one job,
-    // the strategy comparison and the explanations (~0.3 + 0.9 ms) as the other, so the threads wait
-    // once instead of three times (docs/benchmarks.md, 2026-12-07 morning). The savers keep the
-    // other threads where there are more than two.
+    // Three tables, independent of each other, as jobs on the threads in one wait: the memory
+    // savers (their simulations came with the search's, above: memory estimates only, unless the
+    // recommendation is not the plan the screening found fastest), the strategy comparison
+    // (~0.3 ms) and each plan's explanation (~0.3 ms each) (docs/benchmarks.md, 2026-12-07). The
+    // savers keep the other threads where there are more than two.
     const int threads = tuner::thread_count(static_cast<int>(f.threads));
-    tuner::parallel_for(2, threads, [&](std::size_t job) {
+    tuner::parallel_for(2 + explained.size(), threads, [&](std::size_t job) {
       if (job == 0) {
         savers = tuner::explain_savers(ev, best.plan, std::max(1, threads - 1), known);
-        return;
-      }
-      by_strategy = tuner::compare_strategies(r, ev, 1);  // the search's own simulations; builds graphs for the TP volume only
-      for (std::size_t i = 0; i < explained.size(); ++i) {
-        const tuner::RankedPlan& q = *explained[i].second;
-        why[i] = {explained[i].first, tuner::explain_plan(ev, q.plan, q.simulated.get())};
+      } else if (job == 1) {
+        by_strategy = tuner::compare_strategies(r, ev, 1);  // the search's own simulations; builds graphs for the TP volume only
+      } else {
+        const tuner::RankedPlan& q = *explained[job - 2].second;
+        why[job - 2] = {explained[job - 2].first, tuner::explain_plan(ev, q.plan, q.simulated.get())};
       }
     });
   }

@@ -10,34 +10,49 @@
 
 namespace tuner {
 
-std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads,
-                                     std::span<const std::pair<const sim::Plan*, common::Duration>> known) {
-  std::vector<sim::Plan> variants;
-  std::vector<std::string> names;
-  auto add = [&](const sim::Plan& q, std::string name) {
+namespace {
+/// `p` with each saver varied alone, and each variant's row name, in the table's order
+void saver_variants(const sim::Plan& p, std::vector<sim::Plan>& variants, std::vector<std::string>* names) {
+  auto add = [&](const sim::Plan& q, auto&& name) {
     variants.push_back(q);
-    names.push_back(std::move(name));
+    if (names) names->push_back(name());
   };
   for (auto rc : {sim::Recompute::none, sim::Recompute::selective, sim::Recompute::full}) {
     sim::Plan q = p;
     q.recompute = rc;
     q.recompute_method = sim::RecomputeMethod::uniform;
     q.recompute_layers = 1;
-    add(q, fmt::format("recompute {}", sim::to_string(rc)));
+    add(q, [&] { return fmt::format("recompute {}", sim::to_string(rc)); });
     if (rc == sim::Recompute::full && p.recompute == rc && !(p.recompute_method == q.recompute_method && p.recompute_layers == 1))
-      add(p, fmt::format("recompute full, {} {}", sim::to_string(p.recompute_method), p.recompute_layers));
+      add(p, [&] { return fmt::format("recompute full, {} {}", sim::to_string(p.recompute_method), p.recompute_layers); });
   }
   if (p.dp > 1)  // ZeRO-2/3 with pipeline parallelism: a row that says why it is refused (sim::check_plan)
     for (int z = 0; z <= sim::kMaxZeroStage; ++z) {
       sim::Plan q = p;
       q.zero = z;
-      add(q, fmt::format("zero {}", z));
+      add(q, [&] { return fmt::format("zero {}", z); });
     }
   for (auto k : sim::attention_choices(p.stack_attention)) {
     sim::Plan q = p;
     q.attention = k;
-    add(q, fmt::format("attention {}", hardware::to_string(k)));
+    add(q, [&] { return fmt::format("attention {}", hardware::to_string(k)); });
   }
+}
+}  // namespace
+
+std::vector<sim::Plan> saver_simulations(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const sim::Plan& p) {
+  std::vector<sim::Plan> variants, out;
+  saver_variants(p, variants, nullptr);
+  for (const sim::Plan& q : variants)
+    if (std::find(out.begin(), out.end(), q) == out.end() && !sim::check_plan(model, cluster, q)) out.push_back(q);
+  return out;
+}
+
+std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads,
+                                     std::span<const std::pair<const sim::Plan*, common::Duration>> known) {
+  std::vector<sim::Plan> variants;
+  std::vector<std::string> names;
+  saver_variants(p, variants, &names);
   std::vector<SaverRow> rows(variants.size());
   for (std::size_t i = 0; i < variants.size(); ++i) {
     auto& r = rows[i];

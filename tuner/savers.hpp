@@ -30,6 +30,10 @@ struct SaverRow {
 /// takes its step time instead of a simulation of its own.
 std::vector<SaverRow> explain_savers(const Evaluator& ev, const sim::Plan& p, int threads = 0,
                                      std::span<const std::pair<const sim::Plan*, common::Duration>> known = {});
+/// @brief The plans explain_savers(ev, p) simulates when nothing is known: its distinct variants of
+/// `p` that sim::check_plan accepts, `p` itself included (for SearchOptions::also_simulate: the
+/// search simulates them with its finalists).
+std::vector<sim::Plan> saver_simulations(const sim::ModelSpec& model, const hardware::ClusterSpec& cluster, const sim::Plan& p);
 /// @brief The rows as a table: step time and memory, and their difference from the plan's own.
 std::string savers_table(const std::vector<SaverRow>& rows);
 nlohmann::json savers_json(const std::vector<SaverRow>& rows);

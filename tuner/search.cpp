@@ -921,7 +921,26 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   for (const auto& s : best_of_strategy)
     if (s) add_finalist(*s);
   std::vector<RankedPlan> full(finalists.size());
-  parallel_for(finalists.size(), res.threads, [&](std::size_t f) {
+  // the caller's plans (SearchOptions::also_simulate), simulated in the same wait as the finalists:
+  // those that are not finalists, each once, after them
+  std::vector<sim::Plan> also;
+  if (opt.also_simulate && !best.empty())
+    for (sim::Plan& q : opt.also_simulate(*plans[best.front().slot]))
+      if (std::find(also.begin(), also.end(), q) == also.end()) also.push_back(std::move(q));
+  std::vector<std::size_t> also_from(also.size(), finalists.size());  // the finalist it is, or finalists.size()
+  std::vector<std::size_t> also_run;                                  // the others: simulated below
+  for (std::size_t k = 0; k < also.size(); ++k) {
+    for (std::size_t f = 0; f < finalists.size() && also_from[k] == finalists.size(); ++f)
+      if (*plans[finalists[f].slot] == also[k]) also_from[k] = f;
+    if (also_from[k] == finalists.size()) also_run.push_back(k);
+  }
+  std::vector<Duration> also_step(also.size());
+  parallel_for(finalists.size() + also_run.size(), res.threads, [&](std::size_t f) {
+    if (f >= finalists.size()) {
+      const std::size_t k = also_run[f - finalists.size()];
+      also_step[k] = ev.simulate(also[k]).step_time;
+      return;
+    }
     const sim::Plan& p = *plans[finalists[f].slot];
     full[f] = RankedPlan{.index = finalists[f].index, .plan = p, .estimate = finalists[f].est};
     if (opt.keep_simulations) {
@@ -938,6 +957,8 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     }
   });
   res.simulated_full = full.size();
+  for (std::size_t k = 0; k < also.size(); ++k)
+    res.also_simulated.emplace_back(std::move(also[k]), also_from[k] < full.size() ? full[also_from[k]].report.step_time : also_step[k]);
   res.phases.whole = lap();
   for (const auto& r : full)
     res.max_screen_error = std::max(res.max_screen_error, std::abs(r.estimate.step_time.s() - r.report.step_time.s()) / r.report.step_time.s());

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/pipeline_step.hpp"
@@ -69,6 +70,12 @@ struct SearchOptions {
   /// chooses. Null: the search makes its own (over a PricingCache of `cost`) and frees it at its
   /// end. The result is the same either way (bound_classes: the class graphs this search built).
   const Evaluator* evaluator = nullptr;
+  /// Plans the caller will want simulated whole once the search is over, asked for with the plan
+  /// the screening estimated fastest (usually the recommendation): the search simulates them (those
+  /// that are not finalists) with its finalists, on the same threads in the same wait, and returns
+  /// their step times (SearchResult::also_simulated). Called once, on the calling thread; empty:
+  /// nothing more is simulated. It changes no ranking, count or other result.
+  std::function<std::vector<sim::Plan>(const sim::Plan& screened_best)> also_simulate;
 };
 
 /// @brief A plan that was simulated whole, with its reduced-layer estimate.
@@ -118,6 +125,9 @@ struct SearchResult {
   std::size_t full_bounds = 0;          ///< candidates whose compute_lower_bound was computed (the others were pruned by the cheap bound)
   std::size_t bound_classes = 0;        ///< one-layer class graphs compute_lower_bound built (tp_channels siblings share one)
   std::size_t simulated_full = 0;       ///< whole-model simulations (the final ranking)
+  /// SearchOptions::also_simulate's plans with their whole-simulation step times (a finalist's
+  /// from its own simulation), in the order asked, each once.
+  std::vector<std::pair<sim::Plan, common::Duration>> also_simulated;
   std::vector<Refusal> refusals;        ///< one per reason seen, in Infeasibility order
   int processes = 1;                    ///< options.distribution.size
   double max_screen_error = 0;          ///< max |estimate - full| / full over the fully simulated plans

@@ -12,6 +12,7 @@
 #include "tests/tuner/toy.hpp"
 #include "sim/memory.hpp"
 #include "tuner/pricing_cache.hpp"
+#include "tuner/savers.hpp"
 #include "tuner/search.hpp"
 #include "sim/strategy.hpp"
 
@@ -241,6 +242,63 @@ TEST_CASE("a caller's evaluator: the same result as the search's own, its caches
   for (const tuner::Evaluator* e : {&other_model, &other_cluster, &other_cost, &three_layers}) {
     given.evaluator = e;
     CHECK_THROWS_AS(tuner::search(m, c, *cost, tuner::SearchSpace{}, given), std::invalid_argument);
+  }
+}
+
+TEST_CASE("SearchOptions::also_simulate: the caller's plans simulated whole with the finalists, nothing else changed") {
+  // The CLI asks the search for the memory savers' variants of the plan its screening estimated
+  // fastest (tuner::saver_simulations), so that explain_savers finds them simulated instead of
+  // simulating them after the search. Expected: the result of a search without the request
+  // (check_same_result); the request made once, with the screening's best plan (for gpt3-13b on a
+  // DGX-H100 that is also the recommendation: README's tune output); each plan asked for returned
+  // once, in the order asked, with the step time Evaluator::simulate gives it - for the plan
+  // itself (a finalist) its whole simulation's; and explain_savers given them as known gives the
+  // rows it computes alone.
+  const auto m = sim::load_model("gpt3-13b");
+  const auto c = hardware::load_cluster("dgx-h100");
+  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  const tuner::PricingCache priced(*cost);
+  const tuner::Evaluator ev(m, c, priced);
+  tuner::SearchOptions o;
+  o.threads = 2;
+  o.evaluator = &ev;
+  const auto plain = tuner::search(m, c, *cost, tuner::SearchSpace{}, o);
+  REQUIRE(!plain.top.empty());
+  int calls = 0;
+  std::vector<sim::Plan> asked;
+  o.also_simulate = [&](const sim::Plan& p) {
+    ++calls;
+    asked = tuner::saver_simulations(m, c, p);
+    std::vector<sim::Plan> twice = asked;  // each returned once
+    twice.insert(twice.end(), asked.begin(), asked.end());
+    return twice;
+  };
+  const auto with = tuner::search(m, c, *cost, tuner::SearchSpace{}, o);
+  check_same_result(plain, with);
+  CHECK(calls == 1);
+  const sim::Plan& best = with.top.front().plan;
+  CHECK(asked == tuner::saver_simulations(m, c, best));  // asked with the screening's best: the recommendation here
+  CHECK(asked.size() >= 5);  // recompute none/selective/full, ZeRO 0..3 at dp 4, two attention kernels, less those that cannot run
+  REQUIRE(with.also_simulated.size() == asked.size());
+  bool has_plan = false;
+  for (std::size_t k = 0; k < asked.size(); ++k) {
+    CHECK(with.also_simulated[k].first == asked[k]);
+    CHECK(with.also_simulated[k].second == ev.simulate(asked[k]).step_time);
+    if (asked[k] == best) {
+      has_plan = true;
+      CHECK(with.also_simulated[k].second == with.top.front().report.step_time);
+    }
+  }
+  CHECK(has_plan);  // the plan's own setting of each saver is a variant
+  std::vector<std::pair<const sim::Plan*, common::Duration>> known;
+  for (const auto& [q, step] : with.also_simulated) known.emplace_back(&q, step);
+  const auto alone = tuner::explain_savers(ev, best, 1);
+  const auto from_search = tuner::explain_savers(ev, best, 1, known);
+  REQUIRE(alone.size() == from_search.size());
+  for (std::size_t i = 0; i < alone.size(); ++i) {
+    CHECK(alone[i].setting == from_search[i].setting);
+    CHECK(alone[i].step_time == from_search[i].step_time);
+    CHECK(alone[i].invalid == from_search[i].invalid);
   }
 }
 
