@@ -53,7 +53,7 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
   // finalists' wait (tuner::explain_savers below finds them in `known`; were the recommendation
   // another plan, it simulates that one's variants itself)
   if (opt.keep_simulations)
-    opt.also_simulate = [&](const sim::Plan& p) { return tuner::saver_simulations(model, cluster, p); };
+    opt.also_simulate = [&ev](const sim::Plan& p) { return tuner::saver_simulations(ev.model(), ev.cluster(), p); };
   bool shown = false;
   if (procs.prints())
     opt.progress = [&shown](const tuner::Progress& p) {
