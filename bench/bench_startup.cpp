@@ -7,7 +7,18 @@
 // --against: a second program (another build) run alternately with the first, case by case and run
 // by run, the order reversed every run, so that both see the same machine: this VM's speed drifts
 // by 10-30 % within minutes, and the two programs' rows are comparable only when interleaved.
+// Reference rows say how fast the machine was while the other rows were measured (a figure of one
+// session is comparable with another's only beside them): first the process floor, /bin/true
+// started and waited for as the programs are; last a fixed in-process workload, a random walk over
+// 512 KiB (the CPU and its L2 cache, without the DRAM and page-table luck of a larger walk: one over
+// 8 MiB took 10 or 28 ms from one minute to the next), timed as many times on each CPU this
+// process may use (the first 8), pinned to it: this project's VM has run its two vCPUs at different speeds
+// (the walk 5.0 ms on one, 7.0-9.1 ms on the other; `tune --threads 1` 50 against 70 ms), and a
+// search's threads run on both. The walks run after the programs: their memory would count in
+// the programs' peak RSS (a child's ru_maxrss starts from the memory of the process it was
+// spawned from).
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -15,8 +26,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -56,6 +69,36 @@ Sample run_once(const std::string& binary, const std::vector<std::string>& args)
               static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3);
   posix_spawn_file_actions_destroy(&fa);
   return s;
+}
+
+volatile std::uint64_t walk_sink;  ///< the walk's sum, kept so that the loop is not dropped
+
+/// The fixed workload of the reference row: 2^20 dependent loads along a random cycle through
+/// 512 KiB (2^17 indices, made once outside the timing).
+double walk_once(const std::vector<std::uint32_t>& next) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::uint32_t i = 0;
+  std::uint64_t sum = 0;
+  for (int k = 0; k < (1 << 20); ++k) {
+    i = next[i];
+    sum += i;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  walk_sink = sum;
+  return ms;
+}
+
+/// A random cyclic permutation of 2^17 indices (Sattolo's algorithm, fixed seed): one cycle, so the
+/// walk visits every index before it repeats.
+std::vector<std::uint32_t> random_cycle() {
+  const std::uint32_t n = std::uint32_t{1} << 17;
+  std::vector<std::uint32_t> perm(n);
+  for (std::uint32_t k = 0; k < n; ++k) perm[k] = k;
+  std::mt19937 rng(12345);
+  for (std::uint32_t k = n - 1; k > 0; --k) std::swap(perm[k], perm[std::uniform_int_distribution<std::uint32_t>(0, k - 1)(rng)]);
+  std::vector<std::uint32_t> next(n);
+  for (std::uint32_t k = 0; k < n; ++k) next[perm[k]] = perm[(k + 1) % n];
+  return next;
 }
 
 double median(std::vector<double> v) {
@@ -113,6 +156,33 @@ int main(int argc, char** argv) {
               against.empty() ? "" : " (A) against ", against.empty() ? "" : (against + " (B), interleaved").c_str(), runs);
   std::printf("%-30s %9s %9s %9s %9s %11s %9s %7s\n", "command", "wall min", "median", "mean", "max", "CPU median", "peak RSS", "faults");
   std::printf("%-30s %9s %9s %9s %9s %11s %9s %7s\n", "", "ms", "ms", "ms", "ms", "ms", "MiB", "median");
+  // one row; a column without samples (the in-process reference has no process) shows "-"
+  auto row = [](const std::string& name, const std::vector<double>& ms, const std::vector<double>& cpu, const std::vector<double>& rss,
+                const std::vector<double>& faults) {
+    auto cell = [](const std::vector<double>& v, const char* format) {
+      char buf[32] = "-";
+      if (!v.empty()) std::snprintf(buf, sizeof buf, format, median(v));
+      return std::string(buf);
+    };
+    double sum = 0;
+    for (double x : ms) sum += x;
+    std::printf("%-30s %9.2f %9.2f %9.2f %9.2f %11s %9s %7s\n", name.c_str(), *std::min_element(ms.begin(), ms.end()), median(ms),
+                sum / static_cast<double>(ms.size()), *std::max_element(ms.begin(), ms.end()), cell(cpu, "%.2f").c_str(),
+                cell(rss, "%.1f").c_str(), cell(faults, "%.0f").c_str());
+  };
+  // the references (see the top of this file)
+  if (access("/bin/true", X_OK) == 0) {
+    for (int w = 0; w < 3; ++w) run_once("/bin/true", {});
+    std::vector<double> ms, cpu, rss, faults;
+    for (int r = 0; r < runs; ++r) {
+      const Sample s = run_once("/bin/true", {});
+      ms.push_back(s.ms);
+      cpu.push_back(s.cpu_ms);
+      rss.push_back(s.rss_mb);
+      faults.push_back(s.faults);
+    }
+    row("reference: /bin/true", ms, cpu, rss, faults);
+  }
   for (const auto& c : cases) {
     for (int w = 0; w < 3; ++w)
       for (const auto& b : programs) run_once(b, c.args);
@@ -131,12 +201,33 @@ int main(int argc, char** argv) {
         faults[j].push_back(s.faults);
       }
     for (std::size_t j = 0; j < programs.size(); ++j) {
-      const std::string name = std::string(c.name) + (programs.size() > 1 ? (j == 0 ? " (A)" : " (B)") : "");
-      double sum = 0;
-      for (double x : ms[j]) sum += x;
-      std::printf("%-30s %9.2f %9.2f %9.2f %9.2f %11.2f %9.1f %7.0f\n", name.c_str(), *std::min_element(ms[j].begin(), ms[j].end()),
-                  median(ms[j]), sum / static_cast<double>(ms[j].size()), *std::max_element(ms[j].begin(), ms[j].end()), median(cpu[j]),
-                  median(rss[j]), median(faults[j]));
+      row(std::string(c.name) + (programs.size() > 1 ? (j == 0 ? " (A)" : " (B)") : ""), ms[j], cpu[j], rss[j], faults[j]);
+    }
+  }
+  {
+    const std::vector<std::uint32_t> next = random_cycle();
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const bool pin = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    // on each CPU up to kMaxWalkCpus of them (a row each; a large machine's rows would bury the rest)
+    constexpr int kMaxWalkCpus = 8;
+    int walked = 0;
+    for (int cpu = 0; cpu < (pin ? CPU_SETSIZE : 1) && walked < kMaxWalkCpus; ++cpu) {
+      if (pin && !CPU_ISSET(cpu, &allowed)) continue;
+      ++walked;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      const bool pinned = pin && sched_setaffinity(0, sizeof one, &one) == 0;
+      for (int w = 0; w < 3; ++w) walk_once(next);
+      std::vector<double> ms;
+      for (int r = 0; r < runs; ++r) ms.push_back(walk_once(next));
+      row(pinned ? "reference: 512 KiB walk, CPU " + std::to_string(cpu) : std::string("reference: 512 KiB walk"), ms, {}, {}, {});
+      if (!pinned) break;
+    }
+    if (pin) {
+      sched_setaffinity(0, sizeof allowed, &allowed);
+      if (CPU_COUNT(&allowed) > kMaxWalkCpus) std::printf("(the walk on the first %d of %d CPUs)\n", kMaxWalkCpus, CPU_COUNT(&allowed));
     }
   }
   return 0;
