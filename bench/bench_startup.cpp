@@ -71,6 +71,17 @@ Sample run_once(const std::string& binary, const std::vector<std::string>& args)
   return s;
 }
 
+/// The samples of one row: wall times always; CPU time, peak RSS and faults where a process ran.
+struct Series {
+  std::vector<double> ms, cpu, rss, faults;
+  void add(const Sample& s) {
+    ms.push_back(s.ms);
+    cpu.push_back(s.cpu_ms);
+    rss.push_back(s.rss_mb);
+    faults.push_back(s.faults);
+  }
+};
+
 volatile std::uint64_t walk_sink;  ///< the walk's sum, kept so that the loop is not dropped
 
 /// The fixed workload of the reference row: 2^20 dependent loads along a random cycle through
@@ -157,36 +168,29 @@ int main(int argc, char** argv) {
   std::printf("%-30s %9s %9s %9s %9s %11s %9s %7s\n", "command", "wall min", "median", "mean", "max", "CPU median", "peak RSS", "faults");
   std::printf("%-30s %9s %9s %9s %9s %11s %9s %7s\n", "", "ms", "ms", "ms", "ms", "ms", "MiB", "median");
   // one row; a column without samples (the in-process reference has no process) shows "-"
-  auto row = [](const std::string& name, const std::vector<double>& ms, const std::vector<double>& cpu, const std::vector<double>& rss,
-                const std::vector<double>& faults) {
+  auto row = [](const std::string& name, const Series& x) {
     auto cell = [](const std::vector<double>& v, const char* format) {
       char buf[32] = "-";
       if (!v.empty()) std::snprintf(buf, sizeof buf, format, median(v));
       return std::string(buf);
     };
     double sum = 0;
-    for (double x : ms) sum += x;
-    std::printf("%-30s %9.2f %9.2f %9.2f %9.2f %11s %9s %7s\n", name.c_str(), *std::min_element(ms.begin(), ms.end()), median(ms),
-                sum / static_cast<double>(ms.size()), *std::max_element(ms.begin(), ms.end()), cell(cpu, "%.2f").c_str(),
-                cell(rss, "%.1f").c_str(), cell(faults, "%.0f").c_str());
+    for (double v : x.ms) sum += v;
+    std::printf("%-30s %9.2f %9.2f %9.2f %9.2f %11s %9s %7s\n", name.c_str(), *std::min_element(x.ms.begin(), x.ms.end()), median(x.ms),
+                sum / static_cast<double>(x.ms.size()), *std::max_element(x.ms.begin(), x.ms.end()), cell(x.cpu, "%.2f").c_str(),
+                cell(x.rss, "%.1f").c_str(), cell(x.faults, "%.0f").c_str());
   };
   // the references (see the top of this file)
   if (access("/bin/true", X_OK) == 0) {
     for (int w = 0; w < 3; ++w) run_once("/bin/true", {});
-    std::vector<double> ms, cpu, rss, faults;
-    for (int r = 0; r < runs; ++r) {
-      const Sample s = run_once("/bin/true", {});
-      ms.push_back(s.ms);
-      cpu.push_back(s.cpu_ms);
-      rss.push_back(s.rss_mb);
-      faults.push_back(s.faults);
-    }
-    row("reference: /bin/true", ms, cpu, rss, faults);
+    Series x;
+    for (int r = 0; r < runs; ++r) x.add(run_once("/bin/true", {}));
+    row("reference: /bin/true", x);
   }
   for (const auto& c : cases) {
     for (int w = 0; w < 3; ++w)
       for (const auto& b : programs) run_once(b, c.args);
-    std::vector<std::vector<double>> ms(programs.size()), cpu(programs.size()), rss(programs.size()), faults(programs.size());
+    std::vector<Series> x(programs.size());
     for (int r = 0; r < runs; ++r)
       for (std::size_t k = 0; k < programs.size(); ++k) {
         const std::size_t j = r % 2 ? programs.size() - 1 - k : k;  // A B, then B A, ...
@@ -195,14 +199,9 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "bench_startup: %s exited with status %d (%s)\n", c.name, s.status, programs[j].c_str());
           return 1;
         }
-        ms[j].push_back(s.ms);
-        cpu[j].push_back(s.cpu_ms);
-        rss[j].push_back(s.rss_mb);
-        faults[j].push_back(s.faults);
+        x[j].add(s);
       }
-    for (std::size_t j = 0; j < programs.size(); ++j) {
-      row(std::string(c.name) + (programs.size() > 1 ? (j == 0 ? " (A)" : " (B)") : ""), ms[j], cpu[j], rss[j], faults[j]);
-    }
+    for (std::size_t j = 0; j < programs.size(); ++j) row(std::string(c.name) + (programs.size() > 1 ? (j == 0 ? " (A)" : " (B)") : ""), x[j]);
   }
   {
     const std::vector<std::uint32_t> next = random_cycle();
@@ -220,9 +219,9 @@ int main(int argc, char** argv) {
       CPU_SET(cpu, &one);
       const bool pinned = pin && sched_setaffinity(0, sizeof one, &one) == 0;
       for (int w = 0; w < 3; ++w) walk_once(next);
-      std::vector<double> ms;
-      for (int r = 0; r < runs; ++r) ms.push_back(walk_once(next));
-      row(pinned ? "reference: 512 KiB walk, CPU " + std::to_string(cpu) : std::string("reference: 512 KiB walk"), ms, {}, {}, {});
+      Series x;  // wall times only: no process ran
+      for (int r = 0; r < runs; ++r) x.ms.push_back(walk_once(next));
+      row(pinned ? "reference: 512 KiB walk, CPU " + std::to_string(cpu) : std::string("reference: 512 KiB walk"), x);
       if (!pinned) break;
     }
     if (pin) {
