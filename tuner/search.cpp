@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -216,84 +217,207 @@ struct Candidate {
   std::uint16_t own = 0;  ///< whose best prunes it too: a 1D plan's strategy (its index), a grid's layout (strategies + layout)
 };
 
-/// A part's candidate plans, in chunks that never move: tens of thousands of plans (160 B each)
-/// copied into one growing vector, and merged into another, touched three times their size in
-/// fresh pages, and a fresh process pays for each page (~8 us a page fault on this machine: 2/3
-/// of tune's system time before).
+/// A part's candidate plans, each kept as its block's head (tuner::enumerate_plan_block_heads), which
+/// of the block's savers it applies and, for a block-recompute plan, its recomputed layers - made
+/// again where read (the bounds and screening read a few thousand of the tens of thousands kept).
+/// Kept whole (160 B a plan), the default `tune`'s 29,476 candidates took 4.7 MB of fresh pages
+/// and a copy each; so ~8 B a plan and a head per block with candidates (docs/benchmarks.md).
 class PlanStore {
  public:
-  static constexpr std::size_t kChunk = 256;
-  void push(const sim::Plan& p) {
-    if (size_ % kChunk == 0) {
-      chunks_.emplace_back();
-      chunks_.back().reserve(kChunk);
-    }
-    chunks_.back().push_back(p);
-    ++size_;
+  /// the block whose plans the next push() calls keep; both valid until the next call
+  void begin_block(const sim::Plan& head, std::span<const BlockSavers> savers) {
+    head_ = &head;
+    savers_ = savers;
+    stored_ = false;
   }
-  std::size_t size() const { return size_; }
-  const sim::Plan& operator[](std::size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  /// keeps the current block's plan with savers[j] applied and, where block_layers > 0, full
+  /// recompute of that many layers (block method)
+  void push(std::size_t j, int block_layers) {
+    if (!stored_) {
+      // a head's savers: the part's last ones again as a rule (a 1D part's blocks all have the same)
+      const bool same = last_n_ == savers_.size() && std::equal(savers_.begin(), savers_.end(), pool_.begin() + static_cast<std::ptrdiff_t>(last_at_));
+      if (!same) {
+        last_at_ = pool_.size();
+        last_n_ = savers_.size();
+        pool_.insert(pool_.end(), savers_.begin(), savers_.end());
+      }
+      first_saver_.push_back(last_at_);
+      if (first_saver_.size() % kChunk == 1) {
+        head_chunks_.emplace_back();
+        head_chunks_.back().reserve(kChunk);
+      }
+      head_chunks_.back().push_back(*head_);
+      stored_ = true;
+    }
+    refs_.push_back({.head = static_cast<std::uint32_t>(first_saver_.size() - 1), .saver = static_cast<std::uint32_t>(j), .block_layers = block_layers});
+  }
+  std::size_t size() const { return refs_.size(); }
+  sim::Plan operator[](std::size_t i) const {
+    const Ref& r = refs_[i];
+    sim::Plan p = head_chunks_[r.head / kChunk][r.head % kChunk];
+    pool_[first_saver_[r.head] + r.saver].apply(p);
+    if (r.block_layers > 0) {
+      p.recompute_method = sim::RecomputeMethod::block;
+      p.recompute_layers = r.block_layers;
+    }
+    return p;
+  }
 
  private:
-  std::vector<std::vector<sim::Plan>> chunks_;
-  std::size_t size_ = 0;
+  static constexpr std::size_t kChunk = 256;
+  struct Ref {
+    std::uint32_t head, saver;
+    int block_layers;
+  };
+  const sim::Plan* head_ = nullptr;
+  std::span<const BlockSavers> savers_;
+  bool stored_ = false;
+  std::vector<std::vector<sim::Plan>> head_chunks_;  // the heads kept, in chunks that never move
+  std::vector<BlockSavers> pool_;                    // the kept heads' savers
+  std::vector<std::size_t> first_saver_;             // per kept head: where its savers start in pool_
+  std::size_t last_at_ = 0, last_n_ = 0;             // the last savers added to pool_
+  std::vector<Ref> refs_;
 };
 
-/// The candidates, one min-heap on (bound, index) per pruning group (Candidate::own), taken in
-/// (bound, index) order over them all. A group's plans are pruned by one threshold, so when the
-/// first of a group is pruned by its bound every other one is too (their bounds are no smaller):
-/// the group is dropped at once (`drop`) rather than popped plan by plan.
+/// Where a part's candidates (Candidate::index and slot numbered within the part, below) lie among
+/// all of them: the offsets that make their indices and slots the search's.
+struct PartOffsets {
+  std::size_t passed = 0;  ///< a plan that passed check_plan: the plans that passed in the parts before
+  std::size_t added = 0;   ///< a block-recompute plan: every plan that passed, and the ones added in the parts before
+  std::size_t slot = 0;    ///< the candidates of the parts before
+};
+
+/// A part numbers its candidates from 0: a plan that passed check_plan by its position among the
+/// part's, a block-recompute plan kAdded + its position among the part's added ones.
+constexpr std::size_t kAdded = std::size_t{1} << 62;
+
+/// The candidates, taken in (bound, index) order over them all, one queue per pruning group
+/// (Candidate::own). A group's plans are pruned by one threshold, so when the first of a group is
+/// pruned by its bound every other one is too (their bounds are no smaller): the group is dropped
+/// at once (`drop`) rather than popped plan by plan.
+///
+/// A group's queue is a tournament over heaps: each part's candidates of the group, made a
+/// min-heap on (bound, part's index) on the search's threads as the part is decided, and one heap
+/// for the candidates pushed back with their full bounds (the search's indices). A part's
+/// numbering keeps the order of the search's within the part (offsets added; its added plans after
+/// its others in both), so each heap comes off in the search's order, and the tournament takes the
+/// first over the heaps: the order of one heap of them all, without the serial merge of tens of
+/// thousands of candidates into it and its heapify between the parts and the first bound
+/// (0.7-1.2 ms of a default `tune`, the other thread idle; docs/benchmarks.md).
 class CandidateQueue {
  public:
-  explicit CandidateQueue(std::size_t groups) : heaps_(groups) {}
-  /// room for n candidates of group g (the merge adds tens of thousands to one group: without it
-  /// the vector is copied at every doubling, into fresh pages each time)
-  void reserve(std::size_t g, std::size_t n) { heaps_[g].reserve(n); }
-  /// adds without ordering; heapify before taking any
-  void add(const Candidate& c) {
-    heaps_[c.own].push_back(c);
-    ++size_;
+  explicit CandidateQueue(std::size_t groups) : groups_(groups) {}
+  /// sorts `c` into heaps by group (Candidate::own), each a heap of the part's numbering; on the
+  /// thread deciding the part
+  static void heapify_part(std::vector<Candidate>& c, std::size_t groups, std::vector<std::vector<Candidate>>& out) {
+    out.assign(groups, {});
+    std::vector<std::size_t> n(groups, 0);
+    for (const Candidate& x : c) ++n[x.own];
+    for (std::size_t g = 0; g < groups; ++g) out[g].reserve(n[g]);
+    for (const Candidate& x : c) out[x.own].push_back(x);
+    for (auto& h : out) std::make_heap(h.begin(), h.end(), after);
+    c.clear();
+    c.shrink_to_fit();
   }
-  void heapify() {
-    for (auto& h : heaps_) std::make_heap(h.begin(), h.end(), after);
+  /// a part's heap of group g (heapify_part), read in place until the search ends
+  void add_part(std::size_t g, std::vector<Candidate>& heap, const PartOffsets& at) {
+    if (heap.empty()) return;
+    Group& gr = groups_[g];
+    gr.sources.push_back({&heap, at});
+    size_ += heap.size();
+    enter(gr, gr.sources.size() - 1);
   }
   void push(const Candidate& c) {
-    auto& h = heaps_[c.own];
-    h.push_back(c);
-    std::push_heap(h.begin(), h.end(), after);
+    Group& gr = groups_[c.own];
+    if (gr.sources.empty() || gr.sources.front().heap != &gr.pushed) {
+      // the pushed-back heap is source 0 of every group that has one
+      gr.sources.insert(gr.sources.begin(), Source{&gr.pushed, {}});
+      for (std::size_t& s : gr.order) ++s;
+    }
+    const bool was_empty = gr.pushed.empty();
+    gr.pushed.push_back(c);
+    std::push_heap(gr.pushed.begin(), gr.pushed.end(), after);
     ++size_;
+    if (was_empty) {
+      enter(gr, 0);
+    } else if (gr.pushed.front().index == c.index && gr.pushed.front().bound == c.bound) {
+      // source 0's first changed: its place in the tournament with it
+      std::make_heap(gr.order.begin(), gr.order.end(), [&](std::size_t a, std::size_t b) { return after(first(gr, a), first(gr, b)); });
+    }
   }
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
   /// the group whose first candidate comes first over all (!empty())
   std::size_t top_group() const {
-    std::size_t best = heaps_.size();
-    for (std::size_t g = 0; g < heaps_.size(); ++g)
-      if (!heaps_[g].empty() && (best == heaps_.size() || after(heaps_[best].front(), heaps_[g].front()))) best = g;
+    std::size_t best = groups_.size();
+    Candidate at{};
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      if (groups_[g].order.empty()) continue;
+      const Candidate c = top(g);
+      if (best == groups_.size() || after(at, c)) {
+        best = g;
+        at = c;
+      }
+    }
     return best;
   }
-  const Candidate& top(std::size_t g) const { return heaps_[g].front(); }
+  /// group g's first candidate, numbered as the search numbers them
+  Candidate top(std::size_t g) const { return first(groups_[g], groups_[g].order.front()); }
   Candidate pop(std::size_t g) {
-    auto& h = heaps_[g];
+    Group& gr = groups_[g];
+    const auto cmp = [&](std::size_t a, std::size_t b) { return after(first(gr, a), first(gr, b)); };
+    const std::size_t s = gr.order.front();
+    const Candidate c = first(gr, s);
+    std::pop_heap(gr.order.begin(), gr.order.end(), cmp);
+    gr.order.pop_back();
+    std::vector<Candidate>& h = *gr.sources[s].heap;
     std::pop_heap(h.begin(), h.end(), after);
-    const Candidate c = h.back();
     h.pop_back();
     --size_;
+    if (!h.empty()) enter(gr, s);
     return c;
   }
   /// removes the group's candidates; how many
   std::size_t drop(std::size_t g) {
-    const std::size_t n = heaps_[g].size();
-    heaps_[g].clear();
+    Group& gr = groups_[g];
+    std::size_t n = 0;
+    for (const std::size_t s : gr.order) {
+      n += gr.sources[s].heap->size();
+      gr.sources[s].heap->clear();
+    }
+    gr.order.clear();
     size_ -= n;
     return n;
   }
 
  private:
+  struct Source {
+    std::vector<Candidate>* heap;
+    PartOffsets at;  ///< zero for the pushed-back heap (the search's numbering already)
+  };
+  struct Group {
+    std::vector<Source> sources;
+    std::vector<std::size_t> order;  ///< the non-empty sources, a heap on their first candidates
+    std::vector<Candidate> pushed;   ///< candidates pushed back (push), the search's numbering
+  };
   static bool after(const Candidate& a, const Candidate& b) {  // std::*_heap keep the largest on top: invert
     return a.bound != b.bound ? a.bound > b.bound : a.index > b.index;
   }
-  std::vector<std::vector<Candidate>> heaps_;
+  /// source s's first candidate in the search's numbering
+  static Candidate first(const Group& gr, std::size_t s) {
+    const Source& src = gr.sources[s];
+    Candidate c = src.heap->front();
+    if (src.heap != &gr.pushed) {
+      c.index = c.index >= kAdded ? src.at.added + (c.index - kAdded) : src.at.passed + c.index;
+      c.slot += src.at.slot;
+    }
+    return c;
+  }
+  void enter(Group& gr, std::size_t s) {
+    gr.order.push_back(s);
+    std::push_heap(gr.order.begin(), gr.order.end(), [&](std::size_t a, std::size_t b) { return after(first(gr, a), first(gr, b)); });
+  }
+  std::vector<Group> groups_;
   std::size_t size_ = 0;
 };
 
@@ -412,9 +536,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     std::size_t passed = 0, added = 0;  // plans that passed check_plan; block-recompute plans added
     PlanStore plans;                    // the candidates: Candidate::slot (in this part)
     std::vector<Candidate> cand;        // index: among this part's passed, or kAdded + among its added
+    std::vector<std::vector<Candidate>> heaps;  // cand by group, each a heap (CandidateQueue::heapify_part)
     double memory_seconds = 0, seconds = 0;  // thread time: memory and dominance; the whole part
   };
-  constexpr std::size_t kAdded = std::size_t{1} << 62;
+  const std::size_t groups = res.strategies.size() + 3;  // Candidate::own: the strategies, then the layouts (1d unused)
   auto memory_message = [&](const sim::Plan& p, const sim::MemoryEstimate& m) {
     // two decimals: the closest refusal is often a few tens of MB over, which one decimal shows as "0.0 GB over"
     return fmt::format("needs {:.2f} GB per GPU{} ({:.1f} GB model state, {:.1f} GB saved activations of {} of {}), "
@@ -591,7 +716,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     // the block's cheap bounds so far: cheap_lower_bound reads of the savers only the recompute
     // mode, method and layers (ZeRO and the bucket size change no kernel it sums)
     std::vector<std::pair<std::array<int, 3>, Duration>> cheap;
-    auto consider = [&](const sim::Plan& p, std::size_t i, std::size_t si, std::optional<Evaluator::GemmParts>& parts) {
+    auto consider = [&](const sim::Plan& p, std::size_t i, std::size_t si, std::optional<Evaluator::GemmParts>& parts, std::size_t j, int block_layers) {
       if (!parts) parts = ev.gemm_parts(p);  // one class per block: the savers do not change it
       const bool grid = p.grid_tp();
       const std::array<int, 3> rc{static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers};
@@ -602,7 +727,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
                            .bound = known->second,
                            .none = p.strategy->baseline && !grid,
                            .own = static_cast<std::uint16_t>(grid ? res.strategies.size() + static_cast<std::size_t>(p.tp_layout) : si)});
-      part.plans.push(p);
+      part.plans.push(j, block_layers);
     };
     sim::Plan q;  // scratch: a plan of the block made from its head
     enumerate_plan_block_heads(model, cluster, space, part_no, [&](const sim::Plan& head, std::span<const BlockSavers> savers) {
@@ -645,6 +770,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
           refuse(si, [&] { return plan_at(j); }, v->plans[j].reason,
                  [&] { return sim::check_plan_savers(model, cluster, plan_at(j))->message; });
       std::optional<Evaluator::GemmParts> parts;
+      part.plans.begin_block(head, savers);
       cheap.clear();
       std::size_t index = part.passed;  // a plan's index: its position among the plans that pass check_plan
       part.passed += static_cast<std::size_t>(std::count_if(v->plans.begin(), v->plans.end(), [](const PlanFate& f) { return f.fate != Fate::refused; }));
@@ -660,7 +786,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
             refuse(si, [&] { return plan_at(j); }, sim::Infeasibility::memory, [&] { return memory_message(plan_at(j), *f.mem); }, f.mem->over());
             break;
           case Fate::candidate:
-            consider(plan_at(j), index, si, parts);
+            consider(plan_at(j), index, si, parts, j, 0);
             break;
         }
         ++index;
@@ -672,9 +798,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         p.recompute_layers = a.layers;
         const std::size_t i = kAdded + part.added++;
         if (!a.mem->fits()) refuse(si, p, sim::Infeasibility::memory, [&] { return memory_message(p, *a.mem); }, a.mem->over());
-        else consider(p, i, si, parts);
+        else consider(p, i, si, parts, a.from, a.layers);
       }
     });
+    CandidateQueue::heapify_part(part.cand, groups, part.heaps);
     part.seconds = std::chrono::duration<double>(clock::now() - start).count();
   };
   std::vector<Part> parts(plan_space_parts(model, cluster, space));
@@ -692,19 +819,17 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   std::vector<std::array<std::pair<std::size_t, std::string>, sim::kInfeasibilityKinds>> refused_of(res.strategies.size());
   std::array<Refusal, sim::kInfeasibilityKinds> refused{};
   double closest = std::numeric_limits<double>::infinity();
-  std::vector<const sim::Plan*> plans;  // the candidates (slot = Candidate::slot), kept in their parts
-  const std::size_t groups = res.strategies.size() + 3;  // Candidate::own: the strategies, then the layouts (1d unused)
+  // the candidates (slot = Candidate::slot), kept in their parts: the parts' first slots
+  std::vector<std::size_t> first_slot;
+  auto plan_of = [&](std::size_t slot) {
+    const std::size_t k = static_cast<std::size_t>(std::upper_bound(first_slot.begin(), first_slot.end(), slot) - first_slot.begin()) - 1;
+    return parts[k].plans[slot - first_slot[k]];
+  };
   CandidateQueue queue(groups);  // the candidates (below)
-  std::size_t passed = 0, added = 0, candidates_total = 0;
+  std::size_t passed = 0, added = 0, slots = 0;
   double memory_seconds = 0, part_seconds = 0;
-  std::vector<std::size_t> per_group(groups, 0);
-  for (const Part& part : parts) {
-    passed += part.passed;
-    candidates_total += part.cand.size();
-    for (const Candidate& c : part.cand) ++per_group[c.own];
-  }
-  plans.reserve(candidates_total);
-  for (std::size_t g = 0; g < groups; ++g) queue.reserve(g, per_group[g]);
+  for (const Part& part : parts) passed += part.passed;
+  first_slot.reserve(parts.size());
   std::size_t passed_before = 0;
   for (Part& part : parts) {
     for (std::size_t si = 0; si < refused_of.size(); ++si)
@@ -731,12 +856,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     res.dominated += part.dominated;
     memory_seconds += part.memory_seconds;
     part_seconds += part.seconds;
-    for (Candidate c : part.cand) {
-      c.index = c.index >= kAdded ? passed + added + (c.index - kAdded) : passed_before + c.index;
-      c.slot += plans.size();
-      queue.add(c);
-    }
-    for (std::size_t k = 0; k < part.plans.size(); ++k) plans.push_back(&part.plans[k]);
+    const PartOffsets at{.passed = passed_before, .added = passed + added, .slot = slots};
+    for (std::size_t g = 0; g < groups; ++g) queue.add_part(g, part.heaps[g], at);
+    first_slot.push_back(slots);
+    slots += part.plans.size();
     passed_before += part.passed;
     added += part.added;
   }
@@ -758,7 +881,6 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // top with its full bound comes off in exactly the order of the sorted list, so the rounds, the
   // estimates and the counts are those of computing every bound first (tests/tuner). The heap is
   // one per pruning group (CandidateQueue): a group whose first candidate is pruned is pruned whole.
-  queue.heapify();
   const std::size_t candidates = queue.size();
   std::size_t decided = 0;
 
@@ -839,14 +961,14 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         // threads building one class's graph at once would each pay for it
         by_class.clear();
         for (std::size_t k = 0; k < refine.size(); ++k) {
-          const std::size_t h = ev.bound_class_hash(*plans[refine[k].slot]);
+          const std::size_t h = ev.bound_class_hash(plan_of(refine[k].slot));
           auto g = std::find_if(by_class.begin(), by_class.end(), [&](const auto& c) { return c.first == h; });
           if (g == by_class.end()) by_class.push_back({h, {k}});
           else g->second.push_back(k);
         }
         parallel_for(by_class.size(), res.threads, [&](std::size_t c) {
           for (std::size_t k : by_class[c].second) {
-            refine[k].bound = ev.compute_lower_bound(*plans[refine[k].slot]);
+            refine[k].bound = ev.compute_lower_bound(plan_of(refine[k].slot));
             refine[k].full = true;
           }
         });
@@ -857,7 +979,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       batch.push_back(queue.pop(g));
     }
     if (dist.size <= 1) {
-      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(*plans[batch[b].slot]); });
+      parallel_for(batch.size(), res.threads, [&](std::size_t b) { est[b] = ev.estimate(plan_of(batch[b].slot)); });
     } else {
       // this process screens slots rank, rank + size, ...; then every process gets every estimate
       const std::size_t r = static_cast<std::size_t>(dist.rank), n = static_cast<std::size_t>(dist.size);
@@ -866,7 +988,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       // its error: then every process throws the error of the lowest failed rank, the same everywhere
       std::string out(1, '\0');
       try {
-        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(*plans[batch[r + k * n].slot]); });
+        parallel_for(mine, res.threads, [&](std::size_t k) { est[r + k * n] = ev.estimate(plan_of(batch[r + k * n].slot)); });
         for (std::size_t k = 0; k < mine; ++k) put_estimate(out, r + k * n, est[r + k * n]);
       } catch (const common::ConfigError& e) {
         out = std::string(1, '\1') + e.what();
@@ -902,7 +1024,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       ++res.screened;
       const Screened s{batch[b].index, i, est[b]};
       insert(best, s, keep);
-      const sim::Plan& pi = *plans[i];
+      const sim::Plan pi = plan_of(i);
       if (pi.strategy->baseline && !pi.grid_tp()) insert(best_none, s, 3);
       const auto [at, fresh] = best_of_pp.try_emplace(pi.pp, s);
       if (!fresh && better(s, at->second)) at->second = s;
@@ -934,13 +1056,13 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // those that are not finalists, each once, after them
   std::vector<sim::Plan> also;
   if (opt.also_simulate && !best.empty())
-    for (sim::Plan& q : opt.also_simulate(*plans[best.front().slot]))
+    for (sim::Plan& q : opt.also_simulate(plan_of(best.front().slot)))
       if (std::find(also.begin(), also.end(), q) == also.end()) also.push_back(std::move(q));
   std::vector<std::size_t> also_from(also.size(), finalists.size());  // the finalist it is, or finalists.size()
   std::vector<std::size_t> also_run;                                  // the others: simulated below
   for (std::size_t k = 0; k < also.size(); ++k) {
     for (std::size_t f = 0; f < finalists.size() && also_from[k] == finalists.size(); ++f)
-      if (*plans[finalists[f].slot] == also[k]) also_from[k] = f;
+      if (plan_of(finalists[f].slot) == also[k]) also_from[k] = f;
     if (also_from[k] == finalists.size()) also_run.push_back(k);
   }
   std::vector<Duration> also_step(also.size());
@@ -950,7 +1072,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       also_step[k] = ev.simulate(also[k]).step_time;
       return;
     }
-    const sim::Plan& p = *plans[finalists[f].slot];
+    const sim::Plan p = plan_of(finalists[f].slot);
     full[f] = RankedPlan{.index = finalists[f].index, .plan = p, .estimate = finalists[f].est};
     if (opt.keep_simulations) {
       auto kept = std::make_shared<sim::SimulatedPlan>(ev.simulate_kept(p));
