@@ -252,6 +252,19 @@ class PlanStore {
     refs_.push_back({.head = static_cast<std::uint32_t>(first_saver_.size() - 1), .saver = static_cast<std::uint32_t>(j), .block_layers = block_layers});
   }
   std::size_t size() const { return refs_.size(); }
+  /// `hash(plan i)` where the plan's block head and recompute mode (what Evaluator::bound_class_hash
+  /// reads of a block's plans: the savers' ZeRO, bucket size and recomputed layers it does not)
+  /// first ask for it, else as then (the twins of a block - bucket sizes, ZeRO stages - come
+  /// together: 2,035 bounds of the default search, far fewer blocks). Not thread-safe.
+  template <class Hash>
+  std::size_t class_hash(std::size_t i, Hash&& hash) const {
+    const Ref& r = refs_[i];
+    const auto rc = static_cast<std::size_t>(pool_[first_saver_[r.head] + r.saver].recompute);
+    if (hashes_.size() <= r.head) hashes_.resize(first_saver_.size());
+    auto& known = hashes_[r.head][rc];
+    if (!known) known = hash((*this)[i]);
+    return *known;
+  }
   sim::Plan operator[](std::size_t i) const {
     const Ref& r = refs_[i];
     sim::Plan p = head_chunks_[r.head / kChunk][r.head % kChunk];
@@ -277,6 +290,7 @@ class PlanStore {
   std::vector<std::size_t> first_saver_;             // per kept head: where its savers start in pool_
   std::size_t last_at_ = 0, last_n_ = 0;             // the last savers added to pool_
   std::vector<Ref> refs_;
+  mutable std::vector<std::array<std::optional<std::size_t>, 3>> hashes_;  // class_hash's, per kept head and recompute mode
 };
 
 /// Where a part's candidates (Candidate::index and slot numbered within the part, below) lie among
@@ -825,6 +839,10 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     const std::size_t k = static_cast<std::size_t>(std::upper_bound(first_slot.begin(), first_slot.end(), slot) - first_slot.begin()) - 1;
     return parts[k].plans[slot - first_slot[k]];
   };
+  auto class_hash_of = [&](std::size_t slot) {
+    const std::size_t k = static_cast<std::size_t>(std::upper_bound(first_slot.begin(), first_slot.end(), slot) - first_slot.begin()) - 1;
+    return parts[k].plans.class_hash(slot - first_slot[k], [&](const sim::Plan& p) { return ev.bound_class_hash(p); });
+  };
   CandidateQueue queue(groups);  // the candidates (below)
   std::size_t passed = 0, added = 0, slots = 0;
   double memory_seconds = 0, part_seconds = 0;
@@ -961,7 +979,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         // threads building one class's graph at once would each pay for it
         by_class.clear();
         for (std::size_t k = 0; k < refine.size(); ++k) {
-          const std::size_t h = ev.bound_class_hash(plan_of(refine[k].slot));
+          const std::size_t h = class_hash_of(refine[k].slot);
           auto g = std::find_if(by_class.begin(), by_class.end(), [&](const auto& c) { return c.first == h; });
           if (g == by_class.end()) by_class.push_back({h, {k}});
           else g->second.push_back(k);
