@@ -260,7 +260,6 @@ class PlanStore {
   std::size_t class_hash(std::size_t i, Hash&& hash) const {
     const Ref& r = refs_[i];
     const auto rc = static_cast<std::size_t>(pool_[first_saver_[r.head] + r.saver].recompute);
-    if (hashes_.size() <= r.head) hashes_.resize(first_saver_.size());
     auto& known = hashes_[r.head][rc];
     if (!known) known = hash((*this)[i]);
     return *known;
@@ -290,7 +289,8 @@ class PlanStore {
   std::vector<std::size_t> first_saver_;             // per kept head: where its savers start in pool_
   std::size_t last_at_ = 0, last_n_ = 0;             // the last savers added to pool_
   std::vector<Ref> refs_;
-  mutable std::vector<std::array<std::optional<std::size_t>, 3>> hashes_;  // class_hash's, per kept head and recompute mode
+  // class_hash's, per kept head (of the few whose plans get a full bound) and recompute mode
+  mutable std::unordered_map<std::uint32_t, std::array<std::optional<std::size_t>, 3>> hashes_;
 };
 
 /// Where a part's candidates (Candidate::index and slot numbered within the part, below) lie among
