@@ -1,6 +1,7 @@
 // slicetune: argument parsing and printing only; the logic lives in the library folders.
 #include "cli/app.hpp"
 #include "common/memory_reuse.hpp"
+#include "common/process_exit.hpp"
 #include "tuner/search.hpp"
 
 #include <cstddef>
@@ -35,6 +36,8 @@ void start_search_threads(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  common::note_loaded_objects();
   start_search_threads(argc, argv);
-  return cli::run(argc, argv);
+  // without the process's teardown where nothing needs it (common/process_exit.hpp)
+  common::end_process(cli::run(argc, argv));
 }
