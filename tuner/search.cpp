@@ -914,12 +914,13 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   // top with only the cheap bound is pruned by it if it can no longer win (its full bound would
   // be pruned too: thresholds only fall) or else gets its full bound and goes back. A candidate on
   // top with its full bound comes off in exactly the order of the sorted list, so the rounds, the
-  // estimates and the counts are those of computing every bound first (tests/tuner). The heap is
-  // one per pruning group (CandidateQueue): a group whose first candidate is pruned is pruned whole.
+  // estimates and the counts are those of computing every bound first (tests/tuner). The queue is
+  // one per pruning group (CandidateQueue: a tournament over the parts' heaps and the heap of those
+  // given their full bounds): a group whose first candidate is pruned is pruned whole.
   const std::size_t candidates = queue.size();
   std::size_t decided = 0;
 
-  res.phases.bound = lap();  // the cheap bounds; the full ones are computed in the rounds below
+  res.phases.bound = lap();  // the queue set up (its heaps came with the parts); the full bounds are computed in the rounds below
   // ---- screening in fixed rounds with bound pruning ----
   const std::size_t keep = static_cast<std::size_t>(std::max(1, opt.top_k) + std::max(0, opt.extra_full));
   struct Screened {

@@ -140,9 +140,10 @@ struct SearchResult {
   int processes = 1;                    ///< options.distribution.size
   double max_screen_error = 0;          ///< max |estimate - full| / full over the fully simulated plans
   double seconds = 0;
-  /// Wall seconds of each phase: enumerate + check_plan, memory + dominance, the cheap lower bounds,
-  /// the screening rounds (with the full lower bounds they compute), whole simulations (bench_tune
-  /// prints them; they sum to about `seconds`).
+  /// Wall seconds of each phase: enumerate + check_plan (the cheap lower bounds and the candidates'
+  /// heaps included), memory + dominance, the queue's set-up before the first round (`bound`: ~0
+  /// since those heaps are made in the parts), the screening rounds (with the full lower bounds they
+  /// compute), whole simulations (bench_tune prints them; they sum to about `seconds`).
   struct Phases {
     double enumerate = 0, memory = 0, bound = 0, screen = 0, whole = 0;
   } phases;
