@@ -134,7 +134,6 @@ void tune(const TuneFlags& f, const cli::SearchProcesses& procs) {
       }
     });
   }
-  tuner::stop_threads();  // the parallel work is done: the threads end while the tables print (not at the exit)
   if (f.json) {
     auto j = tuner::search_json(r, cluster, ranges);
     j["schema_version"] = cli::kJsonSchemaVersion;

@@ -59,25 +59,12 @@ class Pool {
   /// of its arena before it waits for work, the first one started also those of the main heap.
   void start(int helpers, std::size_t prefault) {
     std::lock_guard lock(mu_);
-    if (retired_) return;
     spawn(helpers, prefault);
-  }
-  /// Ends the threads (stop_threads): each returns as it sees it, awake or woken; from here on run()
-  /// answers busy. Nothing while a job runs (another thread's search).
-  void retire() {
-    {
-      std::lock_guard lock(mu_);
-      if (job_ || retired_) return;
-      retired_ = true;
-      ++generation_;
-      posted_.store(generation_, std::memory_order_release);
-    }
-    cv_.notify_all();
   }
   /// false: busy (the caller runs the job some other way)
   bool run(std::size_t n, int helpers, const std::function<void(std::size_t)>& fn) {
     std::unique_lock lock(mu_);
-    if (job_ || retired_) return false;
+    if (job_) return false;
     spawn(helpers, 0);
     Job job{.fn = &fn, .n = n, .seats = helpers};
     job_ = &job;
@@ -140,8 +127,7 @@ class Pool {
         spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; });
         lock.lock();
       }
-      cv_.wait(lock, [&] { return retired_ || (job_ && generation_ != seen); });
-      if (retired_) return;  // the thread ends (stop_threads)
+      cv_.wait(lock, [&] { return job_ && generation_ != seen; });
       seen = generation_;
       Job& job = *job_;
       if (job.seats <= 0) continue;
@@ -187,7 +173,6 @@ class Pool {
   int threads_ = 0;  ///< started (they never end)
   Job* job_ = nullptr;
   std::uint64_t generation_ = 0;
-  bool retired_ = false;  ///< stop_threads: the threads end, run() answers busy
 };
 
 }  // namespace
@@ -198,8 +183,6 @@ void start_threads(int threads, std::size_t prefault) {
   const int t = thread_count(threads);
   if (t > 1) Pool::instance().start(t - 1, prefault);
 }
-
-void stop_threads() { Pool::instance().retire(); }
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
   const int t = std::max(1, std::min<int>(thread_count(threads), static_cast<int>(std::max<std::size_t>(n, 1))));

@@ -1,6 +1,5 @@
 // defines: tuner::search (enumerate -> refuse infeasible -> bound -> screen -> simulate -> rank),
-//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for, thread_count, start_threads,
-//          stop_threads
+//          SearchOptions, SearchResult, RankedPlan, Refusal, parallel_for, thread_count, start_threads
 #pragma once
 #include <array>
 #include <cstddef>
@@ -32,13 +31,6 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
 /// calls it as `tune` and `whatif` start: the threads' start-up and the page faults the search
 /// would take then overlap the command's reading of its configs (docs/benchmarks.md).
 void start_threads(int threads, std::size_t prefault = 0);
-
-/// @brief Ends parallel_for's threads now rather than at the process's exit: a command calls it
-/// after its last parallel work, while the threads still wait for more awake (they spin ~200 us
-/// before sleeping), so they are gone when the process exits - the exit otherwise woke a sleeping
-/// thread on another CPU to end it (docs/benchmarks.md). Later parallel_for calls start threads of
-/// their own for each call, as when the pool is busy.
-void stop_threads();
 
 /// @brief Where a search is; passed to SearchOptions::progress after each round.
 struct Progress {
