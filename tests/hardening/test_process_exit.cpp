@@ -1,7 +1,10 @@
 // common/process_exit.hpp: the program's exit without its teardown where nothing needs it.
 // Expected values come from the rules in that header: the teardown is skipped only when
 // note_loaded_objects was called, no shared object was loaded since and the build has no
-// sanitizer; output is flushed either way; the exit code is the one given.
+// sanitizer; output is flushed either way; the exit code is the one given. Each case runs in a
+// fresh process - this test program started again with its test filter naming the child case and
+// SLICETUNE_EXIT_CHILD saying what to do (without the variable the child case returns at once) -
+// not in a fork of this one, whose other threads' memory a sanitizer's exit check would not see.
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
@@ -10,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -31,14 +35,16 @@ constexpr bool sanitized() {
 #endif
 }
 
-/// What a child process writes to its stdout before end_process(code) (`load`: it dlopens libz
-/// first), and its exit status: the child prints through std::cout and stdio (both buffered into the
-/// pipe), registers an atexit handler that writes "atexit", then ends.
+/// libz is on every Debian system (a dependency of the toolchain); this program does not link it
+constexpr const char* kLib = "libz.so.1";
+
 struct Child {
-  std::string out;
-  int status = -1;
+  std::string out;  ///< what it wrote to stdout
+  int status = -1;  ///< waitpid's
 };
-Child run_child(int code, bool load) {
+
+/// This program again, running only the case "process exit child" with SLICETUNE_EXIT_CHILD=`what`.
+Child run_child(const char* what) {
   int fd[2];
   REQUIRE(pipe(fd) == 0);
   std::cout.flush();
@@ -49,15 +55,16 @@ Child run_child(int code, bool load) {
     dup2(fd[1], STDOUT_FILENO);
     close(fd[0]);
     close(fd[1]);
-    common::note_loaded_objects();
-    if (load && !dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL)) ::_exit(99);
-    std::atexit([] {
-      std::fputs("atexit", stdout);
-      std::fflush(stdout);
-    });
-    std::cout << "from cout, no newline";
-    std::printf(" | from stdio");
-    common::end_process(code);
+    setenv("SLICETUNE_EXIT_CHILD", what, 1);
+    if (sanitized()) {
+      // the child checks how the process ends, not leaks: LeakSanitizer's check at its exit (which
+      // would answer with its own exit code) is left to this program's own exit
+      const char* was = std::getenv("ASAN_OPTIONS");
+      const std::string opts = std::string(was ? was : "") + (was && *was ? ":" : "") + "detect_leaks=0";
+      setenv("ASAN_OPTIONS", opts.c_str(), 1);
+    }
+    execl("/proc/self/exe", "test_hardening", "--test-case=process exit child", "--no-intro", static_cast<char*>(nullptr));
+    ::_exit(127);
   }
   close(fd[1]);
   Child c;
@@ -72,36 +79,47 @@ Child run_child(int code, bool load) {
 
 }  // namespace
 
-TEST_CASE("end_process flushes stdout, exits with the code, and skips the exit handlers only where nothing was loaded since the start") {
-  // libz is on every Debian system (a dependency of the toolchain); the test process must not have it yet
-  REQUIRE(dlopen("libz.so.1", RTLD_NOW | RTLD_NOLOAD) == nullptr);
-  const Child fast = run_child(7, false);
+TEST_CASE("process exit child") {
+  const char* what = std::getenv("SLICETUNE_EXIT_CHILD");
+  if (!what) return;  // only as the child of the cases below
+  if (std::strcmp(what, "rules") == 0) {
+    // fast_exit_allowed's rules; each one broken sets its own bit of the exit code
+    int bad = 0;
+    if (common::fast_exit_allowed()) bad |= 1;  // note_loaded_objects not called yet
+    common::note_loaded_objects();
+    if (common::fast_exit_allowed() != !sanitized()) bad |= 2;
+    if (dlopen(kLib, RTLD_NOW | RTLD_NOLOAD)) bad |= 4;  // loaded already: the next check would prove nothing
+    if (!dlopen(kLib, RTLD_NOW | RTLD_LOCAL)) bad |= 8;
+    if (common::fast_exit_allowed()) bad |= 16;
+    ::_exit(bad);
+  }
+  // "fast" or "load": buffered output through std::cout and stdio, an atexit handler, end_process
+  common::note_loaded_objects();
+  if (std::strcmp(what, "load") == 0 && !dlopen(kLib, RTLD_NOW | RTLD_LOCAL)) ::_exit(99);
+  std::atexit([] {
+    std::fputs(" | atexit", stdout);
+    std::fflush(stdout);
+  });
+  std::cout << "from cout, no newline";
+  std::printf(" | from stdio");
+  common::end_process(std::strcmp(what, "load") == 0 ? 3 : 7);
+}
+
+TEST_CASE("end_process flushes stdout and exits with the code; it skips the exit handlers only where nothing was loaded since the start") {
+  const Child fast = run_child("fast");
   REQUIRE(WIFEXITED(fast.status));
   CHECK(WEXITSTATUS(fast.status) == 7);
   // without a sanitizer the atexit handler is skipped (_exit); with one, std::exit runs it
-  CHECK(fast.out == std::string("from cout, no newline | from stdio") + (sanitized() ? "atexit" : ""));
+  CHECK(fast.out == std::string("from cout, no newline | from stdio") + (sanitized() ? " | atexit" : ""));
 
-  const Child loaded = run_child(3, true);
+  const Child loaded = run_child("load");
   REQUIRE(WIFEXITED(loaded.status));
   CHECK(WEXITSTATUS(loaded.status) == 3);
-  CHECK(loaded.out == "from cout, no newline | from stdioatexit");  // a library loaded since the start: a normal exit
+  CHECK(loaded.out == "from cout, no newline | from stdio | atexit");  // a library loaded since the start: a normal exit
 }
 
 TEST_CASE("fast_exit_allowed: only after note_loaded_objects, in a build without sanitizers, while no object has been loaded since") {
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int bad = 0;
-    // the test program never calls note_loaded_objects itself: not allowed before
-    if (common::fast_exit_allowed()) bad |= 1;
-    common::note_loaded_objects();
-    if (common::fast_exit_allowed() != !sanitized()) bad |= 2;
-    if (!dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL)) bad |= 4;
-    if (common::fast_exit_allowed()) bad |= 8;
-    ::_exit(bad);
-  }
-  int st = 0;
-  REQUIRE(waitpid(pid, &st, 0) == pid);
-  REQUIRE(WIFEXITED(st));
-  CHECK(WEXITSTATUS(st) == 0);  // each failed rule sets its own bit
+  const Child c = run_child("rules");
+  REQUIRE(WIFEXITED(c.status));
+  CHECK(WEXITSTATUS(c.status) == 0);  // each failed rule sets its own bit
 }
