@@ -45,6 +45,10 @@ struct Child {
 
 /// This program again, running only the case "process exit child" with SLICETUNE_EXIT_CHILD=`what`.
 Child run_child(const char* what) {
+  // the child checks how a process ends, not leaks: LeakSanitizer's check at its exit (which would
+  // answer with an exit code of its own) is left to this program's own exit
+  const char* was = std::getenv("ASAN_OPTIONS");
+  const std::string asan_options = std::string(was ? was : "") + (was && *was ? ":" : "") + "detect_leaks=0";
   int fd[2];
   REQUIRE(pipe(fd) == 0);
   std::cout.flush();
@@ -56,13 +60,7 @@ Child run_child(const char* what) {
     close(fd[0]);
     close(fd[1]);
     setenv("SLICETUNE_EXIT_CHILD", what, 1);
-    if (sanitized()) {
-      // the child checks how the process ends, not leaks: LeakSanitizer's check at its exit (which
-      // would answer with its own exit code) is left to this program's own exit
-      const char* was = std::getenv("ASAN_OPTIONS");
-      const std::string opts = std::string(was ? was : "") + (was && *was ? ":" : "") + "detect_leaks=0";
-      setenv("ASAN_OPTIONS", opts.c_str(), 1);
-    }
+    if (sanitized()) setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
     execl("/proc/self/exe", "test_hardening", "--test-case=process exit child", "--no-intro", static_cast<char*>(nullptr));
     ::_exit(127);
   }
