@@ -320,18 +320,15 @@ constexpr std::size_t kAdded = std::size_t{1} << 62;
 /// (0.7-1.2 ms of a default `tune`, the other thread idle; docs/benchmarks.md).
 class CandidateQueue {
  public:
-  explicit CandidateQueue(std::size_t groups) : groups_(groups) {}
-  /// sorts `c` into heaps by group (Candidate::own), each a heap of the part's numbering; on the
-  /// thread deciding the part
-  static void heapify_part(std::vector<Candidate>& c, std::size_t groups, std::vector<std::vector<Candidate>>& out) {
-    out.assign(groups, {});
-    std::vector<std::size_t> n(groups, 0);
-    for (const Candidate& x : c) ++n[x.own];
-    for (std::size_t g = 0; g < groups; ++g) out[g].reserve(n[g]);
-    for (const Candidate& x : c) out[x.own].push_back(x);
-    for (auto& h : out) std::make_heap(h.begin(), h.end(), after);
-    c.clear();
-    c.shrink_to_fit();
+  explicit CandidateQueue(std::size_t groups) : groups_(groups) {
+    for (Group& gr : groups_) gr.sources.push_back({&gr.pushed, {}});  // source 0: the pushed-back heap
+  }
+  CandidateQueue(const CandidateQueue&) = delete;  // its sources point into it
+  CandidateQueue& operator=(const CandidateQueue&) = delete;
+  /// makes a part's candidates of each group (Candidate::own) a heap of the part's numbering; on
+  /// the thread deciding the part
+  static void heapify_part(std::vector<std::vector<Candidate>>& by_group) {
+    for (auto& h : by_group) std::make_heap(h.begin(), h.end(), after);
   }
   /// a part's heap of group g (heapify_part), read in place until the search ends
   void add_part(std::size_t g, std::vector<Candidate>& heap, const PartOffsets& at) {
@@ -343,11 +340,6 @@ class CandidateQueue {
   }
   void push(const Candidate& c) {
     Group& gr = groups_[c.own];
-    if (gr.sources.empty() || gr.sources.front().heap != &gr.pushed) {
-      // the pushed-back heap is source 0 of every group that has one
-      gr.sources.insert(gr.sources.begin(), Source{&gr.pushed, {}});
-      for (std::size_t& s : gr.order) ++s;
-    }
     const bool was_empty = gr.pushed.empty();
     gr.pushed.push_back(c);
     std::push_heap(gr.pushed.begin(), gr.pushed.end(), after);
@@ -421,7 +413,7 @@ class CandidateQueue {
   static Candidate first(const Group& gr, std::size_t s) {
     const Source& src = gr.sources[s];
     Candidate c = src.heap->front();
-    if (src.heap != &gr.pushed) {
+    if (s != 0) {  // a part's heap (source 0 is the pushed-back one)
       c.index = c.index >= kAdded ? src.at.added + (c.index - kAdded) : src.at.passed + c.index;
       c.slot += src.at.slot;
     }
@@ -549,8 +541,9 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
     std::size_t considered = 0, infeasible = 0, dominated = 0;
     std::size_t passed = 0, added = 0;  // plans that passed check_plan; block-recompute plans added
     PlanStore plans;                    // the candidates: Candidate::slot (in this part)
-    std::vector<Candidate> cand;        // index: among this part's passed, or kAdded + among its added
-    std::vector<std::vector<Candidate>> heaps;  // cand by group, each a heap (CandidateQueue::heapify_part)
+    // the candidates by group (Candidate::own), each made a heap at the part's end
+    // (CandidateQueue::heapify_part); index: among this part's passed, or kAdded + among its added
+    std::vector<std::vector<Candidate>> heaps;
     double memory_seconds = 0, seconds = 0;  // thread time: memory and dominance; the whole part
   };
   const std::size_t groups = res.strategies.size() + 3;  // Candidate::own: the strategies, then the layouts (1d unused)
@@ -565,6 +558,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   auto decide_part = [&](std::size_t part_no, Part& part) {
     const auto start = clock::now();
     part.refused_of.resize(res.strategies.size());
+    part.heaps.resize(groups);
     // `plan`: the plan refused, or a callable that makes it (made only where it is kept as an example);
     // `msg`: the message, or a callable that makes it (formatted only for the plans kept as examples);
     // `count` plans alike but for their savers, the first of them refused for the same reason;
@@ -736,11 +730,12 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
       const std::array<int, 3> rc{static_cast<int>(p.recompute), static_cast<int>(p.recompute_method), p.recompute_layers};
       auto known = std::find_if(cheap.begin(), cheap.end(), [&](const auto& c) { return c.first[0] == rc[0] && c.first[1] == rc[1] && c.first[2] == rc[2]; });
       if (known == cheap.end()) known = cheap.insert(cheap.end(), {rc, ev.cheap_lower_bound(p, *parts)});
-      part.cand.push_back({.index = i,
-                           .slot = part.plans.size(),
-                           .bound = known->second,
-                           .none = p.strategy->baseline && !grid,
-                           .own = static_cast<std::uint16_t>(grid ? res.strategies.size() + static_cast<std::size_t>(p.tp_layout) : si)});
+      const std::size_t own = grid ? res.strategies.size() + static_cast<std::size_t>(p.tp_layout) : si;
+      part.heaps[own].push_back({.index = i,
+                                 .slot = part.plans.size(),
+                                 .bound = known->second,
+                                 .none = p.strategy->baseline && !grid,
+                                 .own = static_cast<std::uint16_t>(own)});
       part.plans.push(j, block_layers);
     };
     sim::Plan q;  // scratch: a plan of the block made from its head
@@ -815,7 +810,7 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
         else consider(p, i, si, parts, a.from, a.layers);
       }
     });
-    CandidateQueue::heapify_part(part.cand, groups, part.heaps);
+    CandidateQueue::heapify_part(part.heaps);
     part.seconds = std::chrono::duration<double>(clock::now() - start).count();
   };
   std::vector<Part> parts(plan_space_parts(model, cluster, space));
@@ -835,13 +830,17 @@ SearchResult search(const sim::ModelSpec& model, const hardware::ClusterSpec& cl
   double closest = std::numeric_limits<double>::infinity();
   // the candidates (slot = Candidate::slot), kept in their parts: the parts' first slots
   std::vector<std::size_t> first_slot;
-  auto plan_of = [&](std::size_t slot) {
+  auto locate = [&](std::size_t slot) {  // the part holding it, and its slot there
     const std::size_t k = static_cast<std::size_t>(std::upper_bound(first_slot.begin(), first_slot.end(), slot) - first_slot.begin()) - 1;
-    return parts[k].plans[slot - first_slot[k]];
+    return std::pair<const PlanStore&, std::size_t>(parts[k].plans, slot - first_slot[k]);
+  };
+  auto plan_of = [&](std::size_t slot) {
+    const auto [store, i] = locate(slot);
+    return store[i];
   };
   auto class_hash_of = [&](std::size_t slot) {
-    const std::size_t k = static_cast<std::size_t>(std::upper_bound(first_slot.begin(), first_slot.end(), slot) - first_slot.begin()) - 1;
-    return parts[k].plans.class_hash(slot - first_slot[k], [&](const sim::Plan& p) { return ev.bound_class_hash(p); });
+    const auto [store, i] = locate(slot);
+    return store.class_hash(i, [&](const sim::Plan& p) { return ev.bound_class_hash(p); });
   };
   CandidateQueue queue(groups);  // the candidates (below)
   std::size_t passed = 0, added = 0, slots = 0;
