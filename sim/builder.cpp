@@ -455,12 +455,8 @@ void Builder::reduced_gemm(TensorId x, TensorId w, ChunkGemm gemm, Op op, Op com
     }
 }
 
-ElementwiseKind Builder::norm_kind() const {
-  return m_.norm == Norm::layernorm ? ElementwiseKind::layernorm : ElementwiseKind::rmsnorm;
-}
-ElementwiseKind Builder::activation_kind() const {
-  return m_.activation == Activation::gelu ? ElementwiseKind::gelu : ElementwiseKind::swiglu;
-}
+ElementwiseKind Builder::norm_kind() const { return sh_.norm_kind(); }
+ElementwiseKind Builder::activation_kind() const { return sh_.activation_kind(); }
 
 // ---- weights ------------------------------------------------------------------------------------------
 
@@ -527,7 +523,7 @@ void Builder::emit_embedding(const Slice& s) {
   tokens_.push_back(tok);
   targets_.push_back(tgt);
   TensorId e = act(T, h, Op::embedding, -1, s.index);
-  Task t = task(ew(ElementwiseKind::embedding, T * h, 2.0 * bpe()), Op::embedding, Phase::fwd, -1, s);
+  Task t = task(sh_.embedding_fwd(T), Op::embedding, Phase::fwd, -1, s);
   if (m_.position == Position::learned)
     add(std::move(t), {tok, w_emb_, w_pos_}, {e});
   else
@@ -545,7 +541,7 @@ void Builder::emit_attn_fwd(int l, const Slice& s) {
   gather_for_forward(l);
   sv.x = st.x;
   sv.n1 = act(R, h, Op::norm1, l, s.index);
-  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm1, Phase::fwd, l, s), {st.x, w.norm1}, {sv.n1});
+  add(task(sh_.norm_fwd(R), Op::norm1, Phase::fwd, l, s), {st.x, w.norm1}, {sv.n1});
   gathered_gemm(sv.n1, Op::attn_comm, Phase::fwd, l, s, &Shapes::qkv_fwd, Op::qkv, w.qkv,
                 [&] { return sv.qkv = act(T, sh_.Q, Op::qkv, l, s.index); });
   // Causal attention over the sequence axis: slice i's queries see the keys of slices 0..i.
@@ -572,7 +568,7 @@ void Builder::emit_attn_residual(int l, const Slice& s) {
   sv.x_mid = act(R, h, Op::residual1, l, s.index);
   std::vector<TensorId> in{st.x};
   in.insert(in.end(), st.partial.begin(), st.partial.end());
-  add(task(ew(ElementwiseKind::residual_add, R * h, 3.0 * bpe()), Op::residual1, Phase::fwd, l, s), in,
+  add(task(sh_.residual(R), Op::residual1, Phase::fwd, l, s), in,
       std::span<const TensorId>(&sv.x_mid, 1));
   st.x = sv.x_mid;
 }
@@ -584,12 +580,11 @@ void Builder::emit_mlp_fwd(int l, const Slice& s) {
   const auto& w = lw_[l];
   const std::int64_t T = s.tokens(), h = sh_.h, R = rows(s);
   sv.n2 = act(R, h, Op::norm2, l, s.index);
-  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::norm2, Phase::fwd, l, s), {sv.x_mid, w.norm2}, {sv.n2});
+  add(task(sh_.norm_fwd(R), Op::norm2, Phase::fwd, l, s), {sv.x_mid, w.norm2}, {sv.n2});
   gathered_gemm(sv.n2, Op::mlp_comm, Phase::fwd, l, s, &Shapes::fc1_fwd, Op::fc1, w.fc1,
                 [&] { return sv.f1 = act(T, sh_.F1, Op::fc1, l, s.index); });
   sv.act = act(T, sh_.F, Op::activation, l, s.index);
-  add(task(ew(activation_kind(), T * sh_.F, (m_.fc1_out() / m_.ffn_hidden + 1.0) * bpe()), Op::activation, Phase::fwd, l, s),
-      {sv.f1}, {sv.act});
+  add(task(sh_.activation_fwd(T), Op::activation, Phase::fwd, l, s), {sv.f1}, {sv.act});
   reduced_gemm(sv.act, w.fc2, &Shapes::fc2_fwd, Op::fc2, Op::mlp_comm, l, s);
 }
 
@@ -600,7 +595,7 @@ void Builder::emit_mlp_residual(int l, const Slice& s) {
   TensorId x = act(R, h, Op::residual2, l, s.index);
   std::vector<TensorId> in{st.x};
   in.insert(in.end(), st.partial.begin(), st.partial.end());
-  add(task(ew(ElementwiseKind::residual_add, R * h, 3.0 * bpe()), Op::residual2, Phase::fwd, l, s), in,
+  add(task(sh_.residual(R), Op::residual2, Phase::fwd, l, s), in,
       std::span<const TensorId>(&x, 1));
   st.x = x;
 }
@@ -616,7 +611,7 @@ void Builder::emit_head_fwd(const Slice& s) {
   gather_for_forward(m_.layers);
   const std::int64_t T = s.tokens(), h = sh_.h, V = sh_.V, R = rows(s);
   TensorId nf = act(R, h, Op::final_norm, -1, s.index);
-  add(task(ew(norm_kind(), R * h, 2.0 * bpe()), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
+  add(task(sh_.norm_fwd(R), Op::final_norm, Phase::fwd, -1, s), {st.x, w_fnorm_}, {nf});
   nf_[s.index] = nf;
   const TensorId nfg = gather_in(nf, Op::embed_comm, Phase::fwd, -1, s);
   TensorId logits = tensor(T, V, DType::fp32, TensorRole::activation, Op::lm_head, -1, s.index);
@@ -624,7 +619,7 @@ void Builder::emit_head_fwd(const Slice& s) {
   logits_[s.index] = logits;
   // vocab-parallel cross-entropy: local max, sum-exp and target logit, then one TP AllReduce
   TensorId stats = tensor(T, 3, DType::fp32, TensorRole::activation, Op::loss_comm, -1, s.index);
-  add(task(ew(ElementwiseKind::cross_entropy, T * V, 4.0), Op::loss_comm, Phase::fwd, -1, s), {logits, target(s)}, {stats});
+  add(task(sh_.loss_stats(T), Op::loss_comm, Phase::fwd, -1, s), {logits, target(s)}, {stats});
   if (p_.tp > 1) {
     Task t = tp_task(CollectiveKind::all_reduce, static_cast<double>(T) * 3 * 4, Op::loss_comm, Phase::fwd, -1, s);
     std::get<CollectiveOp>(t.kind).dtype = DType::fp32;
@@ -638,7 +633,7 @@ void Builder::emit_loss(const Slice& s) {
   const std::int64_t T = s.tokens(), V = sh_.V;
   TensorId dl = tensor(T, V, DType::fp32, TensorRole::gradient, Op::lm_head, -1, s.index, -1, true);
   TensorId loss = tensor(T, 1, DType::fp32, TensorRole::activation, Op::loss, -1, s.index);
-  add(task(ew(ElementwiseKind::cross_entropy, T * V, 8.0), Op::loss, Phase::fwd, -1, s),
+  add(task(sh_.loss(T), Op::loss, Phase::fwd, -1, s),
       {logits_[s.index], stats_[s.index], target(s)}, {dl, loss});
   dlogits_[s.index] = dl;
 }
@@ -672,7 +667,7 @@ void Builder::emit_final_norm_bwd(const Slice& s) {
   const std::int64_t h = sh_.h, R = rows(s);
   if (p_.grid_tp()) grid_norm_bwd_stats(st.d_in, Op::final_norm, -1, s);
   TensorId dx = grad(R, h, Op::final_norm, -1, s.index);
-  add(task(ew(norm_kind(), R * h, 3.0 * bpe(), true), Op::final_norm, Phase::bwd_dgrad, -1, s), {st.d_in, st.x, w_fnorm_},
+  add(task(sh_.final_norm_bwd(R), Op::final_norm, Phase::bwd_dgrad, -1, s), {st.d_in, st.x, w_fnorm_},
       {dx, d_fnorm_});
   st.dy = dx;
 }
@@ -692,7 +687,7 @@ BackwardTasks Builder::emit_mlp_bwd(int l, const Slice& s, bool wgrad_before_col
   dyg.push_back(sv.act);
   add(task(sh_.fc2_wgrad(T), Op::fc2, Phase::bwd_wgrad, l, s), dyg, std::span<const TensorId>(&w.d_fc2, 1));
   TensorId df1 = grad(T, F1, Op::fc1, l, s.index);
-  const auto act_bwd = add(task(ew(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true), Op::activation, Phase::bwd_dgrad, l, s),
+  const auto act_bwd = add(task(sh_.activation_bwd(T), Op::activation, Phase::bwd_dgrad, l, s),
                            {sv.f1, da}, {df1});
   const std::size_t ag = g_.tasks.size();
   const TensorId n2g = gather_in(sv.n2, Op::mlp_comm, Phase::bwd_dgrad, l, s);  // SP: gathered again
@@ -723,7 +718,7 @@ void Builder::emit_mlp_norm_bwd(int l, const Slice& s) {
   const std::int64_t h = sh_.h, R = rows(s);
   if (p_.grid_tp()) grid_norm_bwd_stats(st.d_in, Op::mlp_comm, l, s);
   TensorId dx = grad(R, h, Op::residual1, l, s.index);
-  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm2, Phase::bwd_dgrad, l, s),
+  add(task(sh_.norm_bwd(R), Op::norm2, Phase::bwd_dgrad, l, s),
       {st.d_in, saved_[l][s.index].x_mid, w.norm2, st.dy}, {dx, w.d_norm2});
   st.dy = dx;
 }
@@ -790,7 +785,7 @@ void Builder::emit_attn_norm_bwd(int l, const Slice& s) {
   const std::int64_t h = sh_.h, R = rows(s);
   if (p_.grid_tp()) grid_norm_bwd_stats(st.d_in, Op::attn_comm, l, s);
   TensorId dx = grad(R, h, Op::residual2, l - 1, s.index);
-  add(task(ew(norm_kind(), R * h, 4.0 * bpe(), true), Op::norm1, Phase::bwd_dgrad, l, s),
+  add(task(sh_.norm_bwd(R), Op::norm1, Phase::bwd_dgrad, l, s),
       {st.d_in, saved_[l][s.index].x, w.norm1, st.dy}, {dx, w.d_norm1});
   st.dy = dx;
 }
@@ -803,9 +798,9 @@ void Builder::emit_embedding_bwd(const Slice& s) {
     transfer(false, true, st.dy, 0, s);
     return;
   }
-  const std::int64_t T = s.tokens(), h = sh_.h;
+  const std::int64_t T = s.tokens();
   TensorId dyg = gather_in(st.dy, Op::embed_comm, Phase::bwd_dgrad, -1, s);
-  Task t = task(ew(ElementwiseKind::embedding, T * h, bpe() + 8.0, true), Op::embedding, Phase::bwd_wgrad, -1, s);
+  Task t = task(sh_.embedding_bwd(T), Op::embedding, Phase::bwd_wgrad, -1, s);
   if (m_.position == Position::learned)
     add(std::move(t), {dyg, tokens_[s.index]}, {d_emb_, d_pos_});
   else

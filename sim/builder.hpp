@@ -262,13 +262,12 @@ class Builder {
   void bulk_overlap(std::size_t id, std::optional<std::uint32_t> after = std::nullopt);
   hardware::ElementwiseOp ew(hardware::ElementwiseKind k, std::int64_t elements, double bytes_per_element,
                              bool backward = false) const {
-    return hardware::ElementwiseOp{
-        .kind = k, .elements = elements, .bytes = static_cast<double>(elements) * bytes_per_element, .backward = backward};
+    return sh_.elementwise(k, elements, bytes_per_element, backward);
   }
   hardware::ElementwiseKind norm_kind() const;
   hardware::ElementwiseKind activation_kind() const;
   std::int64_t rows(const Slice& s) const { return p_.sequence_parallel ? s.tokens() / p_.tp : s.tokens(); }
-  int bpe() const { return common::dtype_bytes(sh_.act_dtype); }
+  int bpe() const { return sh_.bpe(); }
   void emit_weights();
   void grad_ready(TensorId dw);
   void emit_sp_norm_grads();

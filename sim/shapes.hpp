@@ -1,6 +1,7 @@
-// defines: sim::activation_dtype, Shapes (one tensor-parallel rank's GEMM and attention shapes,
-//          weight shapes and parameter counts): the one source the builder, the memory model and
-//          the tuner's lower bounds read, so that none of them can go stale against the others
+// defines: sim::activation_dtype, Shapes (one tensor-parallel rank's GEMM, attention and
+//          element-wise shapes, weight shapes and parameter counts): the one source the builder,
+//          the memory model and the tuner's lower bounds read, so that none of them can go stale
+//          against the others
 //
 // Dimension names, here and in the builder (sim/builder.hpp):
 //   B  sequences of a slice        S  positions of a slice       T  tokens of a slice = B x S
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/units.hpp"
 #include "hardware/ops.hpp"
 #include "sim/model.hpp"
 #include "sim/task.hpp"
@@ -106,6 +108,58 @@ struct Shapes {
   template <typename F>
   void for_each_lm_head_gemm(std::int64_t T, F&& f) const {
     f(lm_head_fwd(T), 1), f(lm_head_dgrad(T), 1), f(lm_head_wgrad(T), 1);
+  }
+
+  // ---- element-wise kernels of a slice of T tokens and R rows (R = T / tp under sequence
+  // parallelism: the norms and residuals run on the sequence shard), as the builder emits them
+  // (sim/builder.cpp; a grid's are its own: sim/builder_grid.cpp)
+  hardware::ElementwiseOp elementwise(hardware::ElementwiseKind k, std::int64_t elements, double bytes_per_element,
+                                      bool backward = false) const {
+    return hardware::ElementwiseOp{
+        .kind = k, .elements = elements, .bytes = static_cast<double>(elements) * bytes_per_element, .backward = backward};
+  }
+  hardware::ElementwiseKind norm_kind() const {
+    return model.norm == Norm::layernorm ? hardware::ElementwiseKind::layernorm : hardware::ElementwiseKind::rmsnorm;
+  }
+  hardware::ElementwiseKind activation_kind() const {
+    return model.activation == Activation::gelu ? hardware::ElementwiseKind::gelu : hardware::ElementwiseKind::swiglu;
+  }
+  int bpe() const { return common::dtype_bytes(act_dtype); }  ///< bytes of an activation element
+  hardware::ElementwiseOp norm_fwd(std::int64_t R) const { return elementwise(norm_kind(), R * h, 2.0 * bpe()); }
+  hardware::ElementwiseOp norm_bwd(std::int64_t R) const { return elementwise(norm_kind(), R * h, 4.0 * bpe(), true); }
+  hardware::ElementwiseOp final_norm_bwd(std::int64_t R) const { return elementwise(norm_kind(), R * h, 3.0 * bpe(), true); }
+  hardware::ElementwiseOp residual(std::int64_t R) const { return elementwise(hardware::ElementwiseKind::residual_add, R * h, 3.0 * bpe()); }
+  hardware::ElementwiseOp activation_fwd(std::int64_t T) const {
+    return elementwise(activation_kind(), T * F, (model.fc1_out() / model.ffn_hidden + 1.0) * bpe());
+  }
+  hardware::ElementwiseOp activation_bwd(std::int64_t T) const {
+    return elementwise(activation_kind(), T * F, (2.0 * F1 / F + 1.0) * bpe(), true);
+  }
+  /// vocab-parallel cross-entropy: the local max, sum-exp and target logit; then the loss and the logits' gradient
+  hardware::ElementwiseOp loss_stats(std::int64_t T) const { return elementwise(hardware::ElementwiseKind::cross_entropy, T * V, 4.0); }
+  hardware::ElementwiseOp loss(std::int64_t T) const { return elementwise(hardware::ElementwiseKind::cross_entropy, T * V, 8.0); }
+  hardware::ElementwiseOp embedding_fwd(std::int64_t T) const { return elementwise(hardware::ElementwiseKind::embedding, T * h, 2.0 * bpe()); }
+  hardware::ElementwiseOp embedding_bwd(std::int64_t T) const {
+    return elementwise(hardware::ElementwiseKind::embedding, T * h, bpe() + 8.0, true);
+  }
+  /// Calls f(op) for every element-wise kernel the builder's layer pieces emit for one slice
+  /// (Builder::emit_attn_fwd, emit_attn_residual, emit_mlp_fwd, emit_mlp_residual; with
+  /// `backward` also emit_mlp_bwd, emit_mlp_norm_bwd, emit_attn_norm_bwd): the norms, residual
+  /// adds and activation. Not the additions some strategies add where they split a GEMM.
+  template <typename Fn>
+  void for_each_layer_elementwise(std::int64_t T, std::int64_t R, bool backward, Fn&& f) const {
+    f(norm_fwd(R)), f(residual(R)), f(norm_fwd(R)), f(activation_fwd(T)), f(residual(R));
+    if (backward) f(activation_bwd(T)), f(norm_bwd(R)), f(norm_bwd(R));
+  }
+  /// The same for the head side (Builder::emit_head_fwd, emit_loss, emit_final_norm_bwd).
+  template <typename Fn>
+  void for_each_head_elementwise(std::int64_t T, std::int64_t R, Fn&& f) const {
+    f(norm_fwd(R)), f(loss_stats(T)), f(loss(T)), f(final_norm_bwd(R));
+  }
+  /// The same for the embedding (Builder::emit_embedding, emit_embedding_bwd).
+  template <typename Fn>
+  void for_each_embedding_elementwise(std::int64_t T, Fn&& f) const {
+    f(embedding_fwd(T)), f(embedding_bwd(T));
   }
 
   // ---- weights and parameters of this rank

@@ -109,6 +109,13 @@ struct Strategy {
   /// With every knob neutral, the graph has default_strategy()'s tasks on the same streams (it may
   /// order them differently): the tuner's compute bound, a sum over tasks, is then shared.
   bool neutral_tasks_are_default = false;
+  /// Its schedule issues, for every row slice, each of the builder's pieces of a layer (emit_attn_fwd,
+  /// emit_attn_residual, emit_mlp_fwd, emit_mlp_residual and their backward emit_mlp_bwd,
+  /// emit_mlp_norm_bwd, emit_attn_bwd, emit_attn_norm_bwd), of the embedding and of the head, as
+  /// Megatron-LM's and Domino's schedules do: the tuner's cheap lower bound then counts their
+  /// element-wise kernels (Shapes::for_each_layer_elementwise) beside the GEMMs and attention. Leave
+  /// it false for a schedule that leaves out or replaces any of them (a plug-in's, say).
+  bool issues_builder_pieces = false;
   /// The strategy's part of describe(plan): "megatron", "domino 2x1 seq".
   std::string (*describe)(const Plan&);
   /// Why the strategy cannot run this plan (one line), beyond the shared checks of check_plan.

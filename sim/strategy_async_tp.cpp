@@ -52,6 +52,7 @@ const Strategy& strategy_async_tp() {
       .knobs = {},
       .baseline = false,
       .searched = true,
+      .issues_builder_pieces = true,
       .describe = [](const Plan&) { return std::string("async-tp"); },
       .check = check,
       .schedule =

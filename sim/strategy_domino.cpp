@@ -139,6 +139,7 @@ const Strategy& strategy_domino() {
       .baseline = false,
       .searched = true,
       .neutral_tasks_are_default = true,  // one slice, one chunk: Megatron-LM's tasks without its ordering edges
+      .issues_builder_pieces = true,
       .describe =
           [](const Plan& p) {
             return fmt::format("domino {}x{}{}{}", p.row_slices, p.col_slices, p.row_axis == RowAxis::sequence ? " seq" : "",

@@ -98,6 +98,7 @@ const Strategy& strategy_fused() {
       .knobs = {},
       .baseline = false,
       .searched = true,
+      .issues_builder_pieces = true,
       .describe = [](const Plan&) { return std::string("fused"); },
       .check = check,
       .schedule = [](Builder& b) { strategy_none().schedule(b); },  // Megatron-LM's order; the builder fuses the sites (tp_overlap)

@@ -63,6 +63,7 @@ const Strategy& strategy_none() {
       .knobs = {tp_channels_knob({0}, [](const Plan& p) { return p.tp > 1 && !p.grid_tp(); })},
       .baseline = true,
       .searched = true,
+      .issues_builder_pieces = true,
       .describe = [](const Plan& p) { return "megatron" + describe_tp_channels(p); },
       .check = [](const ModelSpec&, const hardware::ClusterSpec& c, const Plan& p) { return check_tp_channels(c, p); },
       .schedule = schedule,

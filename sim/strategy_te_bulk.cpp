@@ -69,6 +69,7 @@ const Strategy& strategy_te_bulk() {
           },
       .baseline = false,
       .searched = true,
+      .issues_builder_pieces = true,
       .describe = [](const Plan& p) { return fmt::format("te-bulk {}sm", p.te_bulk_sms); },
       .check = check,
       .schedule = schedule,

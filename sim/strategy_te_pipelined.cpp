@@ -98,6 +98,7 @@ const Strategy& strategy_te_pipelined() {
           },
       .baseline = false,
       .searched = true,
+      .issues_builder_pieces = true,
       .describe = [](const Plan& p) { return fmt::format("te-pipelined {}x{}sm", p.num_splits, p.num_sm); },
       .check = check,
       .schedule =

@@ -82,15 +82,22 @@ std::size_t Evaluator::class_hash(const ClassKey& k) {
   return h;
 }
 
+namespace {
+/// whether gemm_parts counts the element-wise kernels of `p`'s layers, head and embedding: the
+/// strategy issues every builder piece that emits them, and not a grid (its own pieces: sim/builder_grid.cpp)
+bool elementwise_counted(const sim::Plan& p) { return p.strategy->issues_builder_pieces && !p.grid_tp(); }
+}  // namespace
+
 Evaluator::GemmParts Evaluator::gemm_parts(const sim::Plan& p) const {
   // the strategy's token chunks of the GEMMs around the TP collectives (what the builder emits)
   const sim::TpOverlap ov = p.sequence_parallel && p.tp > 1 ? p.strategy->tp_overlap(p) : sim::TpOverlap{};
   // keyed by what the sums below read: the shapes (tp, grid, micro-batch, sequence, dtype, kernel),
-  // the row slices, column chunks and token chunks (plans of strategies and knobs that emit the
-  // same GEMMs share one)
+  // the row slices, column chunks and token chunks, whether the element-wise kernels are counted and
+  // on what rows (sequence parallelism) (plans of strategies and knobs that emit the same kernels share one)
   const GemmKey key{p.tp,          static_cast<std::int64_t>(p.tp_layout), p.tp_q, p.tp_d, p.micro_batch, p.seq_len,
                     static_cast<std::int64_t>(p.dtype), static_cast<std::int64_t>(p.attention), static_cast<std::int64_t>(p.stack),
-                    p.row_slices,  static_cast<std::int64_t>(p.row_axis), p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp)};
+                    p.row_slices,  static_cast<std::int64_t>(p.row_axis), p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
+                    elementwise_counted(p), p.sequence_parallel};
   // each thread's own copy first (common::ThreadFront): the plans of a block ask for the same parts
   return common::ThreadFront<GemmKey, GemmParts, GemmKeyHash, GemmPartsFront>::get(id_, key, [&] { return shared_gemm_parts(p, key); });
 }
@@ -111,6 +118,8 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
   // in every slice, priced once and counted row_slices times (integer sums: the same as slice by
   // slice). Attention differs by slice only along the sequence (a slice's causal offset).
   std::int64_t gemm_layer = 0, gemm_fwd = 0, gemm_head = 0;  // one slice's
+  std::int64_t ew_layer = 0, ew_fwd = 0, ew_head = 0, ew_emb = 0;  // one slice's (every slice has T tokens and R rows)
+  auto ew_ps = [&](const hardware::ElementwiseOp& e) { return cost_.elementwise(e).time.ps; };
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch / p.tp_rows(), seq = p.seq_len, off = 0;  // a grid's rows and depth split the batch
     if (p.row_axis == sim::RowAxis::batch) batch /= p.row_slices;
@@ -131,7 +140,18 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
       sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
                                  [&](const hardware::GemmOp& g, std::int64_t n) { gemm_fwd += steps * n * ps(g); });
       sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { gemm_head += steps * n * ps(g); });
+      if (elementwise_counted(p)) {
+        const std::int64_t R = p.sequence_parallel ? T / p.tp : T;  // Builder::rows
+        sh.for_each_layer_elementwise(T, R, true, [&](const hardware::ElementwiseOp& e) { ew_layer += ew_ps(e); });
+        sh.for_each_layer_elementwise(T, R, false, [&](const hardware::ElementwiseOp& e) { ew_fwd += ew_ps(e); });
+        sh.for_each_head_elementwise(T, R, [&](const hardware::ElementwiseOp& e) { ew_head += ew_ps(e); });
+        sh.for_each_embedding_elementwise(T, [&](const hardware::ElementwiseOp& e) { ew_emb += ew_ps(e); });
+      }
     }
+    r.ew_layer_ps += ew_layer;
+    r.ew_layer_fwd_ps += ew_fwd;
+    r.ew_head_ps += ew_head;
+    r.ew_emb_ps += ew_emb;
     layer_ps += gemm_layer;
     r.layer_fwd_ps += gemm_fwd;
     head_ps += gemm_head;
@@ -145,8 +165,9 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
   // what recompute runs again: selective, every layer's attention forward; full, the forward of
   // the layers it recomputes (pipelined plans: per layer, the smallest recomputed fraction of any
-  // virtual stage, as compute_lower_bound has it)
-  double layer = static_cast<double>(g.layer_ps), recomputed = 0;  // recomputed: layers (pp 1) or fraction of each (pp > 1)
+  // virtual stage, as compute_lower_bound has it) - its GEMMs, attention and element-wise kernels
+  const double fwd = static_cast<double>(g.layer_fwd_ps + g.ew_layer_fwd_ps);
+  double layer = static_cast<double>(g.layer_ps + g.ew_layer_ps), recomputed = 0;  // recomputed: layers (pp 1) or fraction of each (pp > 1)
   if (p.recompute == sim::Recompute::selective) layer += static_cast<double>(g.attention_fwd_ps);
   if (p.recompute == sim::Recompute::full) {
     if (p.pp > 1) {
@@ -155,22 +176,28 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
       sim::virtual_stage_layers(model_, p, vs);
       for (const auto& v : vs)
         recomputed = std::min(recomputed, static_cast<double>(sim::recomputed_layers(p, static_cast<int>(v.size()))) / static_cast<double>(v.size()));
-      layer += recomputed * static_cast<double>(g.layer_fwd_ps);
+      layer += recomputed * fwd;
     } else {
       recomputed = sim::recomputed_layers(p, model_.layers);
     }
   }
+  const double head = static_cast<double>(g.head_ps + g.ew_head_ps), emb = static_cast<double>(g.ew_emb_ps);
+  // Each kernel summed here is one task of the class graph's compute stream at its solo time
+  // (kernel time / efficiency, plus a launch overhead the sum leaves out), so every term is at most
+  // compute_lower_bound's; below it strictly: a relative margin for the rounding of sums taken in
+  // another order, and 1 ps for the floors
+  auto below = [](double ps) { return Duration::from_ps(std::max<std::int64_t>(0, static_cast<std::int64_t>(std::floor(ps * (1 - 1e-9))) - 1)); };
   if (p.pp > 1) {
-    // pipeline_lower_bound with only the GEMMs and attention of each virtual stage (at the stack's
-    // kernel efficiency), no embedding, optimizer or host: each term is at most the full bound's
+    // pipeline_lower_bound with only these kernels of each virtual stage (at the stack's kernel
+    // efficiency), no optimizer or host: each term is at most the full bound's
     ClassBound b;
     b.layer_ps = layer / eff;
-    b.head_ps = static_cast<double>(g.head_ps) / eff;
-    return Duration::from_ps(static_cast<std::int64_t>(std::floor(pipeline_work_bound(p, b, false) * (1 - 1e-9))));
+    b.head_ps = head / eff;
+    b.emb_ps = emb / eff;
+    return below(pipeline_work_bound(p, b, false));
   }
-  const double per_mb = layer * model_.layers + recomputed * static_cast<double>(g.layer_fwd_ps) + static_cast<double>(g.head_ps);
-  // strictly below gemm_lower_bound's floor of the same sum in integers (the search relies on it)
-  return Duration::from_ps(static_cast<std::int64_t>(std::floor(per_mb * p.grad_accum_steps() / eff * (1 - 1e-9))));
+  const double per_mb = layer * model_.layers + recomputed * fwd + head + emb;
+  return below(per_mb * p.grad_accum_steps() / eff);
 }
 
 Duration Evaluator::gemm_lower_bound(const sim::Plan& p) const {

@@ -89,10 +89,12 @@ class Evaluator {
   /// only, from the layer shapes (sim/shapes.hpp, the shapes the builder emits) in closed form.
   Duration gemm_lower_bound(const sim::Plan& p) const;
   /// A bound below compute_lower_bound that costs a map lookup and a little arithmetic: the GEMM
-  /// and attention solo time per micro-batch of the plan's class (cached), with the forward
-  /// recompute runs again (the attention under selective, the recomputed layers' GEMMs and attention
-  /// under full), times the micro-batches, without the optimizer; pipelined plans: pipeline_lower_bound's pipeline (fill
-  /// and drain included) over those kernels alone. The search orders and prunes by it first and
+  /// and attention solo time per micro-batch of the plan's class (cached) - with the element-wise
+  /// kernels of the builder's pieces where the strategy issues all of them (GemmParts) - with the
+  /// forward recompute runs again (the attention under selective, the recomputed layers' GEMMs,
+  /// attention and element-wise kernels under full), times the micro-batches, without the
+  /// optimizer; pipelined plans: pipeline_lower_bound's pipeline (fill and drain included) over
+  /// those kernels alone. The search orders and prunes by it first and
   /// computes compute_lower_bound only for the plans it cannot prune (tuner/search.cpp).
   Duration cheap_lower_bound(const sim::Plan& p) const { return cheap_lower_bound(p, gemm_parts(p)); }
   /// Solo time of one micro-batch's GEMMs and attention kernels per layer and in the LM head
@@ -103,6 +105,11 @@ class Evaluator {
     /// what recompute runs again per layer: full, the layer's forward GEMMs and attention (every
     /// row slice); selective, the attention forward
     std::int64_t layer_fwd_ps = 0, attention_fwd_ps = 0;
+    /// the element-wise kernels of the builder's pieces (sim::Shapes::for_each_layer_elementwise:
+    /// norms, residual adds, activation; where the strategy issues every piece, Strategy::
+    /// issues_builder_pieces, and not on a grid; else 0), every row slice: per layer, forward and
+    /// backward / forward alone (what full recompute runs again); the head side; the embedding
+    std::int64_t ew_layer_ps = 0, ew_layer_fwd_ps = 0, ew_head_ps = 0, ew_emb_ps = 0;
   };
   GemmParts gemm_parts(const sim::Plan& p) const;
   /// cheap_lower_bound of `p` from its class's gemm_parts.
@@ -178,7 +185,7 @@ class Evaluator {
   ClassKey class_key(const sim::Plan& p, bool neutral_as_default, const sim::Strategy*& st) const;
   /// The reduced-layer estimate of `p` as it is (recompute included, applied to every layer).
   Estimate estimate_uniform(const sim::Plan& p) const;
-  using GemmKey = std::array<std::int64_t, 14>;
+  using GemmKey = std::array<std::int64_t, 16>;
   struct GemmKeyHash {
     std::size_t operator()(const GemmKey& k) const {
       std::size_t h = 1469598103934665603ull;
