@@ -119,6 +119,7 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
   // slice). Attention differs by slice only along the sequence (a slice's causal offset).
   std::int64_t gemm_layer = 0, gemm_fwd = 0, gemm_head = 0;  // one slice's
   std::int64_t ew_layer = 0, ew_fwd = 0, ew_head = 0, ew_emb = 0;  // one slice's (every slice has T tokens and R rows)
+  std::int64_t n_layer = 0, n_fwd = 0, n_head = 0, n_emb = 0;      // and how many kernels
   auto ew_ps = [&](const hardware::ElementwiseOp& e) { return cost_.elementwise(e).time.ps; };
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch / p.tp_rows(), seq = p.seq_len, off = 0;  // a grid's rows and depth split the batch
@@ -142,16 +143,20 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
       sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { gemm_head += steps * n * ps(g); });
       if (elementwise_counted(p)) {
         const std::int64_t R = p.sequence_parallel ? T / p.tp : T;  // Builder::rows
-        sh.for_each_layer_elementwise(T, R, true, [&](const hardware::ElementwiseOp& e) { ew_layer += ew_ps(e); });
-        sh.for_each_layer_elementwise(T, R, false, [&](const hardware::ElementwiseOp& e) { ew_fwd += ew_ps(e); });
-        sh.for_each_head_elementwise(T, R, [&](const hardware::ElementwiseOp& e) { ew_head += ew_ps(e); });
-        sh.for_each_embedding_elementwise(T, [&](const hardware::ElementwiseOp& e) { ew_emb += ew_ps(e); });
+        sh.for_each_layer_elementwise(T, R, true, [&](const hardware::ElementwiseOp& e) { ew_layer += ew_ps(e), ++n_layer; });
+        sh.for_each_layer_elementwise(T, R, false, [&](const hardware::ElementwiseOp& e) { ew_fwd += ew_ps(e), ++n_fwd; });
+        sh.for_each_head_elementwise(T, R, [&](const hardware::ElementwiseOp& e) { ew_head += ew_ps(e), ++n_head; });
+        sh.for_each_embedding_elementwise(T, [&](const hardware::ElementwiseOp& e) { ew_emb += ew_ps(e), ++n_emb; });
       }
     }
     r.ew_layer_ps += ew_layer;
     r.ew_layer_fwd_ps += ew_fwd;
     r.ew_head_ps += ew_head;
     r.ew_emb_ps += ew_emb;
+    r.ew_layer_n += n_layer;
+    r.ew_layer_fwd_n += n_fwd;
+    r.ew_head_n += n_head;
+    r.ew_emb_n += n_emb;
     layer_ps += gemm_layer;
     r.layer_fwd_ps += gemm_fwd;
     head_ps += gemm_head;
@@ -166,8 +171,13 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
   // what recompute runs again: selective, every layer's attention forward; full, the forward of
   // the layers it recomputes (pipelined plans: per layer, the smallest recomputed fraction of any
   // virtual stage, as compute_lower_bound has it) - its GEMMs, attention and element-wise kernels
-  const double fwd = static_cast<double>(g.layer_fwd_ps + g.ew_layer_fwd_ps);
-  double layer = static_cast<double>(g.layer_ps + g.ew_layer_ps), recomputed = 0;  // recomputed: layers (pp 1) or fraction of each (pp > 1)
+  // the sums below are of kernel time, divided by the efficiency at the end; the element-wise
+  // kernels' op overhead (a launched task's solo time has one, stack_compute_ps) is kernel time
+  // times the efficiency here
+  const double over = static_cast<double>(cluster_.host.op_overhead_for(p.stack).ps) * eff;
+  const double fwd = static_cast<double>(g.layer_fwd_ps + g.ew_layer_fwd_ps) + over * static_cast<double>(g.ew_layer_fwd_n);
+  double layer = static_cast<double>(g.layer_ps + g.ew_layer_ps) + over * static_cast<double>(g.ew_layer_n),
+         recomputed = 0;  // recomputed: layers (pp 1) or fraction of each (pp > 1)
   if (p.recompute == sim::Recompute::selective) layer += static_cast<double>(g.attention_fwd_ps);
   if (p.recompute == sim::Recompute::full) {
     if (p.pp > 1) {
@@ -181,7 +191,8 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
       recomputed = sim::recomputed_layers(p, model_.layers);
     }
   }
-  const double head = static_cast<double>(g.head_ps + g.ew_head_ps), emb = static_cast<double>(g.ew_emb_ps);
+  const double head = static_cast<double>(g.head_ps + g.ew_head_ps) + over * static_cast<double>(g.ew_head_n),
+               emb = static_cast<double>(g.ew_emb_ps) + over * static_cast<double>(g.ew_emb_n);
   // Each kernel summed here is one task of the class graph's compute stream at its solo time
   // (kernel time / efficiency, plus a launch overhead the sum leaves out), so every term is at most
   // compute_lower_bound's; below it strictly: a relative margin for the rounding of sums taken in

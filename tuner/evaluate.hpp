@@ -110,6 +110,8 @@ class Evaluator {
     /// issues_builder_pieces, and not on a grid; else 0), every row slice: per layer, forward and
     /// backward / forward alone (what full recompute runs again); the head side; the embedding
     std::int64_t ew_layer_ps = 0, ew_layer_fwd_ps = 0, ew_head_ps = 0, ew_emb_ps = 0;
+    /// how many of those kernels, each launched (a task of its own): the stack's op overhead apiece
+    std::int64_t ew_layer_n = 0, ew_layer_fwd_n = 0, ew_head_n = 0, ew_emb_n = 0;
   };
   GemmParts gemm_parts(const sim::Plan& p) const;
   /// cheap_lower_bound of `p` from its class's gemm_parts.

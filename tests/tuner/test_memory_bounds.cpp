@@ -242,7 +242,8 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
   // sim::Shapes::for_each_layer_elementwise and its siblings) where the strategy issues all of those
   // pieces (Strategy::issues_builder_pieces) and the plan is not a grid. The cheap bound stays below
   // the full one only if those sums are what the graph holds: expected here, exactly, the cost
-  // model's times of the graph's own compute-stream element-wise tasks of those ops (a one-layer
+  // model's times of the graph's own compute-stream element-wise tasks of those ops, and how many
+  // of them are launched (each adds the stack's op overhead to its solo time) (a one-layer
   // graph of one micro-batch, as class_bound builds it; recompute-flagged ones are what full
   // recompute runs again). One evaluator over every 16th plan of the default space that passes
   // check_plan (both sequence-parallel settings, every slicing and strategy, grids): its cache of
@@ -267,12 +268,13 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
     sim::ModelSpec one = m;
     one.layers = 1;
     const sim::StepGraph g = sim::build_step_graph(one, c, q);
-    std::int64_t layer = 0, layer_fwd = 0, head = 0, emb = 0;
+    // kernel time and launched kernels (each with the stack's op overhead in its solo time)
+    std::int64_t layer = 0, layer_fwd = 0, head = 0, emb = 0, n_layer = 0, n_fwd = 0, n_head = 0, n_emb = 0;
     for (std::size_t i = 0; i < g.tasks.size(); ++i) {
       const sim::Task& t = g.tasks[i];
       const auto* e = std::get_if<hardware::ElementwiseOp>(&t.kind);
       if (!e || !g.on_compute(i) || t.once_per_step || t.step_start) continue;
-      const std::int64_t ps = cost->elementwise(*e).time.ps;
+      const std::int64_t ps = cost->elementwise(*e).time.ps, n = t.launches > 0 ? 1 : 0;
       switch (t.op) {
         case sim::Op::norm1:
         case sim::Op::norm2:
@@ -280,14 +282,17 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
         case sim::Op::residual2:
         case sim::Op::activation:
           (t.recompute ? layer_fwd : layer) += ps;
+          (t.recompute ? n_fwd : n_layer) += n;
           break;
         case sim::Op::final_norm:
         case sim::Op::loss_comm:
         case sim::Op::loss:
           head += ps;
+          n_head += n;
           break;
         case sim::Op::embedding:
           emb += ps;
+          n_emb += n;
           break;
         default:
           break;  // a strategy's own additions (the partial sums of split GEMMs): not counted
@@ -308,9 +313,13 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
     CHECK(parts.ew_layer_ps == layer);
     CHECK(parts.ew_head_ps == head);
     CHECK(parts.ew_emb_ps == emb);
+    CHECK(parts.ew_layer_n == n_layer);
+    CHECK(parts.ew_head_n == n_head);
+    CHECK(parts.ew_emb_n == n_emb);
     if (p.recompute == sim::Recompute::full) {
       ++recomputed;
       CHECK(parts.ew_layer_fwd_ps == layer_fwd);
+      CHECK(parts.ew_layer_fwd_n == n_fwd);
     } else {
       CHECK(layer_fwd == 0);
     }
