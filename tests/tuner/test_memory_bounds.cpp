@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <span>
 #include <set>
 #include <string>
@@ -47,6 +48,41 @@ sim::Plan grid_plan(int q, int d, int dp, int mb, int gb, int rs) {
   p.tp_d = d;
   return p;
 }
+
+/// `p` made into its class's plan as Evaluator::class_bound makes it: dp 1, pp 1, no ZeRO, one
+/// micro-batch, uniform recompute of one layer per chunk (every layer, where it recomputes).
+sim::Plan class_plan_of(const sim::Plan& p) {
+  sim::Plan q = p;
+  q.dp = 1;
+  q.zero = 0;
+  q.global_batch = q.micro_batch;
+  q.recompute_method = sim::RecomputeMethod::uniform;
+  q.recompute_layers = 1;
+  q.pp = 1;
+  q.vp = 1;
+  q.schedule = sim::PipelineSchedule::one_f_one_b;
+  q.pipeline_layers.clear();
+  q.p2p_overlap = false;
+  return q;
+}
+
+/// gpt3-13b on one DGX-H100 (the analytic cost model of eager), an evaluator of it and the default
+/// space at global batch 32: what the bound tests below enumerate. Not copied (the evaluator and the
+/// cost model refer to the members).
+struct Default13b {
+  sim::ModelSpec m = sim::load_model("gpt3-13b");
+  hardware::ClusterSpec c = hardware::load_cluster("dgx-h100");
+  std::unique_ptr<hardware::CostModel> cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
+  tuner::Evaluator ev{m, c, *cost};
+  tuner::SearchSpace s = [] {
+    tuner::SearchSpace space;
+    space.global_batch = 32;
+    return space;
+  }();
+  Default13b() = default;
+  Default13b(const Default13b&) = delete;
+  Default13b& operator=(const Default13b&) = delete;
+};
 
 }  // namespace
 
@@ -186,12 +222,8 @@ TEST_CASE("the search's cheap bound is strictly below the full bound on every fe
   // full bounds only if cheap <= compute_lower_bound for every plan (it is kept strictly below).
   // The space: gpt3-13b on one DGX-H100 with pipelines, every strategy, grids, ZeRO and recompute
   // (the default space, global batch 32, every 16th plan that passes check_plan, to keep it small).
-  const auto m = sim::load_model("gpt3-13b");
-  auto c = hardware::load_cluster("dgx-h100");
-  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
-  const tuner::Evaluator ev(m, c, *cost);
-  tuner::SearchSpace s;
-  s.global_batch = 32;
+  const Default13b d13;
+  const auto& [m, c, cost, ev, s] = d13;
   // Full recompute is also checked with the block method the search adds (the first k layers of
   // each model chunk recomputed) at k = 1 and 7. The cheap bound counts the forward recompute runs
   // again, so on full-recompute plans it is also checked to stay close to the full bound: on this
@@ -249,22 +281,13 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
   // check_plan (both sequence-parallel settings, every slicing and strategy, grids): its cache of
   // parts must keep apart plans whose element-wise kernels differ (a key without the sequence
   // parallelism gave a sequence-parallel plan the norms of full rows: 4x its layer's element-wise time).
-  const auto m = sim::load_model("gpt3-13b");
-  auto c = hardware::load_cluster("dgx-h100");
-  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
-  const tuner::Evaluator ev(m, c, *cost);
-  tuner::SearchSpace s;
-  s.global_batch = 32;
+  const Default13b d13;
+  const auto& [m, c, cost, ev, s] = d13;
   std::size_t checked = 0, counted = 0, seen = 0, sp = 0, recomputed = 0;
   tuner::enumerate_plans(m, c, s, [&](const sim::Plan& p) {
     if (p.pp > 1 || p.recompute == sim::Recompute::selective || sim::check_plan(m, c, p) || seen++ % 16 != 0) return;
     const auto parts = ev.gemm_parts(p);
-    sim::Plan q = p;
-    q.dp = 1;
-    q.zero = 0;
-    q.global_batch = q.micro_batch;
-    q.recompute_method = sim::RecomputeMethod::uniform;
-    q.recompute_layers = 1;
+    const sim::Plan q = class_plan_of(p);
     sim::ModelSpec one = m;
     one.layers = 1;
     const sim::StepGraph g = sim::build_step_graph(one, c, q);
@@ -370,17 +393,7 @@ TEST_CASE("a graph of 2 layers adds exactly the tasks of the 1-layer graph's lay
   std::set<std::string> strategies;
   tuner::enumerate_plans(m, c, s, [&](const sim::Plan& p) {
     if (sim::check_plan(m, c, p) || (seen++ % 64 != 0 && !p.grid_tp())) return;  // every grid plan (they are few)
-    sim::Plan q = p;
-    q.dp = 1;
-    q.zero = 0;
-    q.global_batch = q.micro_batch;
-    q.recompute_method = sim::RecomputeMethod::uniform;
-    q.recompute_layers = 1;
-    q.pp = 1;
-    q.vp = 1;
-    q.schedule = sim::PipelineSchedule::one_f_one_b;
-    q.pipeline_layers.clear();
-    q.p2p_overlap = false;
+    const sim::Plan q = class_plan_of(p);
     const Sums one = sums(q, 1), two = sums(q, 2);
     const std::string d = sim::describe(q);
     CAPTURE(d);
@@ -465,12 +478,8 @@ TEST_CASE("the lower bound never exceeds the whole simulation on a sample of the
   // Every 199th plan of the default space (gpt3-13b on one DGX-H100, global batch 32) that passes
   // check_plan - every strategy, grids, pp 1 to 8, ZeRO, recompute - and each full-recompute
   // plan's block variant at 1 layer, against its whole simulation (tuner::Evaluator::simulate).
-  const auto m = sim::load_model("gpt3-13b");
-  auto c = hardware::load_cluster("dgx-h100");
-  auto cost = hardware::make_analytic_cost_model(c, hardware::Stack::eager);
-  const tuner::Evaluator ev(m, c, *cost);
-  tuner::SearchSpace s;
-  s.global_batch = 32;
+  const Default13b d13;
+  const auto& [m, c, cost, ev, s] = d13;
   std::size_t seen = 0, checked = 0, pipelined = 0;
   std::set<std::string> strategies;
   double tightest = 0;  // the largest bound / step
