@@ -120,6 +120,7 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
   std::int64_t gemm_layer = 0, gemm_fwd = 0, gemm_head = 0;  // one slice's
   std::int64_t ew_layer = 0, ew_fwd = 0, ew_head = 0, ew_emb = 0;  // one slice's (every slice has T tokens and R rows)
   std::int64_t n_layer = 0, n_fwd = 0, n_head = 0, n_emb = 0;      // and how many kernels
+  std::int64_t sites_layer = 0, sites_fwd = 0, sites_head = 0;     // one slice's GEMM sites (a call each)
   auto ew_ps = [&](const hardware::ElementwiseOp& e) { return cost_.elementwise(e).time.ps; };
   for (int i = 0; i < p.row_slices; ++i) {
     std::int64_t batch = p.micro_batch / p.tp_rows(), seq = p.seq_len, off = 0;  // a grid's rows and depth split the batch
@@ -147,7 +148,18 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
         sh.for_each_layer_elementwise(T, R, false, [&](const hardware::ElementwiseOp& e) { ew_fwd += ew_ps(e), ++n_fwd; });
         sh.for_each_head_elementwise(T, R, [&](const hardware::ElementwiseOp& e) { ew_head += ew_ps(e), ++n_head; });
         sh.for_each_embedding_elementwise(T, [&](const hardware::ElementwiseOp& e) { ew_emb += ew_ps(e), ++n_emb; });
+        // the GEMM sites: whole, chunked or fused, each issues at least its first piece as a call
+        const auto site = [](std::int64_t& n) { return [&n](const hardware::GemmOp&, std::int64_t) { ++n; }; };
+        sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp), site(sites_layer));
+        sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp), site(sites_fwd));
+        sh.for_each_lm_head_gemm(T, site(sites_head));
       }
+    }
+    if (elementwise_counted(p)) {  // and the attention forward and backward, a kernel each
+      r.launched_layer_n += sites_layer + 2;
+      r.launched_layer_fwd_n += sites_fwd + 1;
+      r.launched_head_n += sites_head;
+      r.launched_attention_fwd_n += 1;
     }
     r.ew_layer_ps += ew_layer;
     r.ew_layer_fwd_ps += ew_fwd;
@@ -175,10 +187,11 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
   // kernels' op overhead (a launched task's solo time has one, stack_compute_ps) is kernel time
   // times the efficiency here
   const double over = static_cast<double>(cluster_.host.op_overhead_for(p.stack).ps) * eff;
-  const double fwd = static_cast<double>(g.layer_fwd_ps + g.ew_layer_fwd_ps) + over * static_cast<double>(g.ew_layer_fwd_n);
-  double layer = static_cast<double>(g.layer_ps + g.ew_layer_ps) + over * static_cast<double>(g.ew_layer_n),
+  const double fwd = static_cast<double>(g.layer_fwd_ps + g.ew_layer_fwd_ps) + over * static_cast<double>(g.ew_layer_fwd_n + g.launched_layer_fwd_n);
+  double layer = static_cast<double>(g.layer_ps + g.ew_layer_ps) + over * static_cast<double>(g.ew_layer_n + g.launched_layer_n),
          recomputed = 0;  // recomputed: layers (pp 1) or fraction of each (pp > 1)
-  if (p.recompute == sim::Recompute::selective) layer += static_cast<double>(g.attention_fwd_ps);
+  if (p.recompute == sim::Recompute::selective)
+    layer += static_cast<double>(g.attention_fwd_ps) + over * static_cast<double>(g.launched_attention_fwd_n);
   if (p.recompute == sim::Recompute::full) {
     if (p.pp > 1) {
       recomputed = 1.0;
@@ -191,7 +204,7 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
       recomputed = sim::recomputed_layers(p, model_.layers);
     }
   }
-  const double head = static_cast<double>(g.head_ps + g.ew_head_ps) + over * static_cast<double>(g.ew_head_n),
+  const double head = static_cast<double>(g.head_ps + g.ew_head_ps) + over * static_cast<double>(g.ew_head_n + g.launched_head_n),
                emb = static_cast<double>(g.ew_emb_ps) + over * static_cast<double>(g.ew_emb_n);
   // Each kernel summed here is one task of the class graph's compute stream at its solo time
   // (kernel time / efficiency, plus a launch overhead the sum leaves out), so every term is at most

@@ -112,6 +112,10 @@ class Evaluator {
     std::int64_t ew_layer_ps = 0, ew_layer_fwd_ps = 0, ew_head_ps = 0, ew_emb_ps = 0;
     /// how many of those kernels, each launched (a task of its own): the stack's op overhead apiece
     std::int64_t ew_layer_n = 0, ew_layer_fwd_n = 0, ew_head_n = 0, ew_emb_n = 0;
+    /// where those are counted: the GEMM sites and attention kernels of the same pieces, each
+    /// issued as at least one call (a chunked or fused site's first piece; the stack's op overhead
+    /// apiece): per layer / its forward / the head; the attention forward (selective recompute)
+    std::int64_t launched_layer_n = 0, launched_layer_fwd_n = 0, launched_head_n = 0, launched_attention_fwd_n = 0;
   };
   GemmParts gemm_parts(const sim::Plan& p) const;
   /// cheap_lower_bound of `p` from its class's gemm_parts.

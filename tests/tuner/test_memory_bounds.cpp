@@ -275,7 +275,8 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
   // pieces (Strategy::issues_builder_pieces) and the plan is not a grid. The cheap bound stays below
   // the full one only if those sums are what the graph holds: expected here, exactly, the cost
   // model's times of the graph's own compute-stream element-wise tasks of those ops, and how many
-  // of them are launched (each adds the stack's op overhead to its solo time) (a one-layer
+  // of them are launched (each adds the stack's op overhead to its solo time); and at least as
+  // many launched GEMMs and attention kernels as the parts count GEMM sites and attention (a one-layer
   // graph of one micro-batch, as class_bound builds it; recompute-flagged ones are what full
   // recompute runs again). One evaluator over every 16th plan of the default space that passes
   // check_plan (both sequence-parallel settings, every slicing and strategy, grids): its cache of
@@ -285,7 +286,7 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
   const auto& [m, c, cost, ev, s] = d13;
   std::size_t checked = 0, counted = 0, seen = 0, sp = 0, recomputed = 0;
   tuner::enumerate_plans(m, c, s, [&](const sim::Plan& p) {
-    if (p.pp > 1 || p.recompute == sim::Recompute::selective || sim::check_plan(m, c, p) || seen++ % 16 != 0) return;
+    if (p.pp > 1 || sim::check_plan(m, c, p) || seen++ % 16 != 0) return;
     const auto parts = ev.gemm_parts(p);
     const sim::Plan q = class_plan_of(p);
     sim::ModelSpec one = m;
@@ -293,10 +294,19 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
     const sim::StepGraph g = sim::build_step_graph(one, c, q);
     // kernel time and launched kernels (each with the stack's op overhead in its solo time)
     std::int64_t layer = 0, layer_fwd = 0, head = 0, emb = 0, n_layer = 0, n_fwd = 0, n_head = 0, n_emb = 0;
+    // and the launched GEMMs and attention kernels (each a call with the op overhead)
+    std::int64_t calls_layer = 0, calls_fwd = 0, calls_head = 0, calls_attention_fwd = 0;
     for (std::size_t i = 0; i < g.tasks.size(); ++i) {
       const sim::Task& t = g.tasks[i];
+      if (!g.on_compute(i) || t.once_per_step || t.step_start) continue;
+      const bool gemm = std::holds_alternative<hardware::GemmOp>(t.kind), attention = std::holds_alternative<hardware::AttentionOp>(t.kind);
+      if ((gemm || attention) && t.launches > 0) {
+        if (t.layer < 0) calls_head += t.op == sim::Op::lm_head;
+        else (t.recompute ? calls_fwd : calls_layer) += 1;
+        if (t.recompute && attention) ++calls_attention_fwd;
+      }
       const auto* e = std::get_if<hardware::ElementwiseOp>(&t.kind);
-      if (!e || !g.on_compute(i) || t.once_per_step || t.step_start) continue;
+      if (!e) continue;
       const std::int64_t ps = cost->elementwise(*e).time.ps, n = t.launches > 0 ? 1 : 0;
       switch (t.op) {
         case sim::Op::norm1:
@@ -329,8 +339,16 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
       CHECK(parts.ew_layer_fwd_ps == 0);
       CHECK(parts.ew_head_ps == 0);
       CHECK(parts.ew_emb_ps == 0);
+      CHECK(parts.launched_layer_n == 0);
+      CHECK(parts.launched_head_n == 0);
       return;
     }
+    // the GEMM sites and attention kernels the parts count, each with one call at least
+    CHECK(calls_layer >= parts.launched_layer_n);
+    CHECK(calls_head >= parts.launched_head_n);
+    CHECK(parts.launched_layer_n == p.row_slices * 14);  // 12 GEMM sites, attention forward and backward
+    CHECK(parts.launched_head_n == p.row_slices * 3);     // the LM head's forward, input and weight gradients
+    if (p.recompute == sim::Recompute::selective) CHECK(calls_attention_fwd >= parts.launched_attention_fwd_n);
     ++counted;
     sp += p.sequence_parallel;
     CHECK(parts.ew_layer_ps == layer);
@@ -343,6 +361,7 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
       ++recomputed;
       CHECK(parts.ew_layer_fwd_ps == layer_fwd);
       CHECK(parts.ew_layer_fwd_n == n_fwd);
+      CHECK(calls_fwd >= parts.launched_layer_fwd_n);
     } else {
       CHECK(layer_fwd == 0);
     }
