@@ -223,7 +223,11 @@ TEST_CASE("the search's cheap bound is strictly below the full bound on every fe
   // The space: gpt3-13b on one DGX-H100 with pipelines, every strategy, grids, ZeRO and recompute
   // (the default space, global batch 32, every 16th plan that passes check_plan, to keep it small).
   const Default13b d13;
-  const auto& [m, c, cost, ev, s] = d13;
+  const auto& m = d13.m;
+  const auto& c = d13.c;
+  const auto& cost = d13.cost;
+  const auto& ev = d13.ev;
+  const auto& s = d13.s;
   // Full recompute is also checked with the block method the search adds (the first k layers of
   // each model chunk recomputed) at k = 1 and 7. The cheap bound counts the forward recompute runs
   // again, so on full-recompute plans it is also checked to stay close to the full bound: on this
@@ -283,7 +287,11 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
   // parts must keep apart plans whose element-wise kernels differ (a key without the sequence
   // parallelism gave a sequence-parallel plan the norms of full rows: 4x its layer's element-wise time).
   const Default13b d13;
-  const auto& [m, c, cost, ev, s] = d13;
+  const auto& m = d13.m;
+  const auto& c = d13.c;
+  const auto& cost = d13.cost;
+  const auto& ev = d13.ev;
+  const auto& s = d13.s;
   std::size_t checked = 0, counted = 0, seen = 0, sp = 0, recomputed = 0;
   tuner::enumerate_plans(m, c, s, [&](const sim::Plan& p) {
     if (p.pp > 1 || sim::check_plan(m, c, p) || seen++ % 16 != 0) return;
@@ -498,7 +506,11 @@ TEST_CASE("the lower bound never exceeds the whole simulation on a sample of the
   // check_plan - every strategy, grids, pp 1 to 8, ZeRO, recompute - and each full-recompute
   // plan's block variant at 1 layer, against its whole simulation (tuner::Evaluator::simulate).
   const Default13b d13;
-  const auto& [m, c, cost, ev, s] = d13;
+  const auto& m = d13.m;
+  const auto& c = d13.c;
+  const auto& cost = d13.cost;
+  const auto& ev = d13.ev;
+  const auto& s = d13.s;
   std::size_t seen = 0, checked = 0, pipelined = 0;
   std::set<std::string> strategies;
   double tightest = 0;  // the largest bound / step
