@@ -143,13 +143,13 @@ struct Shapes {
     return elementwise(hardware::ElementwiseKind::embedding, T * h, bpe() + 8.0, true);
   }
   /// Calls f(op) for every element-wise kernel the builder's layer pieces emit for one slice
-  /// (Builder::emit_attn_fwd, emit_attn_residual, emit_mlp_fwd, emit_mlp_residual; with
-  /// `backward` also emit_mlp_bwd, emit_mlp_norm_bwd, emit_attn_norm_bwd): the norms, residual
-  /// adds and activation. Not the additions some strategies add where they split a GEMM.
+  /// (Builder::emit_attn_fwd, emit_attn_residual, emit_mlp_fwd, emit_mlp_residual, then the
+  /// backward emit_mlp_bwd, emit_mlp_norm_bwd, emit_attn_norm_bwd: op.backward): the norms,
+  /// residual adds and activation. Not the additions some strategies add where they split a GEMM.
   template <typename Fn>
-  void for_each_layer_elementwise(std::int64_t T, std::int64_t R, bool backward, Fn&& f) const {
+  void for_each_layer_elementwise(std::int64_t T, std::int64_t R, Fn&& f) const {
     f(norm_fwd(R)), f(residual(R)), f(norm_fwd(R)), f(activation_fwd(T)), f(residual(R));
-    if (backward) f(activation_bwd(T)), f(norm_bwd(R)), f(norm_bwd(R));
+    f(activation_bwd(T)), f(norm_bwd(R)), f(norm_bwd(R));
   }
   /// The same for the head side (Builder::emit_head_fwd, emit_loss, emit_final_norm_bwd).
   template <typename Fn>

@@ -137,22 +137,21 @@ Evaluator::GemmParts Evaluator::shared_gemm_parts(const sim::Plan& p, const Gemm
     if (i == 0) {
       // a grid runs each of these as q SUMMA steps of the block shapes Shapes gives (sim/builder_grid.cpp)
       const std::int64_t steps = p.grid_tp() ? p.tp_q : 1;
+      // each call of f is a GEMM site: whole, chunked or fused, it issues at least its first piece as a call
       sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
-                             [&](const hardware::GemmOp& g, std::int64_t n) { gemm_layer += steps * n * ps(g); });
+                             [&](const hardware::GemmOp& g, std::int64_t n) { gemm_layer += steps * n * ps(g), ++sites_layer; });
       sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp),
-                                 [&](const hardware::GemmOp& g, std::int64_t n) { gemm_fwd += steps * n * ps(g); });
-      sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { gemm_head += steps * n * ps(g); });
+                                 [&](const hardware::GemmOp& g, std::int64_t n) { gemm_fwd += steps * n * ps(g), ++sites_fwd; });
+      sh.for_each_lm_head_gemm(T, [&](const hardware::GemmOp& g, std::int64_t n) { gemm_head += steps * n * ps(g), ++sites_head; });
       if (elementwise_counted(p)) {
         const std::int64_t R = p.sequence_parallel ? T / p.tp : T;  // Builder::rows
-        sh.for_each_layer_elementwise(T, R, true, [&](const hardware::ElementwiseOp& e) { ew_layer += ew_ps(e), ++n_layer; });
-        sh.for_each_layer_elementwise(T, R, false, [&](const hardware::ElementwiseOp& e) { ew_fwd += ew_ps(e), ++n_fwd; });
+        sh.for_each_layer_elementwise(T, R, [&](const hardware::ElementwiseOp& e) {
+          const std::int64_t t = ew_ps(e);
+          ew_layer += t, ++n_layer;
+          if (!e.backward) ew_fwd += t, ++n_fwd;  // what full recompute runs again
+        });
         sh.for_each_head_elementwise(T, R, [&](const hardware::ElementwiseOp& e) { ew_head += ew_ps(e), ++n_head; });
         sh.for_each_embedding_elementwise(T, [&](const hardware::ElementwiseOp& e) { ew_emb += ew_ps(e), ++n_emb; });
-        // the GEMM sites: whole, chunked or fused, each issues at least its first piece as a call
-        const auto site = [](std::int64_t& n) { return [&n](const hardware::GemmOp&, std::int64_t) { ++n; }; };
-        sh.for_each_layer_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp), site(sites_layer));
-        sh.for_each_layer_fwd_gemm(T, p.col_slices, ov.ag_chunks(p.tp), ov.rs_chunks(p.tp), site(sites_fwd));
-        sh.for_each_lm_head_gemm(T, site(sites_head));
       }
     }
     if (elementwise_counted(p)) {  // and the attention forward and backward, a kernel each
@@ -182,10 +181,10 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
   const double eff = cluster_.host.kernel_efficiency_for(p.stack);
   // what recompute runs again: selective, every layer's attention forward; full, the forward of
   // the layers it recomputes (pipelined plans: per layer, the smallest recomputed fraction of any
-  // virtual stage, as compute_lower_bound has it) - its GEMMs, attention and element-wise kernels
-  // the sums below are of kernel time, divided by the efficiency at the end; the element-wise
-  // kernels' op overhead (a launched task's solo time has one, stack_compute_ps) is kernel time
-  // times the efficiency here
+  // virtual stage, as compute_lower_bound has it) - its GEMMs, attention and element-wise kernels.
+  // The sums below are of kernel time, divided by the efficiency at the end; the op overhead of
+  // each call counted (a launched task's solo time has one, stack_compute_ps) is kernel time times
+  // the efficiency here
   const double over = static_cast<double>(cluster_.host.op_overhead_for(p.stack).ps) * eff;
   const double fwd = static_cast<double>(g.layer_fwd_ps + g.ew_layer_fwd_ps) + over * static_cast<double>(g.ew_layer_fwd_n + g.launched_layer_fwd_n);
   double layer = static_cast<double>(g.layer_ps + g.ew_layer_ps) + over * static_cast<double>(g.ew_layer_n + g.launched_layer_n),
@@ -207,7 +206,8 @@ Duration Evaluator::cheap_lower_bound(const sim::Plan& p, const GemmParts& g) co
   const double head = static_cast<double>(g.head_ps + g.ew_head_ps) + over * static_cast<double>(g.ew_head_n + g.launched_head_n),
                emb = static_cast<double>(g.ew_emb_ps) + over * static_cast<double>(g.ew_emb_n);
   // Each kernel summed here is one task of the class graph's compute stream at its solo time
-  // (kernel time / efficiency, plus a launch overhead the sum leaves out), so every term is at most
+  // (kernel time / efficiency, plus the op overhead of a call, counted here for at most the calls
+  // the graph makes), so every term is at most
   // compute_lower_bound's; below it strictly: a relative margin for the rounding of sums taken in
   // another order, and 1 ps for the floors
   auto below = [](double ps) { return Duration::from_ps(std::max<std::int64_t>(0, static_cast<std::int64_t>(std::floor(ps * (1 - 1e-9))) - 1)); };

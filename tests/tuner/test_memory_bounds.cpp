@@ -225,7 +225,6 @@ TEST_CASE("the search's cheap bound is strictly below the full bound on every fe
   const Default13b d13;
   const auto& m = d13.m;
   const auto& c = d13.c;
-  const auto& cost = d13.cost;
   const auto& ev = d13.ev;
   const auto& s = d13.s;
   // Full recompute is also checked with the block method the search adds (the first k layers of
