@@ -67,8 +67,8 @@ sim::Plan class_plan_of(const sim::Plan& p) {
 }
 
 /// gpt3-13b on one DGX-H100 (the analytic cost model of eager), an evaluator of it and the default
-/// space at global batch 32: what the bound tests below enumerate. Not copied (the evaluator and the
-/// cost model refer to the members).
+/// space at global batch 32: what the bound tests below enumerate (a doctest fixture: its members are
+/// the test's). Not copied (the evaluator and the cost model refer to the members).
 struct Default13b {
   sim::ModelSpec m = sim::load_model("gpt3-13b");
   hardware::ClusterSpec c = hardware::load_cluster("dgx-h100");
@@ -216,17 +216,12 @@ TEST_CASE("ZeRO-3: the reduced-layer estimate walks on until the per-layer incre
   CHECK(err < 0.01);
 }
 
-TEST_CASE("the search's cheap bound is strictly below the full bound on every feasible plan of a space") {
+TEST_CASE_FIXTURE(Default13b, "the search's cheap bound is strictly below the full bound on every feasible plan of a space") {
   // tuner::search orders candidates by compute_lower_bound but computes it lazily, starting from
   // cheap_lower_bound; the order (and so every count and estimate of the search) is that of the
   // full bounds only if cheap <= compute_lower_bound for every plan (it is kept strictly below).
   // The space: gpt3-13b on one DGX-H100 with pipelines, every strategy, grids, ZeRO and recompute
   // (the default space, global batch 32, every 16th plan that passes check_plan, to keep it small).
-  const Default13b d13;
-  const auto& m = d13.m;
-  const auto& c = d13.c;
-  const auto& ev = d13.ev;
-  const auto& s = d13.s;
   // Full recompute is also checked with the block method the search adds (the first k layers of
   // each model chunk recomputed) at k = 1 and 7. The cheap bound counts the forward recompute runs
   // again, so on full-recompute plans it is also checked to stay close to the full bound: on this
@@ -271,7 +266,7 @@ TEST_CASE("the search's cheap bound is strictly below the full bound on every fe
   CHECK(median > 0.85);
 }
 
-TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the graph's builder pieces put on the compute stream") {
+TEST_CASE_FIXTURE(Default13b, "the cheap bound's element-wise sums are the element-wise kernels the graph's builder pieces put on the compute stream") {
   // Evaluator::gemm_parts adds to the GEMMs and attention the element-wise kernels of the builder's
   // layer, head and embedding pieces (norms, residual adds, activation, cross-entropy, embedding;
   // sim::Shapes::for_each_layer_elementwise and its siblings) where the strategy issues all of those
@@ -285,12 +280,6 @@ TEST_CASE("the cheap bound's element-wise sums are the element-wise kernels the 
   // check_plan (both sequence-parallel settings, every slicing and strategy, grids): its cache of
   // parts must keep apart plans whose element-wise kernels differ (a key without the sequence
   // parallelism gave a sequence-parallel plan the norms of full rows: 4x its layer's element-wise time).
-  const Default13b d13;
-  const auto& m = d13.m;
-  const auto& c = d13.c;
-  const auto& cost = d13.cost;
-  const auto& ev = d13.ev;
-  const auto& s = d13.s;
   std::size_t checked = 0, counted = 0, seen = 0, sp = 0, recomputed = 0;
   tuner::enumerate_plans(m, c, s, [&](const sim::Plan& p) {
     if (p.pp > 1 || sim::check_plan(m, c, p) || seen++ % 16 != 0) return;
@@ -499,17 +488,11 @@ TEST_CASE("the compute stream's gaps, worked out by hand on a small graph") {
   CHECK(r.step_time.us() == doctest::Approx(355.0));
 }
 
-TEST_CASE("the lower bound never exceeds the whole simulation on a sample of the default space, pipelines included") {
+TEST_CASE_FIXTURE(Default13b, "the lower bound never exceeds the whole simulation on a sample of the default space, pipelines included") {
   // compute_lower_bound prunes the search: a bound above a plan's step could prune the best plan.
   // Every 199th plan of the default space (gpt3-13b on one DGX-H100, global batch 32) that passes
   // check_plan - every strategy, grids, pp 1 to 8, ZeRO, recompute - and each full-recompute
   // plan's block variant at 1 layer, against its whole simulation (tuner::Evaluator::simulate).
-  const Default13b d13;
-  const auto& m = d13.m;
-  const auto& c = d13.c;
-  const auto& cost = d13.cost;
-  const auto& ev = d13.ev;
-  const auto& s = d13.s;
   std::size_t seen = 0, checked = 0, pipelined = 0;
   std::set<std::string> strategies;
   double tightest = 0;  // the largest bound / step
